@@ -1,0 +1,72 @@
+// Package labels computes a runner group's effective labels and decides, the
+// way Gitea does, whether a runner with those labels can take a job.
+package labels
+
+import "strings"
+
+// DefaultLabels are the labels act_runner registers when it is given none
+// (act_runner 0.2.11 and later). The spec's node:16 images reached their end
+// of life, so we follow act_runner's current defaults instead.
+var DefaultLabels = []string{
+	"ubuntu-latest:docker://docker.gitea.com/runner-images:ubuntu-latest",
+	"ubuntu-24.04:docker://docker.gitea.com/runner-images:ubuntu-24.04",
+	"ubuntu-22.04:docker://docker.gitea.com/runner-images:ubuntu-22.04",
+}
+
+// Name returns the part of a runner label that Gitea compares with a job's
+// runs-on labels: everything before the first ':'. The rest
+// (":docker://image", ":host") tells act_runner how to run the job and is
+// never seen by Gitea's matching.
+func Name(label string) string {
+	name, _, _ := strings.Cut(label, ":")
+	return name
+}
+
+// Effective returns the group's labels followed by the defaults whose names
+// the group does not already use: a group label replaces the default of the
+// same name (a group that sets "ubuntu-latest:docker://my/image" runs
+// ubuntu-latest jobs in its own image). The order is stable so the Job's
+// GITEA_RUNNER_LABELS does not change from pass to pass.
+func Effective(group, defaults []string) []string {
+	out := make([]string, 0, len(group)+len(defaults))
+	seen := make(map[string]bool, len(group)+len(defaults))
+	for _, list := range [][]string{group, defaults} {
+		for _, l := range list {
+			l = strings.TrimSpace(l)
+			if l == "" || seen[Name(l)] {
+				continue
+			}
+			seen[Name(l)] = true
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Set is the set of label names a runner declares to Gitea.
+type Set map[string]struct{}
+
+// NewSet returns the names of the given runner labels.
+func NewSet(runnerLabels []string) Set {
+	s := make(Set, len(runnerLabels))
+	for _, l := range runnerLabels {
+		s[Name(l)] = struct{}{}
+	}
+	return s
+}
+
+// CanRun reports whether Gitea would give a job with these runs-on labels to
+// a runner with this set: every job label must be one of the runner's label
+// names, compared exactly. A job with no labels matches nothing, because
+// Gitea never assigns such a job to any runner.
+func (s Set) CanRun(jobLabels []string) bool {
+	if len(jobLabels) == 0 {
+		return false
+	}
+	for _, l := range jobLabels {
+		if _, ok := s[l]; !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,150 @@
+// Package plan decides, without any I/O, which queued Gitea jobs get a new
+// runner Job in this pass and what the de-duplication state becomes.
+//
+// The rules follow the spec's SpawnedJobsCache (§4.2), made safe for
+// several passes at once and for passes that die half-way:
+//
+//   - A queued job claimed within the spawn TTL is skipped: its runner is
+//     starting.
+//   - A queued job whose claim is older than the TTL is retried, but only
+//     when its runner Job has finished or is gone. A runner Job that is still
+//     active is slow (image pull, a full cluster), not lost; a second runner
+//     for the same Gitea job would sit idle for ever once the first takes it.
+//   - Slots are maxActiveRunners minus the active runner Jobs minus the
+//     claims whose Job does not exist yet (claimed by a pass that is creating
+//     it right now). Counting those claims is what keeps two racing passes
+//     under the cap.
+//   - Claims of jobs that are no longer queued are dropped, unless the claim
+//     is newer than the Gitea snapshot this pass planned from: another pass
+//     may have seen a job this snapshot had not yet seen.
+package plan
+
+import (
+	"sort"
+	"time"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
+)
+
+// RunnerJob is what the planner needs to know of an existing runner Job.
+type RunnerJob struct {
+	Name string
+	// Active is true until the Job has a Complete or Failed condition.
+	Active bool
+}
+
+// Input is everything one plan is made from.
+type Input struct {
+	Now      time.Time
+	SpawnTTL time.Duration
+	// MaxActive is the group's maxActiveRunners.
+	MaxActive int
+	// Jobs are the group's runner Jobs as listed in this pass.
+	Jobs []RunnerJob
+	// Spawned is the state as loaded in this pass.
+	Spawned state.Spawned
+	// Queued are the IDs of the queued Gitea jobs the group can serve.
+	Queued []int64
+	// SnapshotAt is when Gitea was asked for Queued.
+	SnapshotAt time.Time
+	// NewJobName returns a fresh runner Job name.
+	NewJobName func() string
+}
+
+// Claim is a runner Job to create for a Gitea job.
+type Claim struct {
+	GiteaJobID int64
+	JobName    string
+	// Retry is true when an earlier claim for this Gitea job expired.
+	Retry bool
+}
+
+// Result is the plan.
+type Result struct {
+	// Claims are the runner Jobs to create, oldest Gitea job first.
+	Claims []Claim
+	// Spawned is the state to store before any Job is created.
+	Spawned state.Spawned
+	// Active counts active runner Jobs plus claims whose Job is not there yet.
+	Active int
+	// Slots is how many runners the group could start before this plan.
+	Slots int
+	// Waiting counts queued jobs left for a later pass: claimed and still
+	// within the TTL or with a runner still starting, or beyond the slots.
+	Waiting int
+	// Dropped are the Gitea job IDs whose claims were removed.
+	Dropped []int64
+}
+
+// Make computes the plan.
+func Make(in Input) Result {
+	jobs := make(map[string]RunnerJob, len(in.Jobs))
+	active := 0
+	for _, j := range in.Jobs {
+		jobs[j.Name] = j
+		if j.Active {
+			active++
+		}
+	}
+	queued := make(map[int64]bool, len(in.Queued))
+	for _, id := range in.Queued {
+		queued[id] = true
+	}
+
+	next := state.Spawned{}
+	var dropped []int64
+	for id, e := range in.Spawned {
+		if queued[id] || e.SpawnedAt.After(in.SnapshotAt) {
+			next[id] = e
+			continue
+		}
+		dropped = append(dropped, id)
+	}
+	sort.Slice(dropped, func(i, j int) bool { return dropped[i] < dropped[j] })
+
+	// A claim whose Job is not listed is a Job being created right now, or
+	// one whose creation failed; within the TTL it holds its slot either way.
+	for _, e := range next {
+		if _, listed := jobs[e.JobName]; !listed && in.Now.Sub(e.SpawnedAt) < in.SpawnTTL {
+			active++
+		}
+	}
+
+	slots := in.MaxActive - active
+	if slots < 0 {
+		slots = 0
+	}
+	res := Result{Active: active, Slots: slots, Dropped: dropped}
+
+	ids := append([]int64(nil), in.Queued...)
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	left := slots
+	for i, id := range ids {
+		if i > 0 && ids[i-1] == id {
+			continue
+		}
+		prev, claimed := next[id]
+		retry := false
+		if claimed {
+			if in.Now.Sub(prev.SpawnedAt) < in.SpawnTTL {
+				res.Waiting++
+				continue
+			}
+			if j, ok := jobs[prev.JobName]; ok && j.Active {
+				res.Waiting++
+				continue
+			}
+			retry = true
+		}
+		if left == 0 {
+			res.Waiting++
+			continue
+		}
+		c := Claim{GiteaJobID: id, JobName: in.NewJobName(), Retry: retry}
+		next[id] = state.Entry{SpawnedAt: in.Now, JobName: c.JobName}
+		res.Claims = append(res.Claims, c)
+		left--
+	}
+	res.Spawned = next
+	return res
+}

@@ -1,0 +1,137 @@
+package runnerjob
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+)
+
+func group() *v1alpha1.RunnerGroup {
+	return &v1alpha1.RunnerGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "ci", Namespace: "runners", UID: "uid-1"},
+		Spec: v1alpha1.RunnerGroupSpec{
+			Scope: v1alpha1.ScopeOrg, Org: "acme",
+			Gitea:             v1alpha1.GiteaSpec{URL: "https://gitea.example.com"},
+			Labels:            []string{"gpu", "ubuntu-latest:docker://my/image"},
+			MaxActiveRunners:  3,
+			RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "reg", Key: "token"}},
+			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "api", Key: "token"}},
+		},
+	}
+}
+
+func env(c corev1.Container) map[string]corev1.EnvVar {
+	out := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		out[e.Name] = e
+	}
+	return out
+}
+
+func TestBuildFollowsTheSpec(t *testing.T) {
+	opts := DefaultOptions()
+	opts.DefaultLabels = []string{"ubuntu-latest:docker://default", "ubuntu-22.04:docker://b"}
+	j := Build(group(), "ci-x2v7k", 42, opts)
+
+	assert.Equal(t, "ci-x2v7k", j.Name)
+	assert.Equal(t, "runners", j.Namespace)
+	assert.Equal(t, "ci", j.Labels[GroupLabel])
+	assert.Equal(t, "gitea-runner-operator", j.Labels[ManagedByLabel])
+	assert.Equal(t, "42", j.Labels[GiteaJobLabel])
+	require.Len(t, j.OwnerReferences, 1)
+	ref := j.OwnerReferences[0]
+	assert.Equal(t, "gitea.bpg.pw/v1alpha1", ref.APIVersion)
+	assert.Equal(t, "RunnerGroup", ref.Kind)
+	assert.Equal(t, "ci", ref.Name)
+	assert.EqualValues(t, "uid-1", ref.UID)
+	assert.True(t, *ref.Controller)
+	assert.EqualValues(t, 600, *j.Spec.TTLSecondsAfterFinished)
+
+	pod := j.Spec.Template
+	assert.Equal(t, corev1.RestartPolicyOnFailure, pod.Spec.RestartPolicy)
+	assert.Equal(t, "false", pod.Annotations[SafeToEvictAnnotation])
+	assert.Equal(t, "ci", pod.Labels[GroupLabel])
+	assert.Equal(t, "42", pod.Labels[GiteaJobLabel])
+	require.Len(t, pod.Spec.Containers, 1)
+	c := pod.Spec.Containers[0]
+	assert.Equal(t, "runner", c.Name)
+	assert.Equal(t, "gitea/act_runner:nightly-dind-rootless", c.Image)
+	assert.True(t, *c.SecurityContext.Privileged, "dind needs a privileged container")
+
+	e := env(c)
+	assert.Equal(t, "https://gitea.example.com", e["GITEA_INSTANCE_URL"].Value)
+	assert.Equal(t, "true", e["GITEA_RUNNER_EPHEMERAL"].Value)
+	assert.Equal(t, "ci-x2v7k", e["GITEA_RUNNER_NAME"].Value, "the runner registers with the Job's name")
+	assert.Equal(t, "gpu,ubuntu-latest:docker://my/image,ubuntu-22.04:docker://b", e["GITEA_RUNNER_LABELS"].Value)
+}
+
+func TestBuildNeverCarriesASecretValue(t *testing.T) {
+	j := Build(group(), "ci-x2v7k", 1, DefaultOptions())
+	reg := env(j.Spec.Template.Spec.Containers[0])["GITEA_RUNNER_REGISTRATION_TOKEN"]
+	assert.Empty(t, reg.Value, "the token must come from the Secret, never as a literal")
+	require.NotNil(t, reg.ValueFrom)
+	require.NotNil(t, reg.ValueFrom.SecretKeyRef)
+	assert.Equal(t, "reg", reg.ValueFrom.SecretKeyRef.Name)
+	assert.Equal(t, "token", reg.ValueFrom.SecretKeyRef.Key)
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		assert.NotContains(t, e.Name, "AUTH", "the API token stays with the scaler")
+	}
+}
+
+// A restarted container must register afresh: nothing that survives a
+// container restart (a volume) may hold act_runner's state file.
+func TestBuildKeepsRunnerStateOutOfVolumes(t *testing.T) {
+	j := Build(group(), "ci-x2v7k", 1, DefaultOptions())
+	spec := j.Spec.Template.Spec
+	assert.Empty(t, spec.Volumes)
+	for _, c := range spec.Containers {
+		for _, m := range c.VolumeMounts {
+			assert.False(t, strings.HasPrefix(RunnerStateDir+"/", strings.TrimSuffix(m.MountPath, "/")+"/"),
+				"volume at %s would keep %s/.runner across restarts", m.MountPath, RunnerStateDir)
+		}
+		for _, e := range c.Env {
+			assert.NotEqual(t, "DOCKER_HOST", e.Name, "dind-rootless serves Docker on its own unix socket")
+		}
+	}
+}
+
+func TestNewNameAndIsRunnerName(t *testing.T) {
+	name := NewName("ci")
+	assert.Len(t, name, len("ci-")+5)
+	assert.True(t, IsRunnerName("ci", name))
+	assert.NotEqual(t, name, NewName("ci"))
+
+	tests := []struct {
+		group, runner string
+		want          bool
+	}{
+		{"ci", "ci-x2v7k", true},
+		{"ci", "ci-gpu-x2v7k", false},
+		{"ci-gpu", "ci-gpu-x2v7k", true},
+		{"ci", "ci-x2v7", false},
+		{"ci", "ci-X2V7K", false},
+		{"ci", "other-x2v7k", false},
+		{"ci", "", false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, IsRunnerName(tt.group, tt.runner), "%s %s", tt.group, tt.runner)
+	}
+}
+
+func TestIsActive(t *testing.T) {
+	cond := func(typ batchv1.JobConditionType, s corev1.ConditionStatus) *batchv1.Job {
+		return &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: typ, Status: s}}}}
+	}
+	assert.True(t, IsActive(&batchv1.Job{}))
+	assert.False(t, IsActive(cond(batchv1.JobComplete, corev1.ConditionTrue)))
+	assert.False(t, IsActive(cond(batchv1.JobFailed, corev1.ConditionTrue)), "a failed Job frees its slot before its TTL")
+	assert.True(t, IsActive(cond(batchv1.JobFailed, corev1.ConditionFalse)))
+	assert.True(t, IsActive(cond(batchv1.JobSuspended, corev1.ConditionTrue)))
+}
