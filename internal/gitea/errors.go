@@ -1,0 +1,184 @@
+package gitea
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	sdk "code.gitea.io/sdk/gitea"
+)
+
+// Error kinds. Every error from a request to Gitea is an *APIError whose
+// Kind is one of these, so callers can write
+// errors.Is(err, gitea.ErrUnauthorized).
+var (
+	// ErrUnauthorized: Gitea answered 401 (bad, expired or revoked token).
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden: Gitea answered 403 (e.g. a non-admin token on the
+	// global scope).
+	ErrForbidden = errors.New("forbidden")
+	// ErrNotFound: Gitea answered 404 (unknown org, user or repository).
+	ErrNotFound = errors.New("not found")
+	// ErrServer: Gitea answered 5xx or another status we do not expect, or
+	// the request failed before any answer (connection refused, DNS).
+	ErrServer = errors.New("server error")
+	// ErrTimeout: no complete answer within the per-request timeout or the
+	// caller's deadline.
+	ErrTimeout = errors.New("timeout")
+	// ErrBadResponse: Gitea answered 400 (we sent something it rejects, e.g.
+	// an unknown status) or a 2xx body we cannot decode.
+	ErrBadResponse = errors.New("bad response")
+)
+
+// APIError is a failed request to Gitea.
+type APIError struct {
+	// Kind is one of the Err* sentinels above.
+	Kind error
+	// URL is the request's path and query below the server origin, e.g.
+	// "/api/v1/orgs/acme/actions/jobs?limit=50&page=1&status=queued". It
+	// never holds credentials (the token travels in a header).
+	URL string
+	// Status is the HTTP status, 0 when no answer arrived.
+	Status int
+	// Message is Gitea's "message" field, or a short description of what
+	// went wrong when there is none.
+	Message string
+}
+
+// Error reads like
+// "gitea: GET /api/v1/admin/actions/jobs?...: forbidden (HTTP 403): user should be the site admin".
+func (e *APIError) Error() string {
+	var b strings.Builder
+	b.WriteString("gitea: GET ")
+	b.WriteString(e.URL)
+	b.WriteString(": ")
+	if e.Kind != nil {
+		b.WriteString(e.Kind.Error())
+	} else {
+		b.WriteString("error")
+	}
+	if e.Status != 0 {
+		fmt.Fprintf(&b, " (HTTP %d)", e.Status)
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// Unwrap returns the kind, so errors.Is matches the sentinels.
+func (e *APIError) Unwrap() error { return e.Kind }
+
+// kindForStatus maps a non-2xx HTTP status to an error kind.
+func kindForStatus(status int) error {
+	switch status {
+	case http.StatusBadRequest:
+		return ErrBadResponse
+	case http.StatusUnauthorized:
+		return ErrUnauthorized
+	case http.StatusForbidden:
+		return ErrForbidden
+	case http.StatusNotFound:
+		return ErrNotFound
+	default:
+		return ErrServer
+	}
+}
+
+// maxMessageLen keeps a proxy's HTML error page from flooding logs and
+// RunnerGroup conditions.
+const maxMessageLen = 300
+
+// classify turns an SDK failure into an *APIError, or into a plain
+// cancellation error when the caller gave up (that is not Gitea's fault and
+// must not be reported as one). parent is the caller's context, not the
+// per-request one.
+func (c *client) classify(parent context.Context, uri string, resp *sdk.Response, err error) error {
+	if perr := parent.Err(); errors.Is(perr, context.Canceled) {
+		return fmt.Errorf("gitea: GET %s: %w", uri, perr)
+	}
+	e := &APIError{URL: uri}
+	if resp != nil && resp.Response != nil {
+		e.Status = resp.StatusCode
+	}
+	switch {
+	case isTimeout(err):
+		// Checked before the status: a deadline can also strike while a 200
+		// body is still being read.
+		e.Kind = ErrTimeout
+		e.Message = fmt.Sprintf("no complete answer in time (per-request timeout %s)", c.opts.Timeout)
+	case e.Status == 0:
+		e.Kind = ErrServer
+		e.Message = transportMessage(err)
+	case e.Status/100 == 2:
+		e.Kind = ErrBadResponse
+		e.Message = "cannot decode body: " + err.Error()
+	default:
+		e.Kind = kindForStatus(e.Status)
+		e.Message = sdkMessage(err)
+	}
+	e.Message = tidy(e.Message, c.token)
+	return e
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// transportMessage drops the *url.Error wrapper, whose text repeats the full
+// URL including the origin; the inner error says what failed.
+func transportMessage(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// sdkNonJSONPrefix and the markers below are how the SDK (v0.25.1,
+// client.go statusCodeToErr) words an error whose body is not JSON: it
+// repeats the request path and method around the body. We keep the body
+// only; the path is already in APIError.URL. For a JSON body the SDK's error
+// text is Gitea's "message" as is.
+const (
+	sdkNonJSONPrefix = "unknown API error:"
+	sdkBodyStart     = "method and '"
+	sdkBodyEnd       = "' body"
+)
+
+func sdkMessage(err error) string {
+	s := err.Error()
+	if strings.HasPrefix(s, sdkNonJSONPrefix) {
+		if i := strings.Index(s, sdkBodyStart); i >= 0 {
+			s = strings.TrimSuffix(s[i+len(sdkBodyStart):], sdkBodyEnd)
+		}
+	}
+	return s
+}
+
+// tidy puts a message on one line, shortens it and removes the token should
+// a server or proxy ever echo it back.
+func tidy(msg, token string) string {
+	if token != "" {
+		msg = strings.ReplaceAll(msg, token, "[redacted]")
+	}
+	msg = strings.Join(strings.Fields(msg), " ")
+	if len(msg) > maxMessageLen {
+		cut := maxMessageLen
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
+}

@@ -1,0 +1,168 @@
+// Package gitea is the scaler's view of Gitea Actions demand: for one
+// RunnerGroup target it lists the jobs that wait for a runner (queued), the
+// jobs that cannot run yet (blocked) and the jobs that run now (running).
+//
+// The status sets follow what Gitea v1.26.0 really does, which differs from a
+// naive reading of the API docs:
+//
+//   - Demand is status=queued only. Gitea reports its internal state
+//     "Waiting" (ready, waiting for a runner) as "queued"
+//     (services/convert/convert.go, ToActionsStatus).
+//   - Blocked is status=waiting: jobs whose needs: have not finished or that
+//     wait for approval (internal state "Blocked"). The filter values
+//     "pending", "waiting", "requested" and "action_required" all map to the
+//     same single internal state StatusBlocked
+//     (routers/api/v1/shared/action.go, convertToInternal; the states are in
+//     models/actions/status.go). So "pending" is the same set as "waiting";
+//     asking for both would only return every blocked job twice. We ask for
+//     "waiting" alone.
+//   - Running is status=in_progress (internal "Running"); status=running is
+//     rejected with 400 "Invalid status running".
+//
+// Label matching is not done here: jobs carry their raw runs-on labels and
+// the scaler decides which group serves them.
+package gitea
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Scope says which Gitea listing covers a target. The strings are the ones
+// the RunnerGroup CRD uses in spec.scope.
+type Scope string
+
+// The scopes a RunnerGroup can have.
+const (
+	ScopeGlobal Scope = "global"
+	ScopeOrg    Scope = "org"
+	ScopeUser   Scope = "user"
+	ScopeRepo   Scope = "repo"
+)
+
+// Target is the part of Gitea whose jobs a RunnerGroup serves.
+type Target struct {
+	Scope Scope
+	// Owner is the org (ScopeOrg), the user (ScopeUser) or the repository's
+	// owner (ScopeRepo). Empty for ScopeGlobal.
+	Owner string
+	// Repo is the repository name without its owner (ScopeRepo only).
+	Repo string
+}
+
+// String names the target for logs and errors: "global", "org acme",
+// "user alice", "repo acme/app".
+func (t Target) String() string {
+	switch t.Scope {
+	case ScopeGlobal:
+		return "global"
+	case ScopeRepo:
+		return fmt.Sprintf("repo %s/%s", t.Owner, t.Repo)
+	default:
+		return fmt.Sprintf("%s %s", t.Scope, t.Owner)
+	}
+}
+
+// validate rejects targets that would make us list the wrong thing, such as
+// an org target without an org (which would otherwise hit a different URL).
+func (t Target) validate() error {
+	switch t.Scope {
+	case ScopeGlobal:
+		if t.Owner != "" || t.Repo != "" {
+			return fmt.Errorf("gitea: invalid target %q: global scope takes no owner or repo", t.String())
+		}
+	case ScopeOrg, ScopeUser:
+		if t.Owner == "" || t.Repo != "" {
+			return fmt.Errorf("gitea: invalid target %q: %s scope needs an owner and no repo", t.String(), t.Scope)
+		}
+	case ScopeRepo:
+		if t.Owner == "" || t.Repo == "" {
+			return fmt.Errorf("gitea: invalid target %q: repo scope needs an owner and a repo", t.String())
+		}
+	default:
+		return fmt.Errorf("gitea: invalid target: unknown scope %q", string(t.Scope))
+	}
+	return nil
+}
+
+// Job is one Gitea Actions job as the scaler needs it.
+type Job struct {
+	ID int64
+	// Name is the job's display name, e.g. "build" or "matrix (linux-arm64)".
+	Name string
+	// Labels are the job's runs-on labels, unchanged.
+	Labels []string
+	// Status is Gitea's API status string ("queued", "waiting", "in_progress").
+	Status string
+	// RunnerName is the name the runner registered with; set once a runner
+	// has taken the job.
+	RunnerName string
+	// Repo is "owner/name", parsed from the job's html_url or url. Empty when
+	// neither can be parsed and the listing did not cover a single repository.
+	Repo string
+}
+
+// Snapshot is the demand of one target at one moment. A job ID appears in at
+// most one of the three lists (see Client.Snapshot for how a job that moves
+// between listings is placed). Each list is sorted by ID.
+type Snapshot struct {
+	// Queued jobs are ready and wait for a runner: the demand.
+	Queued []Job
+	// Blocked jobs wait for their needs: or for approval; a runner started
+	// for them would have nothing to do yet.
+	Blocked []Job
+	// Running jobs have been taken by a runner.
+	Running []Job
+	// FetchedAt is when the last listing of the pass finished.
+	FetchedAt time.Time
+}
+
+// Client reads Gitea Actions demand. Implementations are safe for
+// concurrent use.
+type Client interface {
+	// Snapshot lists the queued, blocked and running jobs of the target,
+	// reading every page. It fails as a whole: a partial view is never
+	// returned, because acting on it could start too many or too few
+	// runners.
+	Snapshot(ctx context.Context, t Target) (Snapshot, error)
+}
+
+// Options tune a Client. The zero value is usable.
+type Options struct {
+	// Timeout bounds each HTTP request (not the whole Snapshot, which makes
+	// several). Default 10s.
+	Timeout time.Duration
+	// PageSize is the limit asked for per page. Default 50, which is also
+	// Gitea's default MAX_RESPONSE_ITEMS: Gitea caps larger values.
+	PageSize int
+	// HTTPClient sends the requests. Default: a plain http.Client using
+	// http.DefaultTransport.
+	HTTPClient *http.Client
+	// UserAgent is sent with every request. Default "gitea-runner-operator".
+	UserAgent string
+}
+
+// Defaults for Options.
+const (
+	DefaultTimeout   = 10 * time.Second
+	DefaultPageSize  = 50
+	DefaultUserAgent = "gitea-runner-operator"
+)
+
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = DefaultPageSize
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{}
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = DefaultUserAgent
+	}
+	return o
+}
