@@ -1,0 +1,72 @@
+package gitea
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteafake"
+)
+
+// Distinctive tokens, so a test can prove they never leak into error text.
+const (
+	adminToken = "adm1n-TOKEN-MUST-NOT-LEAK-7f3c9d2e"
+	aliceToken = "al1ce-TOKEN-MUST-NOT-LEAK-b41e08aa"
+	badToken   = "bad-TOKEN-MUST-NOT-LEAK-0000dead"
+)
+
+// testTimeout bounds each request of tests that expect success; loopback
+// answers in well under a millisecond.
+const testTimeout = 2 * time.Second
+
+// fixtureScene is the scene of the recordings in testdata (see
+// /work/shared/fixtures/gitea-1.26/README.md): org acme with repo app (job 1
+// done, jobs 2-4 queued) and user alice with repo tool (job 5 queued, job 6
+// blocked on it).
+func fixtureScene() giteafake.Scene {
+	return giteafake.Scene{
+		Orgs:  []giteafake.Org{{Name: "acme"}},
+		Users: []string{"root", "alice"},
+		Repos: []giteafake.Repo{{Owner: "acme", Name: "app"}, {Owner: "alice", Name: "tool"}},
+		Jobs: []giteafake.Job{
+			{ID: 1, Owner: "acme", Repo: "app", RunID: 1, Name: "build", Labels: []string{"ubuntu-latest"},
+				Status: giteafake.StatusCompleted, Conclusion: "success", RunnerID: 2, RunnerName: "rg-ci-xyz34", RunAttempt: 1},
+			{ID: 2, Owner: "acme", Repo: "app", RunID: 1, Name: "gpu", Labels: []string{"self-hosted", "gpu"}, Status: giteafake.StatusQueued},
+			{ID: 3, Owner: "acme", Repo: "app", RunID: 1, Name: "matrix (linux-arm64)", Labels: []string{"linux-arm64"}, Status: giteafake.StatusQueued},
+			{ID: 4, Owner: "acme", Repo: "app", RunID: 1, Name: "matrix (ubuntu-22.04)", Labels: []string{"ubuntu-22.04"}, Status: giteafake.StatusQueued},
+			{ID: 5, Owner: "alice", Repo: "tool", RunID: 2, Name: "lint", Labels: []string{"ubuntu-latest"}, Status: giteafake.StatusQueued},
+			{ID: 6, Owner: "alice", Repo: "tool", RunID: 2, Name: "deploy", Labels: []string{"ubuntu-latest", "deploy"}, Status: giteafake.StatusBlocked},
+		},
+	}
+}
+
+// newFake starts a fake Gitea with the given scene, an admin token for root
+// and a user token for alice.
+func newFake(t *testing.T, scene giteafake.Scene) *giteafake.Server {
+	t.Helper()
+	f := giteafake.New()
+	t.Cleanup(f.Close)
+	f.AddToken(adminToken, "root", true)
+	f.AddToken(aliceToken, "alice", false)
+	require.NoError(t, f.Load(scene))
+	return f
+}
+
+func newTestClient(t *testing.T, baseURL, token string, opts Options) Client {
+	t.Helper()
+	if opts.Timeout == 0 {
+		opts.Timeout = testTimeout
+	}
+	c, err := NewClient(baseURL, token, opts)
+	require.NoError(t, err)
+	return c
+}
+
+func ids(jobs []Job) []int64 {
+	out := []int64{}
+	for _, j := range jobs {
+		out = append(out, j.ID)
+	}
+	return out
+}
