@@ -294,6 +294,9 @@ func (c *client) fetchJobs(ctx context.Context, l listing) ([]*sdk.ActionWorkflo
 		if err != nil {
 			return 0, resp, err
 		}
+		if res == nil { // not produced by SDK v0.25.1; an empty page is the safe reading
+			return 0, resp, nil
+		}
 		jobs = append(jobs, res.Jobs...)
 		return len(res.Jobs), resp, nil
 	})
