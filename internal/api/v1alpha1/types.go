@@ -40,6 +40,8 @@ const (
 
 // RunnerGroup is a pool of ephemeral Gitea Actions runners: one runner Job per
 // queued Gitea job that the pool's labels can serve, up to MaxActiveRunners.
+// Its name is at most 50 characters, so that runner Job names
+// ({name}-{5 chars}) fit in 63.
 type RunnerGroup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -57,23 +59,29 @@ type RunnerGroupList struct {
 
 // RunnerGroupSpec is the desired state of a RunnerGroup.
 type RunnerGroupSpec struct {
-	// Scope is global, org, user or repo.
+	// Scope is global, org, user or repo. It decides which of Org, User and
+	// Repo must be set and which must not (the CRD refuses other combinations).
 	Scope Scope `json:"scope"`
 	// Org names the organization: required for scope org, and the repository's
-	// owner for scope repo when the owner is an organization.
+	// owner for scope repo when the owner is an organization. Not allowed with
+	// scopes global and user.
 	Org string `json:"org,omitempty"`
 	// User names the user: required for scope user, and the repository's owner
-	// for scope repo when the owner is a user.
+	// for scope repo when the owner is a user. Not allowed with scopes global
+	// and org.
 	User string `json:"user,omitempty"`
-	// Repo names the repository (without its owner): required for scope repo.
+	// Repo names the repository (without its owner): required for scope repo,
+	// not allowed with any other scope.
 	Repo string `json:"repo,omitempty"`
 	// Gitea says where the Gitea instance is.
 	Gitea GiteaSpec `json:"gitea"`
-	// Labels are the runner's labels ("name" or "name:docker://image"). The
-	// scaler's default labels are added, except those whose name a label here
-	// already has.
+	// Labels are the runner's labels ("name", "name:host" or
+	// "name:docker://image"); no two share a name (the part before the first
+	// ':'). The scaler's default labels are added, except those whose name a
+	// label here already has.
 	Labels []string `json:"labels,omitempty"`
-	// MaxActiveRunners caps the group's unfinished runner Jobs; 0 pauses the group.
+	// MaxActiveRunners caps the group's unfinished runner Jobs; 0 pauses the
+	// group. The CRD accepts 0 to 1000.
 	MaxActiveRunners int32 `json:"maxActiveRunners"`
 	// RegistrationToken is the runner registration token of the group's scope.
 	RegistrationToken SecretKeySelector `json:"registrationToken"`
@@ -83,19 +91,24 @@ type RunnerGroupSpec struct {
 
 // GiteaSpec locates the Gitea instance.
 type GiteaSpec struct {
-	// URL is the base URL of the Gitea instance, for example https://gitea.example.com.
+	// URL is the base URL of the Gitea instance, for example
+	// https://gitea.example.com: http or https, with a host, without
+	// credentials, query or fragment.
 	URL string `json:"url"`
 }
 
 // SecretKeySelector points at one key of a Secret in the RunnerGroup's namespace.
 type SecretKeySelector struct {
+	// SecretRef names the Secret and the key in it.
 	SecretRef SecretRef `json:"secretRef"`
 }
 
 // SecretRef names a Secret and a key in it.
 type SecretRef struct {
+	// Name is the Secret's name, in the RunnerGroup's namespace.
 	Name string `json:"name"`
-	Key  string `json:"key"`
+	// Key is the key in the Secret's data whose value is the token.
+	Key string `json:"key"`
 }
 
 // RunnerGroupStatus is what the last scaler pass observed.
