@@ -45,7 +45,7 @@ type Input struct {
 	Spawned state.Spawned
 	// Queued are the IDs of the queued Gitea jobs the group can serve.
 	Queued []int64
-	// SnapshotAt is when Gitea was asked for Queued.
+	// SnapshotAt is when the pass began to ask Gitea for Queued.
 	SnapshotAt time.Time
 	// NewJobName returns a fresh runner Job name.
 	NewJobName func() string

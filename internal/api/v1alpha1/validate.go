@@ -1,0 +1,84 @@
+package v1alpha1
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Validate checks a spec the way the CRD's schema and CEL rules do at
+// admission. The API server is the first line; this is the second, for
+// objects admitted before the CRD carried a rule, or by a cluster whose CRD
+// is managed apart and older. Each message names the field.
+func (s *RunnerGroupSpec) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	switch s.Scope {
+	case ScopeGlobal:
+		if s.Org != "" || s.User != "" || s.Repo != "" {
+			bad("spec.org, spec.user and spec.repo must be empty for scope global")
+		}
+	case ScopeOrg:
+		if s.Org == "" {
+			bad("spec.org is required for scope org")
+		}
+		if s.User != "" || s.Repo != "" {
+			bad("spec.user and spec.repo must be empty for scope org")
+		}
+	case ScopeUser:
+		if s.User == "" {
+			bad("spec.user is required for scope user")
+		}
+		if s.Org != "" || s.Repo != "" {
+			bad("spec.org and spec.repo must be empty for scope user")
+		}
+	case ScopeRepo:
+		if s.Repo == "" {
+			bad("spec.repo is required for scope repo")
+		}
+		if (s.Org == "") == (s.User == "") {
+			bad("scope repo needs exactly one of spec.org or spec.user as the repository's owner")
+		}
+	default:
+		bad("spec.scope must be one of global, org, user, repo, not %q", s.Scope)
+	}
+
+	if u, err := url.Parse(s.Gitea.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("spec.gitea.url must be an http or https URL")
+	} else if u.User != nil {
+		bad("spec.gitea.url must not carry credentials")
+	}
+	if s.MaxActiveRunners < 0 {
+		bad("spec.maxActiveRunners must be 0 or more")
+	}
+	seen := map[string]bool{}
+	for i, l := range s.Labels {
+		name, _, _ := strings.Cut(l, ":")
+		switch {
+		case l == "" || name == "":
+			bad("spec.labels[%d] must not be empty", i)
+		case strings.ContainsAny(l, ", \t"):
+			bad("spec.labels[%d] must not contain commas or spaces", i)
+		case seen[name]:
+			bad("spec.labels[%d]: label name %q is given twice", i, name)
+		}
+		seen[name] = true
+	}
+	if r := s.RegistrationToken.SecretRef; r.Name == "" || r.Key == "" {
+		bad("spec.registrationToken.secretRef needs both name and key")
+	}
+	if r := s.AuthToken.SecretRef; r.Name == "" || r.Key == "" {
+		bad("spec.authToken.secretRef needs both name and key")
+	}
+	return errors.Join(errs...)
+}
+
+// Owner returns the owner of the group's org, user or repository.
+func (s *RunnerGroupSpec) Owner() string {
+	if s.Org != "" {
+		return s.Org
+	}
+	return s.User
+}

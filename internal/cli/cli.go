@@ -1,0 +1,283 @@
+// Package cli is the scaler's command line: flags (each also read from an
+// environment variable, which is how the Helm chart configures it), logging
+// and the run loop.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	glabels "github.com/gitea-runner-operator/gitea-runner-operator/internal/labels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+)
+
+// Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
+var Version = "dev"
+
+// Exit codes.
+const (
+	ExitOK = 0
+	// ExitFailed: a RunnerGroup failed, or the pass could not run at all.
+	// The CronJob's Job then shows as failed in its history.
+	ExitFailed = 1
+	// ExitUsage: bad flags or environment.
+	ExitUsage = 2
+)
+
+// CLI is the root command.
+type CLI struct {
+	Run     RunCmd     `cmd:"" help:"Run one scale pass over the selected RunnerGroups (or keep passing with --loop)."`
+	Version VersionCmd `cmd:"" help:"Print the version."`
+}
+
+// RunCmd is `gitea-runner-scaler run`.
+type RunCmd struct {
+	Kubeconfig      string        `env:"KUBECONFIG" placeholder:"PATH" help:"Kubeconfig file; empty uses the pod's in-cluster config, then ~/.kube/config."`
+	Namespace       []string      `short:"n" env:"SCALER_NAMESPACES" placeholder:"NS" help:"Namespace to serve (repeat, or comma-separated in the env var); empty serves all namespaces."`
+	Selector        string        `env:"SCALER_SELECTOR" placeholder:"SELECTOR" help:"Label selector over RunnerGroups, e.g. 'team=infra,tier in (gpu)'."`
+	ExcludeSelector []string      `env:"SCALER_EXCLUDE_SELECTORS" sep:";" placeholder:"SELECTOR" help:"Skip RunnerGroups this selector matches (repeat, or ';'-separated in the env var): those belong to another listener."`
+	Loop            bool          `env:"SCALER_LOOP" help:"Pass again every --interval until SIGTERM; the pass in flight is finished first."`
+	Interval        time.Duration `env:"SCALER_INTERVAL" default:"30s" help:"Time between the starts of passes with --loop."`
+	DryRun          bool          `env:"SCALER_DRY_RUN" help:"Plan and print what would be done; write nothing."`
+	LogFormat       string        `env:"SCALER_LOG_FORMAT" enum:"json,text" default:"json" help:"Log format: json or text."`
+	LogLevel        string        `env:"SCALER_LOG_LEVEL" enum:"debug,info,warn,error" default:"info" help:"Log level: debug, info, warn or error."`
+	RunnerImage     string        `env:"SCALER_RUNNER_IMAGE" default:"gitea/act_runner:nightly-dind-rootless" help:"Image of the runner container."`
+	DefaultLabels   []string      `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"Labels every group gets unless it sets a label of the same name (comma-separated). Default: act_runner's defaults (ubuntu-latest, ubuntu-24.04, ubuntu-22.04)."`
+	SpawnTTL        time.Duration `env:"SCALER_SPAWN_TTL" default:"5m" help:"How long a claimed queued job waits for its runner before a retry."`
+	GiteaTimeout    time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
+	Workers         int           `env:"SCALER_WORKERS" default:"4" help:"RunnerGroups served at once."`
+	RunnerJobTTL    int32         `env:"SCALER_RUNNER_JOB_TTL" default:"600" help:"ttlSecondsAfterFinished of runner Jobs."`
+}
+
+// VersionCmd is `gitea-runner-scaler version`.
+type VersionCmd struct{}
+
+// Validate runs at parse time, so bad values exit with ExitUsage before
+// anything talks to a cluster.
+func (r *RunCmd) Validate() error {
+	var errs []error
+	if r.Loop && r.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("--interval must be positive, got %s", r.Interval))
+	}
+	if r.SpawnTTL <= 0 {
+		errs = append(errs, fmt.Errorf("--spawn-ttl must be positive, got %s", r.SpawnTTL))
+	}
+	if r.GiteaTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--gitea-timeout must be positive, got %s", r.GiteaTimeout))
+	}
+	if r.Workers < 1 || r.Workers > 64 {
+		errs = append(errs, fmt.Errorf("--workers must be between 1 and 64, got %d", r.Workers))
+	}
+	if r.RunnerJobTTL < 0 {
+		errs = append(errs, fmt.Errorf("--runner-job-ttl must be 0 or more, got %d", r.RunnerJobTTL))
+	}
+	if strings.TrimSpace(r.RunnerImage) == "" {
+		errs = append(errs, errors.New("--runner-image must not be empty"))
+	}
+	if _, err := labels.Parse(r.Selector); err != nil {
+		errs = append(errs, fmt.Errorf("--selector %q: %v", r.Selector, err))
+	}
+	for _, s := range r.ExcludeSelector {
+		if sel, err := labels.Parse(s); err != nil {
+			errs = append(errs, fmt.Errorf("--exclude-selector %q: %v", s, err))
+		} else if sel.Empty() {
+			errs = append(errs, fmt.Errorf("--exclude-selector %q would exclude every RunnerGroup", s))
+		}
+	}
+	for _, l := range r.DefaultLabels {
+		if strings.TrimSpace(l) == "" || strings.ContainsAny(l, " \t") || glabels.Name(l) == "" {
+			errs = append(errs, fmt.Errorf("--default-labels: invalid label %q", l))
+		}
+	}
+	r.Namespace = compact(r.Namespace)
+	return errors.Join(errs...)
+}
+
+func compact(in []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range in {
+		s = strings.TrimSpace(s)
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// IO carries the streams, so tests can swap them.
+type IO struct {
+	Out, Err io.Writer
+}
+
+// Main parses args and runs the command; it returns the process exit code.
+func Main(args []string, streams IO) int {
+	var c CLI
+	exit := -1
+	parser, err := kong.New(&c,
+		kong.Name("gitea-runner-scaler"),
+		kong.Description("Starts one ephemeral Gitea act_runner Job per queued Gitea Actions job, within each RunnerGroup's limits."),
+		kong.UsageOnError(),
+		kong.Writers(streams.Out, streams.Err),
+		kong.Exit(func(code int) { exit = code }),
+	)
+	if err != nil {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: %v\n", err)
+		return ExitUsage
+	}
+	kctx, err := parser.Parse(args)
+	if exit >= 0 { // --help
+		return exit
+	}
+	if err != nil {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: %v\n", err)
+		return ExitUsage
+	}
+	switch kctx.Command() {
+	case "version":
+		fmt.Fprintln(streams.Out, Version)
+		return ExitOK
+	default:
+		return c.Run.run(streams)
+	}
+}
+
+func (r *RunCmd) run(streams IO) int {
+	log := newLogger(streams.Err, r.LogFormat, r.LogLevel)
+	cfg, err := restConfig(r.Kubeconfig)
+	if err != nil {
+		log.Error("cannot load Kubernetes client config", "error", err)
+		return ExitFailed
+	}
+	cfg.UserAgent = "gitea-runner-scaler/" + Version
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		log.Error("cannot create Kubernetes client", "error", err)
+		return ExitFailed
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		log.Error("cannot create Kubernetes client", "error", err)
+		return ExitFailed
+	}
+	return r.Serve(kube, runnergroups.Client{Dynamic: dyn}, nil, log, streams)
+}
+
+// Serve runs the passes with the given clients (tests pass fakes) and
+// returns the exit code. A nil factory talks to real Gitea.
+func (r *RunCmd) Serve(kube kubernetes.Interface, groups scaler.GroupClient, factory scaler.GiteaFactory, log *slog.Logger, streams IO) int {
+	if factory == nil {
+		factory = func(baseURL, token string) (gitea.Client, error) {
+			return gitea.NewClient(baseURL, token, gitea.Options{Timeout: r.GiteaTimeout, UserAgent: "gitea-runner-scaler/" + Version})
+		}
+	}
+	opts := runnerjob.DefaultOptions()
+	opts.Image = r.RunnerImage
+	opts.TTLSecondsAfterFinished = r.RunnerJobTTL
+	if len(r.DefaultLabels) > 0 {
+		opts.DefaultLabels = r.DefaultLabels
+	}
+	sc, err := scaler.New(scaler.Scaler{
+		Kube: kube, Groups: groups, Gitea: factory, Log: log, Out: streams.Out,
+		Config: scaler.Config{
+			Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
+			DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, Runner: opts,
+		},
+	})
+	if err != nil {
+		log.Error("invalid configuration", "error", err)
+		return ExitUsage
+	}
+
+	// The first SIGTERM (or SIGINT) stops the loop after the pass in
+	// flight; a second one cancels that pass too. A single pass is
+	// cancelled by the first signal.
+	stop := make(chan os.Signal, 2)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(stop)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopping := make(chan struct{})
+	go func() {
+		if _, ok := <-stop; !ok {
+			return
+		}
+		if !r.Loop {
+			cancel()
+			return
+		}
+		close(stopping)
+		log.Info("stopping after the pass in flight")
+		if _, ok := <-stop; ok {
+			cancel()
+		}
+	}()
+
+	log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
+		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun)
+	for {
+		start := time.Now()
+		sum, err := sc.Pass(ctx)
+		code := ExitOK
+		switch {
+		case err != nil:
+			log.Error("pass could not run", "error", err)
+			code = ExitFailed
+		case sum.Err() != nil:
+			log.Error("pass finished with failed RunnerGroups", "groups", sum.Groups, "created", sum.Created, "failed", sum.Failed, "duration", time.Since(start))
+			code = ExitFailed
+		default:
+			log.Info("pass finished", "groups", sum.Groups, "created", sum.Created, "duration", time.Since(start))
+		}
+		if !r.Loop {
+			return code
+		}
+		select {
+		case <-stopping:
+			return ExitOK
+		case <-time.After(time.Until(start.Add(r.Interval))):
+		}
+	}
+}
+
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level)) // kong's enum already checked it
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// restConfig loads an explicit kubeconfig, else the in-cluster config, else
+// the usual ~/.kube/config, so the same binary serves a pod and a laptop.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if cfg, err := rest.InClusterConfig(); err == nil {
+		return cfg, nil
+	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+}

@@ -1,0 +1,311 @@
+package scaler
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
+)
+
+const (
+	ns = "runners"
+	// secretToken is distinctive so tests can prove it never leaks.
+	secretToken = "s3cr3t-t0ken-value-xyz"
+)
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+// fakeGitea serves a fixed snapshot per target; it is the scaler-level
+// stand-in for Gitea (the HTTP-level fake in internal/gitea/giteafake is
+// checked against the recorded fixtures).
+type fakeGitea struct {
+	mu    sync.Mutex
+	snap  gitea.Snapshot
+	err   error
+	calls int
+	seen  []gitea.Target
+	// barrier, when set, runs before answering, outside the lock: a pass
+	// asks Gitea after it read the state and before it writes it.
+	barrier func()
+}
+
+func (f *fakeGitea) Snapshot(_ context.Context, t gitea.Target) (gitea.Snapshot, error) {
+	if f.barrier != nil {
+		f.barrier()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.seen = append(f.seen, t)
+	if f.err != nil {
+		return gitea.Snapshot{}, f.err
+	}
+	s := f.snap
+	s.FetchedAt = t0
+	return s, nil
+}
+
+func queued(id int64, labels ...string) gitea.Job {
+	return gitea.Job{ID: id, Labels: labels, Status: "queued"}
+}
+
+func newGroup(name string, max int32, mutate ...func(*v1alpha1.RunnerGroup)) *v1alpha1.RunnerGroup {
+	rg := &v1alpha1.RunnerGroup{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), Generation: 3},
+		Spec: v1alpha1.RunnerGroupSpec{
+			Scope: v1alpha1.ScopeOrg, Org: "acme",
+			Gitea:             v1alpha1.GiteaSpec{URL: "https://gitea.example.com"},
+			MaxActiveRunners:  max,
+			RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "reg", Key: "token"}},
+			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "api", Key: "token"}},
+		},
+	}
+	for _, m := range mutate {
+		m(rg)
+	}
+	return rg
+}
+
+type env struct {
+	t      *testing.T
+	kube   *fake.Clientset
+	dyn    *dynamicfake.FakeDynamicClient
+	gitea  *fakeGitea
+	logs   *lockedBuffer
+	out    *lockedBuffer
+	mu     sync.Mutex
+	tokens []string
+	cms    *optimisticConfigMaps
+	names  atomic.Int64
+	ticks  atomic.Int64
+}
+
+// now is a clock that moves one second per reading, so successive passes
+// (and the steps inside one) happen at distinct, ordered times.
+func (e *env) now() time.Time { return t0.Add(time.Duration(e.ticks.Add(1)) * time.Second) }
+
+func newEnv(t *testing.T, groups ...*v1alpha1.RunnerGroup) *env {
+	t.Helper()
+	e := &env{t: t, gitea: &fakeGitea{}, logs: &lockedBuffer{}, out: &lockedBuffer{}}
+	e.kube = fake.NewClientset(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns}, Data: map[string][]byte{"token": []byte(secretToken)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: ns}, Data: map[string][]byte{"token": []byte("reg-" + secretToken)}},
+	)
+	e.cms = newOptimisticConfigMaps(e.kube)
+	// The fake tracker does not implement generateName; the API server does.
+	var evs atomic.Int64
+	e.kube.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ev := a.(k8stesting.CreateAction).GetObject().(*corev1.Event)
+		if ev.Name == "" {
+			ev.Name = ev.GenerateName + strconv.FormatInt(evs.Add(1), 10)
+		}
+		return false, nil, nil
+	})
+	var objs []runtime.Object
+	for _, rg := range groups {
+		u, err := runnergroups.ToUnstructured(rg)
+		require.NoError(t, err)
+		objs = append(objs, u)
+	}
+	e.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"}, objs...)
+	return e
+}
+
+func (e *env) scaler(mutate ...func(*Scaler)) *Scaler {
+	e.t.Helper()
+	s := Scaler{
+		Kube: e.kube, Groups: runnergroups.Client{Dynamic: e.dyn},
+		Gitea: func(url, token string) (gitea.Client, error) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.tokens = append(e.tokens, token)
+			return e.gitea, nil
+		},
+		Log: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Out: e.out,
+		Config: Config{
+			SpawnTTL: 5 * time.Minute, Workers: 2,
+			Runner: runnerjob.Options{Image: runnerjob.DefaultImage, DefaultLabels: []string{"ubuntu-latest:docker://x"}, TTLSecondsAfterFinished: 600},
+		},
+		Now: e.now,
+		NewJobName: func(group string) string {
+			return fmt.Sprintf("%s-n%04d", group, e.names.Add(1))
+		},
+	}
+	for _, m := range mutate {
+		m(&s)
+	}
+	sc, err := New(s)
+	require.NoError(e.t, err)
+	return sc
+}
+
+func (e *env) pass(mutate ...func(*Scaler)) Summary {
+	e.t.Helper()
+	sum, err := e.scaler(mutate...).Pass(context.Background())
+	require.NoError(e.t, err)
+	return sum
+}
+
+func (e *env) jobs() []batchv1.Job {
+	e.t.Helper()
+	l, err := e.kube.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(e.t, err)
+	return l.Items
+}
+
+// giteaJobsServed maps Gitea job IDs to how many runner Jobs serve them.
+func (e *env) giteaJobsServed() map[int64]int {
+	out := map[int64]int{}
+	for _, j := range e.jobs() {
+		id, err := strconv.ParseInt(j.Labels[runnerjob.GiteaJobLabel], 10, 64)
+		require.NoError(e.t, err)
+		out[id]++
+	}
+	return out
+}
+
+func (e *env) group(name string) *v1alpha1.RunnerGroup {
+	e.t.Helper()
+	u, err := e.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(e.t, err)
+	var rg v1alpha1.RunnerGroup
+	require.NoError(e.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &rg))
+	return &rg
+}
+
+func (e *env) state(group string) state.Spawned {
+	e.t.Helper()
+	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), state.ConfigMapName(group), metav1.GetOptions{})
+	require.NoError(e.t, err)
+	s, err := state.Decode(cm.Data)
+	require.NoError(e.t, err)
+	return s
+}
+
+func (e *env) events() []corev1.Event {
+	e.t.Helper()
+	l, err := e.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(e.t, err)
+	return l.Items
+}
+
+func (e *env) addJob(group *v1alpha1.RunnerGroup, name string, giteaJob int64, created time.Time, conds ...batchv1.JobConditionType) {
+	e.t.Helper()
+	j := runnerjob.Build(group, name, giteaJob, runnerjob.DefaultOptions())
+	j.CreationTimestamp = metav1.NewTime(created)
+	for _, c := range conds {
+		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
+	}
+	_, err := e.kube.BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+}
+
+// optimisticConfigMaps gives the fake clientset the API server's optimistic
+// concurrency for ConfigMaps: a create of an existing name fails with
+// AlreadyExists and an update with a stale resourceVersion with Conflict.
+// beforeUpdate, when set, runs before an update is judged, so a test can
+// slip another pass's write in between a read and a write.
+type optimisticConfigMaps struct {
+	mu           sync.Mutex
+	rv           int
+	beforeUpdate func(cm *corev1.ConfigMap)
+}
+
+func newOptimisticConfigMaps(c *fake.Clientset) *optimisticConfigMaps {
+	o := &optimisticConfigMaps{}
+	tracker := c.Tracker()
+	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
+	c.PrependReactor("get", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := tracker.Get(gvr, a.GetNamespace(), a.(k8stesting.GetAction).GetName())
+		return true, obj, err
+	})
+	c.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		cm := a.(k8stesting.CreateAction).GetObject().(*corev1.ConfigMap).DeepCopy()
+		o.rv++
+		cm.ResourceVersion = strconv.Itoa(o.rv)
+		if err := tracker.Create(gvr, cm, cm.Namespace); err != nil {
+			return true, nil, err
+		}
+		return true, cm, nil
+	})
+	c.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap).DeepCopy()
+		if hook := o.beforeUpdate; hook != nil {
+			o.beforeUpdate = nil
+			hook(cm)
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		cur, err := tracker.Get(gvr, cm.Namespace, cm.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if cur.(*corev1.ConfigMap).ResourceVersion != cm.ResourceVersion {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), cm.Name, fmt.Errorf("resourceVersion %s is stale", cm.ResourceVersion))
+		}
+		o.rv++
+		cm.ResourceVersion = strconv.Itoa(o.rv)
+		return true, cm, tracker.Update(gvr, cm, cm.Namespace)
+	})
+	return o
+}
+
+// write stores a ConfigMap as another pass would, bumping its version.
+func (o *optimisticConfigMaps) write(t *testing.T, c *fake.Clientset, cm *corev1.ConfigMap) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.rv++
+	cm.ResourceVersion = strconv.Itoa(o.rv)
+	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
+	if _, err := c.Tracker().Get(gvr, cm.Namespace, cm.Name); apierrors.IsNotFound(err) {
+		require.NoError(t, c.Tracker().Create(gvr, cm, cm.Namespace))
+		return
+	}
+	require.NoError(t, c.Tracker().Update(gvr, cm, cm.Namespace))
+}
+
+// lockedBuffer is a bytes.Buffer that racing passes can log into.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
