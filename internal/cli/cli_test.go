@@ -1,0 +1,196 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+)
+
+func parse(t *testing.T, args ...string) (*RunCmd, error) {
+	t.Helper()
+	var c CLI
+	p, err := kong.New(&c, kong.Exit(func(int) { t.Fatal("unexpected exit") }))
+	require.NoError(t, err)
+	_, err = p.Parse(append([]string{"run"}, args...))
+	return &c.Run, err
+}
+
+func TestFlagsFromEnvironment(t *testing.T) {
+	t.Setenv("SCALER_NAMESPACES", "a, b,a")
+	t.Setenv("SCALER_EXCLUDE_SELECTORS", "pool=gpu,tier in (x,y);team")
+	t.Setenv("SCALER_DEFAULT_LABELS", "ubuntu-latest:docker://img,linux")
+	t.Setenv("SCALER_LOOP", "true")
+	t.Setenv("SCALER_INTERVAL", "15s")
+	t.Setenv("SCALER_SPAWN_TTL", "2m")
+	t.Setenv("SCALER_LOG_FORMAT", "text")
+
+	r, err := parse(t)
+	require.NoError(t, err)
+
+	assert.Equal(t, []string{"a", "b"}, r.Namespace)
+	assert.Equal(t, []string{"pool=gpu,tier in (x,y)", "team"}, r.ExcludeSelector, "selectors hold commas, so the env var splits on ';'")
+	assert.Equal(t, []string{"ubuntu-latest:docker://img", "linux"}, r.DefaultLabels)
+	assert.True(t, r.Loop)
+	assert.Equal(t, 15*time.Second, r.Interval)
+	assert.Equal(t, 2*time.Minute, r.SpawnTTL)
+	assert.Equal(t, "text", r.LogFormat)
+}
+
+func TestDefaults(t *testing.T) {
+	r, err := parse(t)
+	require.NoError(t, err)
+	assert.Equal(t, "gitea/act_runner:nightly-dind-rootless", r.RunnerImage)
+	assert.Equal(t, 5*time.Minute, r.SpawnTTL)
+	assert.Equal(t, 10*time.Second, r.GiteaTimeout)
+	assert.Equal(t, 30*time.Second, r.Interval)
+	assert.EqualValues(t, 600, r.RunnerJobTTL)
+	assert.Equal(t, 4, r.Workers)
+	assert.Equal(t, "json", r.LogFormat)
+	assert.Equal(t, "info", r.LogLevel)
+	assert.Empty(t, r.Namespace, "all namespaces")
+}
+
+func TestBadFlagsExitWithUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{name: "unknown flag", args: []string{"--nope"}, want: "unknown flag --nope"},
+		{name: "bad log format", args: []string{"--log-format", "xml"}, want: "--log-format must be one of"},
+		{name: "bad duration", args: []string{"--spawn-ttl", "soon"}, want: "--spawn-ttl"},
+		{name: "zero spawn ttl", args: []string{"--spawn-ttl", "0s"}, want: "--spawn-ttl must be positive"},
+		{name: "zero interval with loop", args: []string{"--loop", "--interval", "0s"}, want: "--interval must be positive"},
+		{name: "workers", args: []string{"--workers", "0"}, want: "--workers must be between 1 and 64"},
+		{name: "selector", args: []string{"--selector", "a in ("}, want: `--selector "a in ("`},
+		{name: "empty exclude selector", args: []string{"--exclude-selector", " "}, want: "would exclude every RunnerGroup"},
+		{name: "bad default label", args: []string{"--default-labels", "has space"}, want: `invalid label "has space"`},
+		{name: "bad env value", env: map[string]string{"SCALER_WORKERS": "many"}, want: "--workers"},
+		{name: "negative job ttl", args: []string{"--runner-job-ttl=-1"}, want: "--runner-job-ttl must be 0 or more"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var out, errb bytes.Buffer
+			code := Main(append([]string{"run"}, tt.args...), IO{Out: &out, Err: &errb})
+			assert.Equal(t, ExitUsage, code)
+			assert.Contains(t, errb.String(), tt.want)
+		})
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	var out bytes.Buffer
+	assert.Equal(t, ExitOK, Main([]string{"version"}, IO{Out: &out, Err: &out}))
+	assert.Equal(t, Version+"\n", out.String())
+	out.Reset()
+	assert.Equal(t, ExitOK, Main([]string{"run", "--help"}, IO{Out: &out, Err: &out}))
+	assert.Contains(t, out.String(), "--exclude-selector")
+}
+
+// Every flag can come from the environment (that is how the chart sets
+// them), and the chart ignores exactly those names in a listenerTemplate.
+// The chart keeps its list in templates/_reserved.tpl; this test fails when
+// a flag is added here without its env var being reserved there, or the
+// other way round.
+func TestChartReservesEveryScalerEnvVar(t *testing.T) {
+	var flagEnv []string
+	typ := reflect.TypeOf(RunCmd{})
+	for i := range typ.NumField() {
+		env := typ.Field(i).Tag.Get("env")
+		require.NotEmpty(t, env, "flag %s has no env var", typ.Field(i).Name)
+		flagEnv = append(flagEnv, env)
+	}
+
+	f, err := os.Open("../../charts/gitea-runner-operator/templates/_reserved.tpl")
+	require.NoError(t, err)
+	defer f.Close()
+	var reserved []string
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.Contains(line, `define "gitea-runner-operator.reservedEnvNames"`):
+			in = true
+		case in && strings.Contains(line, "end"):
+			in = false
+		case in && line != "":
+			reserved = append(reserved, line)
+		}
+	}
+	require.NotEmpty(t, reserved)
+	sort.Strings(flagEnv)
+	sort.Strings(reserved)
+	assert.Equal(t, flagEnv, reserved)
+}
+
+// Serve returns ExitFailed when a group failed, so the CronJob's Job shows
+// as failed, and ExitOK when every group was served.
+func TestServeExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		giteaErr error
+		want     int
+	}{
+		{name: "all groups served", want: ExitOK},
+		{name: "a group failed", giteaErr: &gitea.APIError{Kind: gitea.ErrServer, URL: "/x", Status: 502}, want: ExitFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := fake.NewClientset(
+				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Data: map[string][]byte{"k": []byte("tok")}},
+			)
+			groups := staticGroups{{
+				ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", UID: "u"},
+				Spec: v1alpha1.RunnerGroupSpec{
+					Scope: v1alpha1.ScopeGlobal, Gitea: v1alpha1.GiteaSpec{URL: "http://127.0.0.1:1"}, MaxActiveRunners: 1,
+					RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
+					AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
+				},
+			}}
+			factory := func(string, string) (gitea.Client, error) { return fixedGitea{tc.giteaErr}, nil }
+			r, err := parse(t)
+			require.NoError(t, err)
+			var out bytes.Buffer
+			code := r.Serve(kube, groups, factory, slog.New(slog.NewTextHandler(&out, nil)), IO{Out: &out, Err: &out})
+			assert.Equal(t, tc.want, code, out.String())
+		})
+	}
+}
+
+type staticGroups []v1alpha1.RunnerGroup
+
+func (s staticGroups) List(context.Context, string, string) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, error) {
+	return s, nil, nil
+}
+func (staticGroups) PatchStatus(context.Context, *v1alpha1.RunnerGroup) error { return nil }
+
+type fixedGitea struct{ err error }
+
+func (f fixedGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, error) {
+	if f.err != nil {
+		return gitea.Snapshot{}, f.err
+	}
+	return gitea.Snapshot{FetchedAt: time.Now()}, nil
+}
