@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+)
+
+// The image cannot be built on machines without a Docker engine, so this
+// checks that the Dockerfile, the chart and the code agree on what the
+// image must be: where the binary is, which user runs it, and which
+// variable the version is stamped into.
+func TestImageAgreesWithChartAndCode(t *testing.T) {
+	raw, err := os.ReadFile("../../Dockerfile")
+	require.NoError(t, err)
+	df := string(raw)
+
+	var values struct {
+		Image struct {
+			Repository string `yaml:"repository"`
+		} `yaml:"image"`
+	}
+	rawValues, err := os.ReadFile("../../charts/gitea-runner-operator/values.yaml")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(rawValues, &values))
+
+	defaults, err := os.ReadFile("../../charts/gitea-runner-operator/templates/_defaults.tpl")
+	require.NoError(t, err)
+
+	tests := []struct {
+		name string
+		re   string
+		in   string
+	}{
+		{"the binary lands on PATH", `COPY --from=build /out/gitea-runner-scaler /usr/local/bin/gitea-runner-scaler`, df},
+		{"it runs as the chart's non-root user", `(?m)^USER 65532:65532$`, df},
+		{"the chart runs that user", `runAsUser: 65532`, string(defaults)},
+		{"the chart calls the binary by name", `gitea-runner-scaler`, string(defaults)},
+		{"the version goes into cli.Version", `-X github.com/gitea-runner-operator/gitea-runner-operator/internal/cli.Version=`, df},
+		{"the build is static", `CGO_ENABLED=0`, df},
+		{"the runtime image is distroless nonroot", `(?m)^FROM gcr.io/distroless/static-debian12:nonroot$`, df},
+	}
+	for _, tt := range tests {
+		assert.Regexp(t, regexp.MustCompile(tt.re), tt.in, tt.name)
+	}
+	assert.Regexp(t, `gitea-runner-scaler$`, values.Image.Repository, "the chart's image is this one")
+}
