@@ -1,0 +1,49 @@
+// Command test-runner stands in for act_runner in the test bed: it registers with
+// Gitea through the real runner protocol, takes a task, holds it while a test asks
+// (see the testrunner package) and reports a result without running any step.
+//
+// Exit codes: 0 the task(s) were served; 1 an error, or no task before
+// TEST_RUNNER_IDLE_TIMEOUT; 2 bad configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/scripts/testbed/internal/testrunner"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help") {
+		fmt.Println("usage: test-runner (configured by GITEA_* and TEST_RUNNER_* environment variables)")
+		return
+	}
+	cfg, err := testrunner.LoadConfig(os.Getenv)
+	if err != nil {
+		log.Error("bad configuration", "err", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	r := testrunner.New(cfg, log, &http.Client{Timeout: 30 * time.Second})
+	err = r.Run(ctx)
+	switch {
+	case err == nil:
+		log.Info("exiting")
+	case errors.Is(err, context.Canceled):
+		log.Info("terminated")
+		os.Exit(143)
+	default:
+		log.Error("runner failed", "err", err)
+		os.Exit(1)
+	}
+}
