@@ -1,0 +1,48 @@
+//go:build e2e
+
+// End-to-end tests on the test bed's real parts: a kube-apiserver with the
+// real Job, CronJob, garbage-collector and TTL controllers, the kube-scheduler,
+// fake nodes whose pods run as local processes (the scaler image runs
+// bin/gitea-runner-scaler, act_runner images run a test runner that speaks
+// Gitea's runner protocol), a real Gitea, and the Helm chart installed with
+// the helm binary, the way a platform team installs it.
+//
+// The tests in scaler_e2e_test.go and chart_e2e_test.go each install their
+// own release into namespaces of their own (prefix "e2e-"), use Gitea
+// organisations, users and repositories with names unique to the run, and
+// run in parallel. Run with:
+//
+//	scripts/testbed.sh up
+//	go test -count=1 -tags e2e -timeout 25m -v ./internal/e2e/
+//
+// E2E_KEEP=1 keeps the namespaces, releases and repositories of a run for
+// inspection.
+package e2e
+
+import (
+	"flag"
+	"os"
+	"testing"
+)
+
+// e2eParallel is how many of the e2e tests run at once unless -parallel is
+// given. The tests spend their time waiting on the cluster and Gitea, not on
+// the CPU, so go test's default (GOMAXPROCS, 2 here) would only make the
+// suite twice as long.
+const e2eParallel = "8"
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "test.parallel" {
+			explicit = true
+		}
+	})
+	if !explicit {
+		if err := flag.Set("test.parallel", e2eParallel); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}
