@@ -135,7 +135,7 @@ start_proc() {
   printf '==> %s starting %s\n' "$(date -Is)" "$name" >>"$TB/logs/$name.log"
   setsid "$@" >>"$TB/logs/$name.log" 2>&1 </dev/null &
   echo "$! $1" >"$(pidfile "$name")"
-  log "$name started (pid $!, log .testbed/logs/$name.log)"
+  log "$name started (pid $!, log $TB/logs/$name.log)"
 }
 
 # alive PID: the process exists and is not a zombie waiting for init to reap it.
@@ -224,7 +224,7 @@ build_scaler() {
     return 0
   fi
   if ! (cd "$REPO" && go build -o bin/gitea-runner-scaler ./cmd/gitea-runner-scaler) 2>"$TB/logs/build-scaler.log"; then
-    warn "the scaler does not build (see .testbed/logs/build-scaler.log); pods with the scaler image will use the last build, if any"
+    warn "the scaler does not build (see $TB/logs/build-scaler.log); pods with the scaler image will use the last build, if any"
   fi
 }
 
@@ -241,7 +241,7 @@ build_all() {
   build_scaler
   for i in "${!pids[@]}"; do
     if ! wait "${pids[$i]}"; then
-      warn "building ${names[$i]} failed; last lines of .testbed/logs/build-${names[$i]}.log:"
+      warn "building ${names[$i]} failed; last lines of $TB/logs/build-${names[$i]}.log:"
       tail -n 20 "$TB/logs/build-${names[$i]}.log" >&2
       failed=1
     fi
@@ -344,6 +344,8 @@ apiserver_ready() {
   [[ "$(curl -fsS --cacert "$TB/pki/ca.crt" -H "Authorization: Bearer $(admin_token)" "$API_URL/readyz")" == ok ]]
 }
 
+# The node grace period is longer than a kubelet's: kwok's heartbeats come every
+# 20-45s, and on a busy 2-core machine a late one must not taint the nodes NotReady.
 start_controllers() {
   local kcfg="$TB/kubeconfig"
   start_proc kube-controller-manager "$K8S_BIN/kube-controller-manager" \
@@ -352,7 +354,8 @@ start_controllers() {
     --controllers '*' \
     --service-account-private-key-file "$TB/pki/sa.key" --root-ca-file "$TB/pki/ca.crt" \
     --use-service-account-credentials=false \
-    --feature-gates WatchListClient=false
+    --feature-gates WatchListClient=false \
+    --node-monitor-grace-period 2m
   start_proc kube-scheduler "$K8S_BIN/kube-scheduler" \
     --kubeconfig "$kcfg" --authentication-kubeconfig "$kcfg" --authorization-kubeconfig "$kcfg" \
     --bind-address "$HOST" --secure-port "$SCHEDULER_PORT" --leader-elect=false
@@ -542,7 +545,7 @@ gitea_up() {
   if ! gitea_token_valid "$token"; then
     token="$(gitea admin user generate-access-token --username "$GITEA_ADMIN" \
       --token-name "testbed-$(date +%s%N)" --scopes all --raw 2>>"$TB/logs/gitea-setup.log" | tail -n1)"
-    gitea_token_valid "$token" || die "the new Gitea admin token does not work (see .testbed/logs/gitea-setup.log)"
+    gitea_token_valid "$token" || die "the new Gitea admin token does not work (see $TB/logs/gitea-setup.log)"
   fi
   (
     umask 077
