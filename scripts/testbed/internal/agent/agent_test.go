@@ -1,12 +1,13 @@
 package agent
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 // fakeScaler stands in for the scaler binary; MODE picks its behaviour. Its HOME is
@@ -34,6 +37,24 @@ esac
 exit 9
 `
 
+// syncBuffer collects the agent's log for a failing test's output.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 type harness struct {
 	t      *testing.T
 	client *fake.Clientset
@@ -45,17 +66,32 @@ type harness struct {
 func startAgent(t *testing.T) *harness {
 	t.Helper()
 	dir := t.TempDir()
+	var logs syncBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
 	scaler := filepath.Join(dir, "scaler")
 	require.NoError(t, os.WriteFile(scaler, []byte(fakeScaler), 0o755))
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name: "fake-1", Labels: map[string]string{"testbed.gitea.bpg.pw/fake-node": "true"},
 	}})
+	// The fake clientset has no resource versions: an object created between the
+	// informer's list and its watch is never seen. Tests create pods only once the
+	// agent watches them.
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(clienttesting.Action) (bool, watch.Interface, error) {
+		once.Do(func() { close(watching) })
+		return false, nil, nil
+	})
 	h := &harness{t: t, client: client, logDir: filepath.Join(dir, "logs"), done: make(chan struct{})}
 	a, err := New(Config{
 		Client: client, NodeSelector: "testbed.gitea.bpg.pw/fake-node=true", APIServer: "https://127.0.0.1:1",
 		ScalerBin: scaler, RunnerBin: "/nonexistent/runner", LogDir: h.logDir, WorkDir: filepath.Join(dir, "work"),
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -72,6 +108,12 @@ func startAgent(t *testing.T) *harness {
 			t.Error("agent did not stop")
 		}
 	})
+	select {
+	case <-watching:
+		time.Sleep(50 * time.Millisecond)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent never watched pods")
+	}
 	return h
 }
 
@@ -235,4 +277,25 @@ func TestMissingSecretWaitsThenRuns(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	h.waitPhase("needs-secret", corev1.PodSucceeded)
+}
+
+func TestPodsRunningBeforeTheAgentStarted(t *testing.T) {
+	tests := map[string]struct {
+		policy   corev1.RestartPolicy
+		phase    corev1.PodPhase
+		restarts int32
+	}{
+		"restartable pods get their containers back": {corev1.RestartPolicyOnFailure, corev1.PodSucceeded, 3},
+		"pods that may not restart fail":             {corev1.RestartPolicyNever, corev1.PodFailed, 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := startAgent(t)
+			pod := scalerPod("old", tc.policy, "ok")
+			pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "scaler", RestartCount: 2}}}
+			h.create(pod)
+			got := h.waitPhase("old", tc.phase)
+			assert.Equal(t, tc.restarts, status(got, "scaler").RestartCount)
+		})
+	}
 }

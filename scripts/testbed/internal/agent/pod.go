@@ -309,10 +309,15 @@ func (r *podRunner) finalPhase() {
 // with that agent. A pod that may restart containers gets them restarted; one that
 // may not fails, as it would on a real node that lost its containers.
 func (r *podRunner) adoptLostPod() bool {
+	restarts := map[string]int32{}
+	for _, st := range append(append([]corev1.ContainerStatus{}, r.pod.Status.InitContainerStatuses...), r.pod.Status.ContainerStatuses...) {
+		restarts[st.Name] = st.RestartCount
+	}
 	if r.pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
 		r.log.Warn("pod was running under an earlier agent and cannot restart; failing it")
 		r.mu.Lock()
 		for _, c := range r.runs {
+			c.restarts = restarts[c.spec.c.Name]
 			c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: 137, Reason: "ContainerLost", FinishedAt: metav1.Now().Rfc3339Copy(),
 			}}
@@ -322,13 +327,9 @@ func (r *podRunner) adoptLostPod() bool {
 		return false
 	}
 	r.log.Info("pod was running under an earlier agent; restarting its containers")
-	old := map[string]int32{}
-	for _, s := range append(append([]corev1.ContainerStatus{}, r.pod.Status.InitContainerStatuses...), r.pod.Status.ContainerStatuses...) {
-		old[s.Name] = s.RestartCount + 1
-	}
 	r.mu.Lock()
 	for _, c := range r.runs {
-		c.restarts = old[c.spec.c.Name]
+		c.restarts = restarts[c.spec.c.Name] + 1
 	}
 	r.mu.Unlock()
 	return true
