@@ -117,19 +117,20 @@ proc_pid() { # prints the pid of NAME if it is running as recorded
 }
 
 # start_proc NAME CMD...: start CMD detached (own session, output to logs/NAME.log)
-# unless NAME already runs the same binary; a different binary (a new build) is
-# restarted.
+# unless NAME already runs exactly this command line; a changed one (a new build, a
+# new flag or port) is restarted.
 start_proc() {
-  local name="$1" pid current
+  local name="$1" pid
   shift
   if pid="$(proc_pid "$name")"; then
-    read -r _ current <"$(pidfile "$name")"
-    if [[ "$current" == "$1" ]]; then
+    if cmp -s "/proc/$pid/cmdline" <(printf '%s\0' "$@"); then
       log "$name already running (pid $pid)"
       return 0
     fi
-    log "$name runs an older binary; restarting"
-    stop_proc "$name"
+    log "$name runs another build or other flags; restarting"
+    # kube-apiserver, with clients still watching, stops serving at once but lingers
+    # for a long time before it exits; nothing is lost by not waiting for that.
+    stop_proc "$name" 5
   fi
   mkdir -p "$TB/pids" "$TB/logs"
   printf '==> %s starting %s\n' "$(date -Is)" "$name" >>"$TB/logs/$name.log"
