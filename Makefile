@@ -32,19 +32,19 @@ lint: $(STATICCHECK) ## gofmt, go vet (with and without the e2e tag), staticchec
 	go vet -tags e2e ./...
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags e2e ./...
-	cd scripts/testbed && go vet ./...
+	cd scripts/tools/testbed && go vet ./...
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes only).
 	go test -count=1 ./...
-	cd scripts/testbed && go test -count=1 ./...
+	cd scripts/tools/testbed && go test -count=1 ./...
 
 .PHONY: test-chart
 test-chart: ## helm lint --strict, helm unittest and the chart's checks.
 	$(CHART)/hack/test.sh
 
 .PHONY: testbed-up
-testbed-up: build ## Start etcd, kube-apiserver, controllers, kwok, the agent and Gitea on loopback.
+testbed-up: ## Build the scaler and start etcd, kube-apiserver, controllers, kwok, the agent and Gitea on loopback.
 	scripts/testbed up
 
 .PHONY: testbed-down
@@ -60,7 +60,7 @@ test-e2e: testbed-up ## End-to-end tests against the test bed.
 test: lint test-unit test-chart test-e2e ## Everything CI runs.
 
 .PHONY: demo
-demo: build ## One command: test bed, Gitea org/repo/workflow, chart install, runners at work.
+demo: ## One command: test bed, Gitea org/repo/workflow, chart install, runners at work.
 	scripts/demo up
 
 .PHONY: demo-down

@@ -12,7 +12,7 @@
 // organisations, users and repositories with names unique to the run, and
 // run in parallel. Run with:
 //
-//	scripts/testbed.sh up
+//	scripts/testbed up
 //	go test -count=1 -tags e2e -timeout 25m -v ./internal/e2e/
 //
 // E2E_KEEP=1 keeps the namespaces, releases and repositories of a run for

@@ -112,7 +112,7 @@ func connectBed() (*bed, error) {
 	}
 	b := &bed{root: root, dir: dir, kubeconfig: filepath.Join(dir, "kubeconfig")}
 	if _, err := os.Stat(b.kubeconfig); err != nil {
-		return nil, fmt.Errorf("no kubeconfig at %s (%v): run `scripts/testbed.sh up` first, or set TESTBED_DIR", b.kubeconfig, err)
+		return nil, fmt.Errorf("no kubeconfig at %s (%v): run `scripts/testbed up` first, or set TESTBED_DIR", b.kubeconfig, err)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", b.kubeconfig)
 	if err != nil {

@@ -17,7 +17,7 @@
 // policies/README.md describes; restricted-pods has no params, but the rule
 // for the bed is the same). Run with:
 //
-//	scripts/testbed.sh up
+//	scripts/testbed up
 //	go test -count=1 -tags e2e -run 'TestPolicyChart' -v ./internal/e2e/
 package e2e
 
@@ -162,7 +162,7 @@ func polConnect() (*polEnv, error) {
 	e := &polEnv{root: root, dir: dir, warnings: &polWarnings{}}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if _, err := os.Stat(kubeconfig); err != nil {
-		return nil, fmt.Errorf("no kubeconfig at %s (%v): run `scripts/testbed.sh up` first, or set TESTBED_DIR", kubeconfig, err)
+		return nil, fmt.Errorf("no kubeconfig at %s (%v): run `scripts/testbed up` first, or set TESTBED_DIR", kubeconfig, err)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {

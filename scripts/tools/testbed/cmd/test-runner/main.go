@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/scripts/testbed/internal/testrunner"
+	"github.com/gitea-runner-operator/gitea-runner-operator/scripts/tools/testbed/internal/testrunner"
 )
 
 func main() {

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/scripts/testbed/internal/agent"
+	"github.com/gitea-runner-operator/gitea-runner-operator/scripts/tools/testbed/internal/agent"
 )
 
 type listFlag []string

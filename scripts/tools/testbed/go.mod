@@ -1,6 +1,6 @@
 // Test-bed tools (a kubelet stand-in and a Gitea test runner) for the end-to-end tests;
 // a module of its own so their dependencies never reach the project's go.mod.
-module github.com/gitea-runner-operator/gitea-runner-operator/scripts/testbed
+module github.com/gitea-runner-operator/gitea-runner-operator/scripts/tools/testbed
 
 go 1.26
 
