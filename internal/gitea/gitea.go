@@ -28,18 +28,20 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
-// Scope says which Gitea listing covers a target. The strings are the ones
-// the RunnerGroup CRD uses in spec.scope.
-type Scope string
+// Scope says which Gitea listing covers a target: the RunnerGroup's
+// spec.scope, so the scope names are defined once, in the API.
+type Scope = v1alpha1.Scope
 
 // The scopes a RunnerGroup can have.
 const (
-	ScopeGlobal Scope = "global"
-	ScopeOrg    Scope = "org"
-	ScopeUser   Scope = "user"
-	ScopeRepo   Scope = "repo"
+	ScopeGlobal = v1alpha1.ScopeGlobal
+	ScopeOrg    = v1alpha1.ScopeOrg
+	ScopeUser   = v1alpha1.ScopeUser
+	ScopeRepo   = v1alpha1.ScopeRepo
 )
 
 // Target is the part of Gitea whose jobs a RunnerGroup serves.

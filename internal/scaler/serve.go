@@ -274,17 +274,14 @@ func (s *Scaler) readSecretKey(ctx context.Context, namespace, field string, ref
 	return strings.TrimSpace(string(v)), nil
 }
 
+// targetOf says which part of Gitea a group serves. For scope repo the
+// owner is whichever of org or user is set (the CRD requires exactly one).
 func targetOf(spec *v1alpha1.RunnerGroupSpec) gitea.Target {
-	switch spec.Scope {
-	case v1alpha1.ScopeGlobal:
-		return gitea.Target{Scope: gitea.ScopeGlobal}
-	case v1alpha1.ScopeOrg:
-		return gitea.Target{Scope: gitea.ScopeOrg, Owner: spec.Org}
-	case v1alpha1.ScopeUser:
-		return gitea.Target{Scope: gitea.ScopeUser, Owner: spec.User}
-	default:
-		return gitea.Target{Scope: gitea.ScopeRepo, Owner: spec.Owner(), Repo: spec.Repo}
+	t := gitea.Target{Scope: spec.Scope, Owner: spec.Owner(), Repo: spec.Repo}
+	if spec.Scope == v1alpha1.ScopeGlobal {
+		t.Owner = ""
 	}
+	return t
 }
 
 func giteaReason(err error) string {
