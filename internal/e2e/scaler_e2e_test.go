@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -587,4 +588,75 @@ func TestStateConfigMapOutlivesPassesAndGoesWithItsGroup(t *testing.T) {
 		cmGone := apierrors.IsNotFound(err)
 		return len(all) == 0 && cmGone, fmt.Sprintf("runner Jobs %v, ConfigMap gone: %v", jobNames(all), cmGone), nil
 	})
+}
+
+// knownBug skips a test that reproduces an open product bug unless
+// E2E_KNOWN_BUGS is set, so the suite stays green while the bug is open and
+// the test is one variable away for whoever fixes it.
+func knownBug(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("E2E_KNOWN_BUGS") == "" {
+		t.Skipf("known product bug: %s (set E2E_KNOWN_BUGS=1 to run)", what)
+	}
+}
+
+// TestJobUnblockedLateIsNotLeftWaitingForTheSpawnTTL: a group capped at one
+// runner; "x" runs first, "y" needs x, "z" is queued from the start. When x
+// is done, y and z are both queued. The scaler claims y (the lower id) and
+// starts a runner for it, but Gitea hands an idle runner the queued job
+// updated longest ago (ORDER BY updated, id), which is z: y's claim is then
+// spent on z, and y waits, with a free slot, until the spawn TTL expires
+// before it gets a runner. It must get one as soon as a slot is free.
+func TestJobUnblockedLateIsNotLeftWaitingForTheSpawnTTL(t *testing.T) {
+	t.Parallel()
+	knownBug(t, "a claim whose runner took another Gitea job is only retried after the spawn TTL")
+	b := getBed(t)
+	ctx := testContext(t, 8*time.Minute)
+	ns := b.namespace(ctx, t, "e2e-order")
+	b.helmInstall(ctx, t, ns, "gro", deploymentValues(ns))
+	fx := b.newOrgScope(ctx, t, uniq("e2e-order"))
+	label := uniq("e2e-ord")
+	group := "rg-order"
+	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
+	spec := b.groupSpec(v1alpha1.ScopeOrg, "tokens", 1, label)
+	spec.Org = fx.spec.Org
+	b.createGroup(ctx, t, ns, group, nil, spec)
+	x, y, z := jobKey("order", "x"), jobKey("order", "y"), jobKey("order", "z")
+	pushJobs(ctx, t, b, fx, "ci.yml", nil,
+		wfJob{key: x, runsOn: []string{label}},
+		wfJob{key: y, runsOn: []string{label}, needs: []string{x}},
+		wfJob{key: z, runsOn: []string{label}},
+	)
+	jobs := b.gitea.waitJobs(ctx, t, fx.repo, 3)
+	dump := func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(fx.repo) }
+
+	// Outcome only: which runner Job claims which job is the scaler's
+	// business; that every job is served promptly is the promise.
+	ids := idsOf(jobs, x, y, z)
+	waitUntil(ctx, t, stepWait, "x, y and z succeeded", dump, func(ctx context.Context) (bool, string, error) {
+		gjobs, err := b.gitea.repoJobs(ctx, fx.repo)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		done := 0
+		for _, j := range gjobs {
+			if j.state() == "completed/success" {
+				done++
+			}
+		}
+		return done == len(ids), describeGiteaJobs(gjobs), nil
+	})
+	gjobs, err := b.gitea.repoJobs(ctx, fx.repo)
+	require.NoError(t, err)
+	completed := map[string]time.Time{}
+	for _, j := range gjobs {
+		completed[j.Name] = j.CompletedAt
+	}
+	// The test values set the spawn TTL to 1m; the runner itself needs a
+	// few seconds.
+	late := completed[y].Sub(completed[x])
+	require.Less(t, late, 30*time.Second, "y was done %s after x: it waited for the spawn TTL\n%s", late, redact(dump()))
+	all, err := b.runnerJobs(ctx, ns, group)
+	require.NoError(t, err)
+	require.Len(t, all, len(ids), "one runner Job per Gitea job: %v", jobNames(all))
 }
