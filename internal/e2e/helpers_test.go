@@ -652,7 +652,7 @@ func (b *bed) release(t *testing.T, keys ...string) {
 
 // ---------------------------------------------------------------- helm
 
-// release is an installed helm release.
+// helmRelease is an installed helm release.
 type helmRelease struct {
 	name, ns string
 }
@@ -932,7 +932,7 @@ func (g *giteaAPI) repoJobs(ctx context.Context, r repoRef) ([]giteaJob, error) 
 	}
 }
 
-// jobsByName returns the repository's jobs by workflow job key, once all n
+// waitJobs returns the repository's jobs by workflow job key, once all n
 // of them exist.
 func (g *giteaAPI) waitJobs(ctx context.Context, t *testing.T, r repoRef, n int) map[string]giteaJob {
 	t.Helper()

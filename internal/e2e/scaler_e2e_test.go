@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,7 +264,7 @@ func TestBlockedAndUnmatchedJobsWaitForTheirTurn(t *testing.T) {
 // releasing all lets every job finish, each on exactly one runner.
 func TestMaxActiveRunnersHoldsAndFreedSlotsAreReused(t *testing.T) {
 	t.Parallel()
-	const max = 2
+	const limit = 2
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
 	ns := b.namespace(ctx, t, "e2e-capacity")
@@ -272,7 +273,7 @@ func TestMaxActiveRunnersHoldsAndFreedSlotsAreReused(t *testing.T) {
 	label := uniq("e2e-cap")
 	group := "rg-capacity"
 	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(v1alpha1.ScopeOrg, "tokens", max, label)
+	spec := b.groupSpec(v1alpha1.ScopeOrg, "tokens", limit, label)
 	spec.Org = fx.spec.Org
 	b.createGroup(ctx, t, ns, group, nil, spec)
 
@@ -290,7 +291,7 @@ func TestMaxActiveRunnersHoldsAndFreedSlotsAreReused(t *testing.T) {
 	obs := observeCapacity(ctx, b, ns, group, fx.repo)
 	atCapacity := func(wantJobs, wantQueued int) ([]string, []string) {
 		var running, waiting []string
-		waitUntil(ctx, t, stepWait, fmt.Sprintf("%d runners busy, %d jobs queued, AtCapacity", max, wantQueued), dump, func(ctx context.Context) (bool, string, error) {
+		waitUntil(ctx, t, stepWait, fmt.Sprintf("%d runners busy, %d jobs queued, AtCapacity", limit, wantQueued), dump, func(ctx context.Context) (bool, string, error) {
 			if v := obs.violation(); v != "" {
 				return false, "", fmt.Errorf("%s", v)
 			}
@@ -316,8 +317,8 @@ func TestMaxActiveRunnersHoldsAndFreedSlotsAreReused(t *testing.T) {
 				}
 			}
 			sc := condition(rg, "ScalingActive")
-			ok := len(all) == wantJobs && len(running) == max && len(waiting) == wantQueued &&
-				rg.Status.ActiveRunners == max && int(rg.Status.QueuedJobs) == wantQueued &&
+			ok := len(all) == wantJobs && len(running) == limit && len(waiting) == wantQueued &&
+				rg.Status.ActiveRunners == limit && int(rg.Status.QueuedJobs) == wantQueued &&
 				sc != nil && sc.Status == metav1.ConditionFalse && sc.Reason == "AtCapacity"
 			return ok, fmt.Sprintf("runner Jobs %v | %s | %s", jobNames(all), describeGiteaJobs(gjobs), statusLine(rg)), nil
 		})
@@ -336,29 +337,30 @@ func TestMaxActiveRunnersHoldsAndFreedSlotsAreReused(t *testing.T) {
 		}
 	}
 
-	running, _ := atCapacity(max, len(keys)-max)
-	b.waitPasses(ctx, t, ns, group, 3, dump, noNewJobs(max))
+	running, _ := atCapacity(limit, len(keys)-limit)
+	b.waitPasses(ctx, t, ns, group, 3, dump, noNewJobs(limit))
 
 	// Free the two slots: their jobs finish and two waiting jobs take them.
 	b.release(t, running...)
-	atCapacity(2*max, len(keys)-2*max)
-	b.waitPasses(ctx, t, ns, group, 2, dump, noNewJobs(2*max))
+	atCapacity(2*limit, len(keys)-2*limit)
+	b.waitPasses(ctx, t, ns, group, 2, dump, noNewJobs(2*limit))
 
 	b.release(t, keys...)
 	b.expectCompleted(ctx, t, ns, group, fx.repo, idsOf(jobs, keys...), dump)
 	maxSeen, n, v := obs.stop()
 	require.Empty(t, v)
-	require.LessOrEqual(t, maxSeen, max)
-	t.Logf("observed the group %d times: at most %d active runner Jobs (cap %d)", n, maxSeen, max)
+	require.LessOrEqual(t, maxSeen, limit)
+	t.Logf("observed the group %d times: at most %d active runner Jobs (cap %d)", n, maxSeen, limit)
 	all, err := b.runnerJobs(ctx, ns, group)
 	require.NoError(t, err)
 	require.Len(t, all, len(keys), "one runner Job per Gitea job: %v", jobNames(all))
 }
 
 // capacityObserver samples a group's active runner Jobs and its
-// repository's in-progress Gitea jobs until stopped.
+// repository's in-progress Gitea jobs every 250ms until stopped, and
+// remembers the first sample over the group's cap.
 type capacityObserver struct {
-	mu      chan struct{}
+	mu      sync.Mutex
 	maxSeen int
 	n       int
 	bad     string
@@ -367,11 +369,11 @@ type capacityObserver struct {
 }
 
 func observeCapacity(ctx context.Context, b *bed, ns, group string, r repoRef) *capacityObserver {
-	o := &capacityObserver{mu: make(chan struct{}, 1), done: make(chan struct{})}
+	o := &capacityObserver{done: make(chan struct{})}
 	ctx, o.cancel = context.WithCancel(ctx)
-	max := 0
+	limit := 0
 	if rg, err := b.group(ctx, ns, group); err == nil {
-		max = int(rg.Spec.MaxActiveRunners)
+		limit = int(rg.Spec.MaxActiveRunners)
 	}
 	go func() {
 		defer close(o.done)
@@ -386,13 +388,13 @@ func observeCapacity(ctx context.Context, b *bed, ns, group string, r repoRef) *
 						inProgress++
 					}
 				}
-				o.mu <- struct{}{}
+				o.mu.Lock()
 				o.n++
-				o.maxSeen = maxOf(o.maxSeen, active, inProgress)
-				if (active > max || inProgress > max) && o.bad == "" {
-					o.bad = fmt.Sprintf("cap %d broken at %s: %d active runner Jobs %v, %d Gitea jobs in progress", max, time.Now().UTC().Format(time.RFC3339Nano), active, jobNames(all), inProgress)
+				o.maxSeen = max(o.maxSeen, active, inProgress)
+				if (active > limit || inProgress > limit) && o.bad == "" {
+					o.bad = fmt.Sprintf("cap %d broken at %s: %d active runner Jobs %v, %d Gitea jobs in progress", limit, time.Now().UTC().Format(time.RFC3339Nano), active, jobNames(all), inProgress)
 				}
-				<-o.mu
+				o.mu.Unlock()
 			}
 			select {
 			case <-ctx.Done():
@@ -403,19 +405,9 @@ func observeCapacity(ctx context.Context, b *bed, ns, group string, r repoRef) *
 	return o
 }
 
-func maxOf(v ...int) int {
-	m := v[0]
-	for _, x := range v[1:] {
-		if x > m {
-			m = x
-		}
-	}
-	return m
-}
-
 func (o *capacityObserver) violation() string {
-	o.mu <- struct{}{}
-	defer func() { <-o.mu }()
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	return o.bad
 }
 
