@@ -251,6 +251,14 @@ func (r *RunCmd) Serve(kube kubernetes.Interface, groups scaler.GroupClient, fac
 		if !r.Loop {
 			return code
 		}
+		// A stop that came during the pass wins over a timer that is also
+		// due already (a pass longer than the interval): select would pick
+		// between two ready cases at random and might start one more pass.
+		select {
+		case <-stopping:
+			return ExitOK
+		default:
+		}
 		select {
 		case <-stopping:
 			return ExitOK

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,4 +195,45 @@ func (f fixedGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, err
 		return gitea.Snapshot{}, f.err
 	}
 	return gitea.Snapshot{FetchedAt: time.Now()}, nil
+}
+
+// countingGitea sends SIGTERM to the process during the first pass and
+// makes that pass outlast the interval, so when it ends both the stop and
+// the next tick are due.
+type countingGitea struct {
+	calls atomic.Int32
+}
+
+func (c *countingGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, error) {
+	if c.calls.Add(1) == 1 {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		time.Sleep(100 * time.Millisecond)
+	}
+	return gitea.Snapshot{FetchedAt: time.Now()}, nil
+}
+
+// Regression (found end to end): with --loop, a SIGTERM during a pass
+// longer than --interval could start one more pass.
+func TestLoopStopsAfterThePassInFlight(t *testing.T) {
+	for round := range 5 {
+		kube := fake.NewClientset(
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Data: map[string][]byte{"k": []byte("tok")}},
+		)
+		groups := staticGroups{{
+			ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", UID: "u"},
+			Spec: v1alpha1.RunnerGroupSpec{
+				Scope: v1alpha1.ScopeGlobal, Gitea: v1alpha1.GiteaSpec{URL: "http://127.0.0.1:1"}, MaxActiveRunners: 1,
+				RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
+				AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
+			},
+		}}
+		g := &countingGitea{}
+		r, err := parse(t, "--loop", "--interval", "10ms")
+		require.NoError(t, err)
+		var out bytes.Buffer
+		code := r.Serve(kube, groups, func(string, string) (gitea.Client, error) { return g, nil },
+			slog.New(slog.NewTextHandler(&out, nil)), IO{Out: &out, Err: &out})
+		assert.Equal(t, ExitOK, code)
+		assert.EqualValues(t, 1, g.calls.Load(), "round %d: a pass started after SIGTERM", round)
+	}
 }

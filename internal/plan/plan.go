@@ -6,6 +6,13 @@
 //
 //   - A queued job claimed within the spawn TTL is skipped: its runner is
 //     starting.
+//   - A claim is spent, and its job claimed again at once, when its runner
+//     can no longer take it: the runner Job finished while the job is still
+//     queued, or the runner is running another job. Gitea gives a runner the
+//     queued job updated longest ago, not the one the runner was started for,
+//     so a job that just left "waiting" (its needs: finished) often sees its
+//     runner take an older job. Waiting out the TTL then would leave it queued
+//     with a slot free.
 //   - A queued job whose claim is older than the TTL is retried, but only
 //     when its runner Job has finished or is gone. A runner Job that is still
 //     active is slow (image pull, a full cluster), not lost; a second runner
@@ -45,6 +52,9 @@ type Input struct {
 	Spawned state.Spawned
 	// Queued are the IDs of the queued Gitea jobs the group can serve.
 	Queued []int64
+	// Busy maps the group's runners (by name) to the Gitea job each is
+	// running now.
+	Busy map[string]int64
 	// SnapshotAt is when the pass began to ask Gitea for Queued.
 	SnapshotAt time.Time
 	// NewJobName returns a fresh runner Job name.
@@ -55,7 +65,8 @@ type Input struct {
 type Claim struct {
 	GiteaJobID int64
 	JobName    string
-	// Retry is true when an earlier claim for this Gitea job expired.
+	// Retry is true when an earlier claim for this Gitea job expired or
+	// was spent on another job.
 	Retry bool
 }
 
@@ -124,18 +135,14 @@ func Make(in Input) Result {
 			continue
 		}
 		prev, claimed := next[id]
-		retry := false
-		if claimed {
-			if in.Now.Sub(prev.SpawnedAt) < in.SpawnTTL {
+		if claimed && !spent(in, prev, id, jobs) {
+			j, listed := jobs[prev.JobName]
+			if in.Now.Sub(prev.SpawnedAt) < in.SpawnTTL || (listed && j.Active) {
 				res.Waiting++
 				continue
 			}
-			if j, ok := jobs[prev.JobName]; ok && j.Active {
-				res.Waiting++
-				continue
-			}
-			retry = true
 		}
+		retry := claimed
 		if left == 0 {
 			res.Waiting++
 			continue
@@ -147,4 +154,14 @@ func Make(in Input) Result {
 	}
 	res.Spawned = next
 	return res
+}
+
+// spent reports whether a claim's runner can no longer serve the claimed,
+// still queued, job: its Job finished, or it runs another job.
+func spent(in Input, e state.Entry, id int64, jobs map[string]RunnerJob) bool {
+	if j, ok := jobs[e.JobName]; ok && !j.Active {
+		return true
+	}
+	other, busy := in.Busy[e.JobName]
+	return busy && other != id
 }

@@ -28,6 +28,7 @@ func TestMake(t *testing.T) {
 		jobs        []RunnerJob
 		spawned     state.Spawned
 		queued      []int64
+		busy        map[string]int64
 		snapshotAt  time.Duration // relative to t0; the pass runs at t0
 		wantClaims  []Claim
 		wantSpawned state.Spawned
@@ -105,6 +106,40 @@ func TestMake(t *testing.T) {
 			wantWaiting: 1,
 		},
 		{
+			// Regression: a job that left "waiting" after its needs: finished
+			// saw its runner take an older queued job and then sat queued for a
+			// whole spawn TTL with a slot free.
+			name:        "a claim whose runner finished while the job is still queued is spent: retried at once",
+			max:         1,
+			jobs:        []RunnerJob{{Name: "took-another", Active: false}},
+			spawned:     state.Spawned{1: at(-time.Minute, "took-another")},
+			queued:      []int64{1},
+			wantClaims:  []Claim{{GiteaJobID: 1, JobName: "rg-00001", Retry: true}},
+			wantSpawned: state.Spawned{1: at(0, "rg-00001")},
+		},
+		{
+			name:        "a claim whose runner runs another job is spent: retried at once if a slot is free",
+			max:         2,
+			jobs:        []RunnerJob{{Name: "r1", Active: true}},
+			spawned:     state.Spawned{1: at(-time.Minute, "r1")},
+			queued:      []int64{1},
+			busy:        map[string]int64{"r1": 9},
+			wantClaims:  []Claim{{GiteaJobID: 1, JobName: "rg-00001", Retry: true}},
+			wantSpawned: state.Spawned{1: at(0, "rg-00001")},
+			wantActive:  1,
+		},
+		{
+			name:        "a spent claim waits for a slot like any other job",
+			max:         1,
+			jobs:        []RunnerJob{{Name: "r1", Active: true}},
+			spawned:     state.Spawned{1: at(-time.Minute, "r1")},
+			queued:      []int64{1},
+			busy:        map[string]int64{"r1": 9},
+			wantSpawned: state.Spawned{1: at(-time.Minute, "r1")},
+			wantActive:  1,
+			wantWaiting: 1,
+		},
+		{
 			name:        "claims of jobs no longer queued are dropped",
 			max:         5,
 			spawned:     state.Spawned{1: at(-time.Minute, "a"), 2: at(-10*time.Minute, "b")},
@@ -166,7 +201,7 @@ func TestMake(t *testing.T) {
 			before := spawned.Clone()
 			got := Make(Input{
 				Now: t0, SpawnTTL: 5 * time.Minute, MaxActive: tt.max,
-				Jobs: tt.jobs, Spawned: spawned, Queued: tt.queued,
+				Jobs: tt.jobs, Spawned: spawned, Queued: tt.queued, Busy: tt.busy,
 				SnapshotAt: t0.Add(tt.snapshotAt), NewJobName: names(),
 			})
 			assert.Equal(t, tt.wantClaims, got.Claims)

@@ -434,3 +434,28 @@ func TestSecretsNeverReachStatusEventsOrLogs(t *testing.T) {
 	}
 	assert.NotContains(t, e.logs.String(), secretToken)
 }
+
+// Regression (found end to end): Gitea gave the runner started for job 1
+// an older queued job, so job 1 stayed queued for a whole spawn TTL while a
+// slot was free. A claim whose runner runs another job is spent.
+func TestClaimSpentOnAnotherJobIsServedAgainAtOnce(t *testing.T) {
+	rg := newGroup("ci", 2)
+	e := newEnv(t, rg)
+	e.addJob(rg, "ci-abcde", 1, t0)
+	e.cms.write(t, e.kube, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: state.ConfigMapName("ci"), Namespace: ns,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "gitea.bpg.pw/v1alpha1", Kind: "RunnerGroup", Name: "ci", UID: rg.UID}}},
+		Data: state.Encode(state.Spawned{1: {SpawnedAt: t0, JobName: "ci-abcde"}}),
+	})
+	e.gitea.snap = gitea.Snapshot{
+		Queued:  []gitea.Job{queued(1, "ubuntu-latest")},
+		Running: []gitea.Job{{ID: 2, RunnerName: "ci-abcde", Status: "in_progress"}},
+	}
+
+	sum := e.pass()
+
+	assert.Equal(t, 1, sum.Created)
+	assert.Equal(t, map[int64]int{1: 2}, e.giteaJobsServed(), "a second runner for job 1: the first one is busy with job 2")
+	assert.NotEqual(t, "ci-abcde", e.state("ci")[1].JobName)
+	assert.EqualValues(t, 1, e.group("ci").Status.RunningJobs)
+}

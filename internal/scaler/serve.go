@@ -51,6 +51,8 @@ type observation struct {
 	queued  []int64
 	blocked int
 	running int
+	// busy maps the group's runners to the Gitea job each runs.
+	busy map[string]int64
 }
 
 // serve runs one pass over one group and always tries to record the outcome
@@ -117,6 +119,7 @@ func (s *Scaler) scale(ctx context.Context, log *slog.Logger, rg *v1alpha1.Runne
 			Jobs:       runnerJobs(obs.jobs),
 			Spawned:    loaded.Spawned,
 			Queued:     obs.queued,
+			Busy:       obs.busy,
 			SnapshotAt: obs.askedAt,
 			NewJobName: func() string { return s.NewJobName(rg.Name) },
 		})
@@ -165,9 +168,11 @@ func (s *Scaler) observe(ctx context.Context, rg *v1alpha1.RunnerGroup, client g
 			obs.blocked++
 		}
 	}
+	obs.busy = map[string]int64{}
 	for _, j := range snap.Running {
 		if runnerjob.IsRunnerName(rg.Name, j.RunnerName) {
 			obs.running++
+			obs.busy[j.RunnerName] = j.ID
 		}
 	}
 	return obs, nil
@@ -213,7 +218,7 @@ func (s *Scaler) createJobs(ctx context.Context, log *slog.Logger, rg *v1alpha1.
 		log.Info("created runner Job", "job", c.JobName, "giteaJob", c.GiteaJobID, "retry", c.Retry)
 		msg := fmt.Sprintf("Created runner Job %s for Gitea job %d", c.JobName, c.GiteaJobID)
 		if c.Retry {
-			msg += " (retry: the earlier runner did not take it within the spawn TTL)"
+			msg += " (retry: the earlier runner took another job, ended, or did not start within the spawn TTL)"
 		}
 		s.event(ctx, rg, "Normal", ReasonRunnerCreated, msg)
 	}
