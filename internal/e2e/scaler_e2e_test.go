@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -582,16 +581,6 @@ func TestStateConfigMapOutlivesPassesAndGoesWithItsGroup(t *testing.T) {
 	})
 }
 
-// knownBug skips a test that reproduces an open product bug unless
-// E2E_KNOWN_BUGS is set, so the suite stays green while the bug is open and
-// the test is one variable away for whoever fixes it.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("E2E_KNOWN_BUGS") == "" {
-		t.Skipf("known product bug: %s (set E2E_KNOWN_BUGS=1 to run)", what)
-	}
-}
-
 // TestJobUnblockedLateIsNotLeftWaitingForTheSpawnTTL: a group capped at one
 // runner; "x" runs first, "y" needs x, "z" is queued from the start. When x
 // is done, y and z are both queued. The scaler claims y (the lower id) and
@@ -601,7 +590,6 @@ func knownBug(t *testing.T, what string) {
 // before it gets a runner. It must get one as soon as a slot is free.
 func TestJobUnblockedLateIsNotLeftWaitingForTheSpawnTTL(t *testing.T) {
 	t.Parallel()
-	knownBug(t, "a claim whose runner took another Gitea job is only retried after the spawn TTL")
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
 	ns := b.namespace(ctx, t, "e2e-order")
