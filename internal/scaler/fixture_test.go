@@ -91,7 +91,7 @@ func newGroup(name string, max int32, mutate ...func(*v1alpha1.RunnerGroup)) *v1
 }
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	kube   *fake.Clientset
 	dyn    *dynamicfake.FakeDynamicClient
 	gitea  *fakeGitea
@@ -108,7 +108,7 @@ type env struct {
 // (and the steps inside one) happen at distinct, ordered times.
 func (e *env) now() time.Time { return t0.Add(time.Duration(e.ticks.Add(1)) * time.Second) }
 
-func newEnv(t *testing.T, groups ...*v1alpha1.RunnerGroup) *env {
+func newEnv(t testing.TB, groups ...*v1alpha1.RunnerGroup) *env {
 	t.Helper()
 	e := &env{t: t, gitea: &fakeGitea{}, logs: &lockedBuffer{}, out: &lockedBuffer{}}
 	e.kube = fake.NewClientset(

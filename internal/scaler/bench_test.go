@@ -1,0 +1,68 @@
+package scaler
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteafake"
+)
+
+// BenchmarkPass measures whole passes through the real Gitea client against
+// the HTTP fake (loopback) and fake Kubernetes clients, and reports the
+// Gitea requests one pass costs. "steady" is the common case: every queued
+// job already has its runner, so a pass only looks. Run:
+//
+//	go test -run '^$' -bench BenchmarkPass -benchmem ./internal/scaler/
+func BenchmarkPass(b *testing.B) {
+	for _, groups := range []int{1, 10, 50} {
+		b.Run(fmt.Sprintf("steady/groups=%d/queued=20", groups), func(b *testing.B) {
+			srv := giteafake.New()
+			defer srv.Close()
+			srv.AddToken(secretToken, "admin", true)
+			var scene giteafake.Scene
+			var rgs []*v1alpha1.RunnerGroup
+			id := int64(0)
+			for g := range groups {
+				org := fmt.Sprintf("org%d", g)
+				scene.Orgs = append(scene.Orgs, giteafake.Org{Name: org})
+				scene.Repos = append(scene.Repos, giteafake.Repo{Owner: org, Name: "app"})
+				for range 20 {
+					id++
+					scene.Jobs = append(scene.Jobs, giteafake.Job{ID: id, Owner: org, Repo: "app", RunID: 1, Name: "build",
+						Labels: []string{"ubuntu-latest"}, Status: giteafake.StatusQueued})
+				}
+				rgs = append(rgs, newGroup(fmt.Sprintf("g%d", g), 20, func(rg *v1alpha1.RunnerGroup) {
+					rg.Spec.Org = org
+					rg.Spec.Gitea.URL = srv.URL
+				}))
+			}
+			if err := srv.Load(scene); err != nil {
+				b.Fatal(err)
+			}
+			e := newEnv(b, rgs...)
+			sc := e.scaler(func(s *Scaler) {
+				s.Gitea = func(url, token string) (gitea.Client, error) {
+					return gitea.NewClient(url, token, gitea.Options{Timeout: 5 * time.Second})
+				}
+				s.Log = nil
+				s.Config.Workers = 4
+			})
+			if sum, err := sc.Pass(context.Background()); err != nil || sum.Created != 20*groups {
+				b.Fatalf("first pass: %+v %v", sum, err)
+			}
+			srv.ResetRequests()
+			b.ResetTimer()
+			for b.Loop() {
+				sum, err := sc.Pass(context.Background())
+				if err != nil || sum.Created != 0 || len(sum.Failed) != 0 {
+					b.Fatalf("steady pass: %+v %v", sum, err)
+				}
+			}
+			b.ReportMetric(float64(srv.RequestCount())/float64(b.N), "gitea-requests/pass")
+		})
+	}
+}
