@@ -96,7 +96,7 @@ func TestCronJobAndManualPassesStartNoDuplicate(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-cron")
+	ns := b.namespace(ctx, t, "e2e-cron", nil)
 	values := baseValues(ns)
 	// Keep every pass for inspection: manual passes count against the
 	// CronJob's history too.
@@ -254,7 +254,7 @@ func TestListenerTemplateShapesTheRealPod(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-template")
+	ns := b.namespace(ctx, t, "e2e-template", nil)
 	const pool, sidecarImage = "b", "registry.e2e.invalid/tools/log-shipper:1.0"
 	values := baseValues(ns)
 	values["listenerTemplate"] = map[string]any{
@@ -397,7 +397,7 @@ func TestAdditionalListenerServesOnlyItsGroups(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-listeners")
+	ns := b.namespace(ctx, t, "e2e-listeners", nil)
 	const poolKey = "e2e.gitea.bpg.pw/pool"
 	values := deploymentValues(ns)
 	values["listeners"] = []any{map[string]any{

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,19 +24,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -56,15 +62,26 @@ const (
 	// plays with the locally built bin/gitea-runner-scaler.
 	scalerImage = "registry.e2e.invalid/gitea-runner-operator/gitea-runner-scaler"
 
+	// e2eFieldManager owns what the tests apply and create.
 	e2eFieldManager = "gitea-runner-operator-e2e"
+	// restrictedLabel opts a namespace into the restricted-pods policy.
+	restrictedLabel = "policies.gitea.bpg.pw/restricted"
 
 	// pollEvery is how often a wait looks again.
 	pollEvery = time.Second
 	// stepWait bounds each wait for one step of a scenario.
 	stepWait = 2 * time.Minute
+	// apiPoll and apiWait pace the waits for the API server itself to catch
+	// up with a write (a CRD's schema served, a policy type-checked or
+	// enforced): that takes a moment, not a pass.
+	apiPoll = 250 * time.Millisecond
+	apiWait = 30 * time.Second
 )
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+var (
+	crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	vapGVR = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}
+)
 
 // ---------------------------------------------------------------- the bed
 
@@ -75,6 +92,7 @@ type bed struct {
 	kubeconfig string
 	kube       kubernetes.Interface
 	dyn        dynamic.Interface
+	mapper     *restmapper.DeferredDiscoveryRESTMapper
 	gitea      *giteaAPI
 	helmBin    string
 	helmEnv    []string
@@ -123,6 +141,7 @@ func connectBed() (*bed, error) {
 	if b.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
+	b.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(b.kube.Discovery()))
 	env, err := readEnvFile(filepath.Join(dir, "gitea.env"))
 	if err != nil {
 		return nil, err
@@ -305,6 +324,12 @@ func redact(s string) string {
 // test fails with the last state and the dump.
 func waitUntil(ctx context.Context, t *testing.T, timeout time.Duration, what string, dump func() string, cond func(ctx context.Context) (bool, string, error)) {
 	t.Helper()
+	waitEvery(ctx, t, pollEvery, timeout, what, dump, cond)
+}
+
+// waitEvery is waitUntil looking again every `every`.
+func waitEvery(ctx context.Context, t *testing.T, every, timeout time.Duration, what string, dump func() string, cond func(ctx context.Context) (bool, string, error)) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	last := ""
 	for {
@@ -323,9 +348,23 @@ func waitUntil(ctx context.Context, t *testing.T, timeout time.Duration, what st
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(pollEvery):
+		case <-time.After(every):
 		}
 	}
+}
+
+// eventually waits for the API server to catch up with a write: it polls
+// cond every apiPoll for at most apiWait. The error cond returns says what
+// is still wrong; it only goes into the failure message.
+func eventually(ctx context.Context, t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	waitEvery(ctx, t, apiPoll, apiWait, what, nil, func(ctx context.Context) (bool, string, error) {
+		ok, err := cond(ctx)
+		if err != nil {
+			return ok, err.Error(), nil
+		}
+		return ok, "", nil
+	})
 }
 
 func dumpOf(dump func() string) string {
@@ -337,13 +376,16 @@ func dumpOf(dump func() string) string {
 
 // ---------------------------------------------------------------- Kubernetes
 
-// namespace creates a namespace named prefix-<random> and deletes it when the
-// test ends. It creates the default ServiceAccount at once: runner pods need
-// it, and the controller that makes it may be slower than the scaler.
-func (b *bed) namespace(ctx context.Context, t *testing.T, prefix string) string {
+// namespace creates a namespace named prefix-<random>, with the labels on
+// top of the e2e one, and deletes it (and so everything in it) when the test
+// ends. It creates the default ServiceAccount at once: pods need it, and the
+// controller that makes it may be slower than the scaler or the test.
+func (b *bed) namespace(ctx context.Context, t *testing.T, prefix string, labels map[string]string) string {
 	t.Helper()
+	all := map[string]string{"gitea.bpg.pw/e2e": "true"}
+	maps.Copy(all, labels)
 	ns, err := b.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: map[string]string{"gitea.bpg.pw/e2e": "true"}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: all},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -623,6 +665,122 @@ func tail(s string, n int) string {
 func (b *bed) podLog(ns, pod, container string) string {
 	raw, _ := os.ReadFile(filepath.Join(b.dir, "logs", "pods", fmt.Sprintf("%s_%s_%s.log", ns, pod, container)))
 	return string(raw)
+}
+
+// ---------------------------------------------------------------- manifests
+
+// readObjects reads every object of a (multi-document) YAML file. Numbers
+// come out as int64, as the dynamic client returns them.
+func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	var out []*unstructured.Unstructured
+	for {
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		require.NoError(t, err, "reading %s", path)
+		raw, err := utilyaml.ToJSON(doc)
+		require.NoError(t, err, "decoding %s", path)
+		if s := strings.TrimSpace(string(raw)); s == "" || s == "null" {
+			continue // only comments
+		}
+		obj := &unstructured.Unstructured{}
+		require.NoError(t, obj.UnmarshalJSON(raw), "decoding %s", path)
+		out = append(out, obj)
+	}
+}
+
+// readObject reads a file that holds exactly one object.
+func readObject(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	objs := readObjects(t, path)
+	require.Len(t, objs, 1, "%s holds one object", path)
+	return objs[0]
+}
+
+// resource maps an object's kind to a resource client, refreshing
+// discovery once when the kind is new (a CRD that just became Established).
+func (b *bed) resource(t *testing.T, obj *unstructured.Unstructured) dynamic.ResourceInterface {
+	t.Helper()
+	gvk := obj.GroupVersionKind()
+	m, err := b.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		b.mapper.Reset()
+		m, err = b.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	require.NoError(t, err, "mapping %s", gvk)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return b.dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
+	}
+	return b.dyn.Resource(m.Resource)
+}
+
+// apply server-side applies obj, taking over fields from other managers:
+// the test bed is ours, and the manifests under test are the truth.
+func (b *bed) apply(ctx context.Context, t *testing.T, obj *unstructured.Unstructured, dryRun bool) *unstructured.Unstructured {
+	t.Helper()
+	opts := metav1.ApplyOptions{FieldManager: e2eFieldManager, Force: true}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	out, err := b.resource(t, obj).Apply(ctx, obj.GetName(), obj, opts)
+	require.NoError(t, err, "applying %s %s", obj.GetKind(), obj.GetName())
+	return out
+}
+
+// applyKept applies obj and leaves it in place after the test, first
+// waiting out an earlier deletion that is still running (a namespace takes
+// a while), since applying into a terminating object fails.
+func (b *bed) applyKept(ctx context.Context, t *testing.T, obj *unstructured.Unstructured) {
+	t.Helper()
+	b.waitNotTerminating(ctx, t, obj)
+	b.apply(ctx, t, obj, false)
+}
+
+// waitNotTerminating waits until obj either does not exist or is not being
+// deleted.
+func (b *bed) waitNotTerminating(ctx context.Context, t *testing.T, obj *unstructured.Unstructured) {
+	t.Helper()
+	res := b.resource(t, obj)
+	eventually(ctx, t, obj.GetKind()+" "+obj.GetName()+" not terminating", func(ctx context.Context) (bool, error) {
+		cur, err := res.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return cur.GetDeletionTimestamp() == nil, fmt.Errorf("being deleted since %s", cur.GetDeletionTimestamp())
+	})
+}
+
+// policyReady waits until the API server has type-checked a
+// ValidatingAdmissionPolicy and then requires that no expression drew a
+// warning: a warning means an expression names a field the matched kinds do
+// not have, which at run time is an error and a refused request.
+func (b *bed) policyReady(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	var status map[string]any
+	eventually(ctx, t, "type checking of policy "+name, func(ctx context.Context) (bool, error) {
+		got, err := b.dyn.Resource(vapGVR).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		observed, _, _ := unstructured.NestedInt64(got.Object, "status", "observedGeneration")
+		if observed != got.GetGeneration() {
+			return false, fmt.Errorf("status.observedGeneration %d, generation %d (kube-controller-manager's "+
+				"validatingadmissionpolicy-status-controller writes it: is it running?)", observed, got.GetGeneration())
+		}
+		status, _, _ = unstructured.NestedMap(got.Object, "status")
+		return true, nil
+	})
+	warnings, _, _ := unstructured.NestedSlice(status, "typeChecking", "expressionWarnings")
+	assert.Empty(t, warnings, "policy %s: type-checking warnings", name)
 }
 
 // ---------------------------------------------------------------- hold files

@@ -36,7 +36,7 @@ func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-scopes")
+	ns := b.namespace(ctx, t, "e2e-scopes", nil)
 	defaultLabel := uniq("e2e-default")
 	values := deploymentValues(ns)
 	values["scaler"].(map[string]any)["defaultLabels"] = []string{defaultLabel}
@@ -163,7 +163,7 @@ func TestBlockedAndUnmatchedJobsWaitForTheirTurn(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-blocked")
+	ns := b.namespace(ctx, t, "e2e-blocked", nil)
 	b.helmInstall(ctx, t, ns, "gro", deploymentValues(ns))
 	fx := b.newOrgScope(ctx, t, uniq("e2e-blocked"))
 	label, extra := uniq("e2e-blk"), uniq("e2e-extra")
@@ -266,7 +266,7 @@ func TestMaxActiveRunnersHoldsAndFreedSlotsAreReused(t *testing.T) {
 	const limit = 2
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-capacity")
+	ns := b.namespace(ctx, t, "e2e-capacity", nil)
 	b.helmInstall(ctx, t, ns, "gro", deploymentValues(ns))
 	fx := b.newOrgScope(ctx, t, uniq("e2e-capacity"))
 	label := uniq("e2e-cap")
@@ -427,8 +427,8 @@ func TestStateConfigMapOutlivesPassesAndGoesWithItsGroup(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	sys := b.namespace(ctx, t, "e2e-state-sys")
-	ns := b.namespace(ctx, t, "e2e-state")
+	sys := b.namespace(ctx, t, "e2e-state-sys", nil)
+	ns := b.namespace(ctx, t, "e2e-state", nil)
 	_, err := b.kube.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}},
@@ -592,7 +592,7 @@ func TestJobUnblockedLateIsNotLeftWaitingForTheSpawnTTL(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-order")
+	ns := b.namespace(ctx, t, "e2e-order", nil)
 	b.helmInstall(ctx, t, ns, "gro", deploymentValues(ns))
 	fx := b.newOrgScope(ctx, t, uniq("e2e-order"))
 	label := uniq("e2e-ord")
