@@ -84,9 +84,22 @@ type repoRef struct{ owner, name string }
 
 func (r repoRef) String() string { return r.owner + "/" + r.name }
 
+// createOrg creates an organisation and deletes it when the test ends, so
+// that organisations do not pile up on the bed. Its repositories go first:
+// they are created after it, and cleanups run in reverse order.
 func (g *giteaAPI) createOrg(ctx context.Context, t *testing.T, name string) string {
 	t.Helper()
 	require.NoError(t, g.call(ctx, g.admin(), http.MethodPost, "/orgs", map[string]any{"username": name, "visibility": "public"}, nil))
+	t.Cleanup(func() {
+		if keep() {
+			return
+		}
+		ctx, cancel := cleanupContext()
+		defer cancel()
+		if err := g.call(ctx, g.admin(), http.MethodDelete, "/orgs/"+url.PathEscape(name), nil, nil); err != nil {
+			t.Logf("deleting Gitea org %s: %v", name, err)
+		}
+	})
 	return name
 }
 
