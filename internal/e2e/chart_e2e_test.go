@@ -46,14 +46,14 @@ func (b *bed) passJobs(ctx context.Context, ns, cronJob string) ([]batchv1.Job, 
 
 // passPod is the pod of a pass Job.
 func (b *bed) passPod(ctx context.Context, ns, job string) (*corev1.Pod, error) {
-	list, err := b.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job})
+	pods, err := b.jobPods(ctx, ns, job)
 	if err != nil {
 		return nil, err
 	}
-	if len(list.Items) != 1 {
-		return nil, fmt.Errorf("Job %s has %d pods", job, len(list.Items))
+	if len(pods) != 1 {
+		return nil, fmt.Errorf("Job %s has %d pods", job, len(pods))
 	}
-	return &list.Items[0], nil
+	return &pods[0], nil
 }
 
 var logTimeRE = regexp.MustCompile(`^time=(\S+) `)

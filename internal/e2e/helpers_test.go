@@ -40,6 +40,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -96,6 +97,10 @@ type bed struct {
 	gitea      *giteaAPI
 	helmBin    string
 	helmEnv    []string
+
+	// warnKube is a client whose responses' warnings land in warnings.
+	warnKube kubernetes.Interface
+	warnings *warningLog
 }
 
 var (
@@ -111,7 +116,7 @@ func getBed(t *testing.T) *bed {
 	t.Helper()
 	bedOnce.Do(func() { theBed, bedErr = connectBed() })
 	if bedErr != nil {
-		t.Fatalf("test bed: %v", bedErr)
+		t.Fatalf("test bed: %v", redact(bedErr.Error()))
 	}
 	return theBed
 }
@@ -142,6 +147,12 @@ func connectBed() (*bed, error) {
 		return nil, err
 	}
 	b.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(b.kube.Discovery()))
+	b.warnings = &warningLog{}
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.WarningHandler = b.warnings
+	if b.warnKube, err = kubernetes.NewForConfig(wcfg); err != nil {
+		return nil, err
+	}
 	env, err := readEnvFile(filepath.Join(dir, "gitea.env"))
 	if err != nil {
 		return nil, err
@@ -274,10 +285,12 @@ var runSuffix = func() string {
 	return strconv.FormatInt(time.Now().Unix()%(36*36*36*36*36), 36) + fmt.Sprintf("%02x", b[:1])
 }()
 
-// uniq returns a name unique to this run: prefix, "-", a short suffix. Gitea
-// keeps organisations, users and jobs across runs, so every name there must
-// be new each time.
-func uniq(prefix string) string { return prefix + "-" + runSuffix }
+// uniq returns a name unique to this run: prefix, "-", a short suffix, then
+// "-" and each of parts. Gitea keeps organisations, users and jobs across
+// runs, so every name there must be new each time.
+func uniq(prefix string, parts ...string) string {
+	return strings.Join(append([]string{prefix, runSuffix}, parts...), "-")
+}
 
 // jobKey is a workflow job key unique to this run; the test runner's hold
 // file "name-<key>" then holds exactly this job.
@@ -314,6 +327,35 @@ func redact(s string) string {
 		s = strings.ReplaceAll(s, v, "<redacted>")
 	}
 	return s
+}
+
+// ---------------------------------------------------------------- warnings
+
+// warningLog collects the warnings the API server sends back to
+// bed.warnKube (Pod Security Admission warns about workload templates it
+// would refuse as pods).
+type warningLog struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (w *warningLog) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.texts = append(w.texts, text)
+}
+
+// matching returns the warnings seen so far that contain sub.
+func (w *warningLog) matching(sub string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, s := range w.texts {
+		if strings.Contains(s, sub) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // ---------------------------------------------------------------- waiting
@@ -532,6 +574,15 @@ func (b *bed) waitPasses(ctx context.Context, t *testing.T, ns, name string, n i
 // runnerJobs lists a group's runner Jobs by the group label.
 func (b *bed) runnerJobs(ctx context.Context, ns, group string) ([]batchv1.Job, error) {
 	list, err := b.kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: labelGroup + "=" + group})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// jobPods lists the pods of a Job by the label the Job controller sets.
+func (b *bed) jobPods(ctx context.Context, ns, job string) ([]corev1.Pod, error) {
+	list, err := b.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + job})
 	if err != nil {
 		return nil, err
 	}
@@ -847,21 +898,39 @@ func (b *bed) helm(ctx context.Context, args ...string) (string, error) {
 	return string(out), err
 }
 
-// helmInstall installs charts/gitea-runner-operator into ns with the values
-// and uninstalls it when the test ends (before the namespace goes).
-func (b *bed) helmInstall(ctx context.Context, t *testing.T, ns, name string, values map[string]any) helmRelease {
+// valuesFile writes values to a file of the test, for helm's --values.
+func valuesFile(t *testing.T, values map[string]any) string {
 	t.Helper()
 	raw, err := yaml.Marshal(values)
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "values.yaml")
 	require.NoError(t, os.WriteFile(file, raw, 0o600))
-	ictx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	out, err := b.helm(ictx, "install", name, filepath.Join(b.root, "charts", chartName), "--namespace", ns, "--values", file)
-	if err != nil {
-		t.Fatalf("helm install %s -n %s: %v\n%s\nvalues:\n%s", name, ns, err, redact(out), raw)
+	return file
+}
+
+// helmInstall installs charts/gitea-runner-operator into ns with the values
+// and fails the test if helm does.
+func (b *bed) helmInstall(ctx context.Context, t *testing.T, ns, name string, values map[string]any) helmRelease {
+	t.Helper()
+	file := valuesFile(t, values)
+	if out, err := b.tryHelmInstall(ctx, t, ns, name, file); err != nil {
+		raw, _ := os.ReadFile(file)
+		t.Fatalf("helm install %s -n %s: %v\n%s\nvalues:\n%s", name, ns, err, out, raw)
 	}
-	rel := helmRelease{name: name, ns: ns}
+	return helmRelease{name: name, ns: ns}
+}
+
+// tryHelmInstall runs `helm install <name> charts/gitea-runner-operator`
+// into ns with the values files, in order, and returns helm's output
+// (redacted) and error. The release is uninstalled when the test ends
+// (before the namespace goes), also after a failed install, which leaves
+// the objects created before the failure.
+func (b *bed) tryHelmInstall(ctx context.Context, t *testing.T, ns, name string, valueFiles ...string) (string, error) {
+	t.Helper()
+	args := []string{"install", name, filepath.Join(b.root, "charts", chartName), "--namespace", ns}
+	for _, f := range valueFiles {
+		args = append(args, "--values", f)
+	}
 	t.Cleanup(func() {
 		if keep() {
 			return
@@ -872,7 +941,10 @@ func (b *bed) helmInstall(ctx context.Context, t *testing.T, ns, name string, va
 			t.Errorf("helm uninstall %s -n %s: %v\n%s", name, ns, err, redact(out))
 		}
 	})
-	return rel
+	ictx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	out, err := b.helm(ictx, args...)
+	return redact(out), err
 }
 
 // listenerPods lists the pods of one listener ("default" or a name from
