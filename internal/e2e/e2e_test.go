@@ -10,13 +10,15 @@
 // The tests in scaler_e2e_test.go and chart_e2e_test.go each install their
 // own release into namespaces of their own (prefix "e2e-"), use Gitea
 // organisations, users and repositories with names unique to the run, and
-// run in parallel. Run with:
+// run in parallel. Every test file uses the one bed of helpers_test.go
+// (connection, namespaces, waits, manifests, helm, dumps) and the Gitea
+// client of gitea_test.go. Run with:
 //
 //	scripts/testbed up
 //	go test -count=1 -tags e2e -timeout 25m -v ./internal/e2e/
 //
-// E2E_KEEP=1 keeps the namespaces, releases and repositories of a run for
-// inspection.
+// E2E_KEEP=1 keeps the namespaces, releases, organisations and repositories
+// of a run for inspection.
 package e2e
 
 import (
