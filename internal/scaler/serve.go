@@ -42,8 +42,7 @@ func fail(reason string, format string, args ...any) *groupError {
 
 // observation is what one pass saw of one group.
 type observation struct {
-	jobs     []batchv1.Job
-	snapshot gitea.Snapshot
+	jobs []batchv1.Job
 	// askedAt is when the pass began to ask Gitea. Claims made after it
 	// may be for jobs the snapshot never saw, so they must not be judged
 	// by it (see plan.Input.SnapshotAt).
@@ -157,7 +156,7 @@ func (s *Scaler) observe(ctx context.Context, rg *v1alpha1.RunnerGroup, client g
 	if err != nil {
 		return nil, fail(giteaReason(err), "cannot list Gitea jobs of %s at %s: %v", target, rg.Spec.Gitea.URL, err)
 	}
-	obs := &observation{jobs: ownJobs(rg, list.Items), snapshot: snap, askedAt: askedAt}
+	obs := &observation{jobs: ownJobs(rg, list.Items), askedAt: askedAt}
 	for _, j := range snap.Queued {
 		if runner.CanRun(j.Labels) {
 			obs.queued = append(obs.queued, j.ID)
