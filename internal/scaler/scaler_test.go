@@ -459,3 +459,20 @@ func TestClaimSpentOnAnotherJobIsServedAgainAtOnce(t *testing.T) {
 	assert.NotEqual(t, "ci-abcde", e.state("ci")[1].JobName)
 	assert.EqualValues(t, 1, e.group("ci").Status.RunningJobs)
 }
+
+func TestOneSecretHoldingBothTokensIsReadOnce(t *testing.T) {
+	e := newEnv(t, newGroup("ci", 1, func(rg *v1alpha1.RunnerGroup) {
+		rg.Spec.RegistrationToken.SecretRef = v1alpha1.SecretRef{Name: "api", Key: "token"}
+	}))
+	e.kube.ClearActions()
+
+	e.pass()
+
+	gets := 0
+	for _, a := range e.kube.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "secrets" {
+			gets++
+		}
+	}
+	assert.Equal(t, 1, gets)
+}

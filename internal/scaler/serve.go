@@ -9,6 +9,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,7 +73,9 @@ func (s *Scaler) scale(ctx context.Context, log *slog.Logger, rg *v1alpha1.Runne
 	if err := rg.Spec.Validate(); err != nil {
 		return 0, nil, fail(ReasonInvalidSpec, "invalid spec: %v", err)
 	}
-	token, err := s.readSecretKey(ctx, rg.Namespace, "authToken", rg.Spec.AuthToken.SecretRef)
+	// Both tokens usually live in one Secret; read each Secret once.
+	secrets := map[string]*corev1.Secret{}
+	token, err := s.readSecretKey(ctx, secrets, rg.Namespace, "authToken", rg.Spec.AuthToken.SecretRef)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -80,7 +83,7 @@ func (s *Scaler) scale(ctx context.Context, log *slog.Logger, rg *v1alpha1.Runne
 	// read into the scaler's memory for use; checking it here turns a
 	// typo into a condition instead of runner pods stuck in
 	// CreateContainerConfigError.
-	if _, err := s.readSecretKey(ctx, rg.Namespace, "registrationToken", rg.Spec.RegistrationToken.SecretRef); err != nil {
+	if _, err := s.readSecretKey(ctx, secrets, rg.Namespace, "registrationToken", rg.Spec.RegistrationToken.SecretRef); err != nil {
 		return 0, nil, err
 	}
 	client, err := s.Gitea(rg.Spec.Gitea.URL, token)
@@ -261,15 +264,21 @@ func (s *Scaler) stateOwner(rg *v1alpha1.RunnerGroup) state.Owner {
 	}
 }
 
-// readSecretKey returns one key of a Secret in the group's namespace. Errors
-// name the Secret and key, never the value.
-func (s *Scaler) readSecretKey(ctx context.Context, namespace, field string, ref v1alpha1.SecretRef) (string, error) {
-	sec, err := s.Kube.CoreV1().Secrets(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return "", fail(ReasonSecretNotFound, "spec.%s: Secret %s/%s not found", field, namespace, ref.Name)
-	case err != nil:
-		return "", fail(ReasonKubernetesError, "spec.%s: cannot read Secret %s/%s: %v", field, namespace, ref.Name, err)
+// readSecretKey returns one key of a Secret in the group's namespace,
+// reading the Secret only if read does not hold it yet. Errors name the
+// Secret and key, never the value.
+func (s *Scaler) readSecretKey(ctx context.Context, read map[string]*corev1.Secret, namespace, field string, ref v1alpha1.SecretRef) (string, error) {
+	sec, ok := read[ref.Name]
+	if !ok {
+		var err error
+		sec, err = s.Kube.CoreV1().Secrets(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return "", fail(ReasonSecretNotFound, "spec.%s: Secret %s/%s not found", field, namespace, ref.Name)
+		case err != nil:
+			return "", fail(ReasonKubernetesError, "spec.%s: cannot read Secret %s/%s: %v", field, namespace, ref.Name, err)
+		}
+		read[ref.Name] = sec
 	}
 	v, ok := sec.Data[ref.Key]
 	if !ok || len(strings.TrimSpace(string(v))) == 0 {
