@@ -18,8 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
 // manualAnnotation marks a Job made by `kubectl create job --from=cronjob/...`.
@@ -107,8 +105,7 @@ func TestCronJobAndManualPassesStartNoDuplicate(t *testing.T) {
 	label := uniq("e2e-cron")
 	group := "rg-cron"
 	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(v1alpha1.ScopeOrg, "tokens", 10, label)
-	spec.Org = fx.spec.Org
+	spec := b.groupSpec(fx, "tokens", 10, label)
 	b.createGroup(ctx, t, ns, group, nil, spec)
 	dump := func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(fx.repo) }
 
@@ -288,8 +285,7 @@ func TestListenerTemplateShapesTheRealPod(t *testing.T) {
 	label := uniq("e2e-tpl")
 	group := "rg-template"
 	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(v1alpha1.ScopeOrg, "tokens", 2, label)
-	spec.Org = fx.spec.Org
+	spec := b.groupSpec(fx, "tokens", 2, label)
 	b.createGroup(ctx, t, ns, group, nil, spec)
 	key := jobKey("tpl")
 	pushJobs(ctx, t, b, fx, "ci.yml", nil, wfJob{key: key, runsOn: []string{label}})
@@ -423,8 +419,7 @@ func TestAdditionalListenerServesOnlyItsGroups(t *testing.T) {
 	ids := map[string]map[string]int64{}
 	for _, g := range groups {
 		label := uniq("e2e-" + g.name)
-		spec := b.groupSpec(v1alpha1.ScopeOrg, "tokens", 2, label)
-		spec.Org = org
+		spec := b.groupSpec(fx, "tokens", 2, label)
 		b.createGroup(ctx, t, ns, g.name, g.labels, spec)
 		key := jobKey(g.name)
 		b.gitea.pushWorkflow(ctx, t, fx.pushAs, g.repo, "ci.yml", workflow(wfJob{key: key, runsOn: []string{label}}))

@@ -461,11 +461,14 @@ func (b *bed) tokenSecret(ctx context.Context, t *testing.T, ns, name, registrat
 	require.NoError(t, err)
 }
 
-// groupSpec is a RunnerGroup spec whose tokens are in the Secret made by
-// tokenSecret.
-func (b *bed) groupSpec(scope v1alpha1.Scope, secret string, max int32, labels ...string) v1alpha1.RunnerGroupSpec {
+// groupSpec is a RunnerGroup spec for the fixture's scope (its scope, org,
+// user and repo) whose tokens are in the Secret made by tokenSecret.
+func (b *bed) groupSpec(fx scopeFixture, secret string, max int32, labels ...string) v1alpha1.RunnerGroupSpec {
 	return v1alpha1.RunnerGroupSpec{
-		Scope:             scope,
+		Scope:             fx.spec.Scope,
+		Org:               fx.spec.Org,
+		User:              fx.spec.User,
+		Repo:              fx.spec.Repo,
 		Gitea:             v1alpha1.GiteaSpec{URL: b.gitea.url},
 		Labels:            labels,
 		MaxActiveRunners:  max,

@@ -39,8 +39,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
 const (
@@ -247,8 +245,7 @@ func TestPolicyChartCronJobListener(t *testing.T) {
 	fx := b.newOrgScope(ctx, t, uniq("pol"))
 	b.tokenSecret(ctx, t, runners, "pol-tokens", fx.regToken, fx.apiToken)
 	const group = "pol-runners"
-	spec := b.groupSpec(v1alpha1.ScopeOrg, "pol-tokens", 2, label)
-	spec.Org = fx.spec.Org
+	spec := b.groupSpec(fx, "pol-tokens", 2, label)
 	b.createGroup(ctx, t, runners, group, nil, spec)
 
 	// The default listener, admitted as a CronJob.

@@ -98,8 +98,7 @@ func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
 				runsOn = append(runsOn, defaultLabel)
 			}
 			b.tokenSecret(ctx, t, ns, group+"-tokens", fx.regToken, fx.apiToken)
-			spec := b.groupSpec(tc.scope, group+"-tokens", 4, label)
-			spec.Org, spec.User, spec.Repo = fx.spec.Org, fx.spec.User, fx.spec.Repo
+			spec := b.groupSpec(fx, group+"-tokens", 4, label)
 			b.createGroup(ctx, t, ns, group, nil, spec)
 
 			keys := []string{jobKey(string(tc.scope), "a"), jobKey(string(tc.scope), "b")}
@@ -169,8 +168,7 @@ func TestBlockedAndUnmatchedJobsWaitForTheirTurn(t *testing.T) {
 	label, extra := uniq("e2e-blk"), uniq("e2e-extra")
 	group := "rg-blocked"
 	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(v1alpha1.ScopeOrg, "tokens", 5, label)
-	spec.Org = fx.spec.Org
+	spec := b.groupSpec(fx, "tokens", 5, label)
 	b.createGroup(ctx, t, ns, group, nil, spec)
 
 	first, second, other := jobKey("first"), jobKey("second"), jobKey("other")
@@ -272,8 +270,7 @@ func TestMaxActiveRunnersHoldsAndFreedSlotsAreReused(t *testing.T) {
 	label := uniq("e2e-cap")
 	group := "rg-capacity"
 	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(v1alpha1.ScopeOrg, "tokens", limit, label)
-	spec.Org = fx.spec.Org
+	spec := b.groupSpec(fx, "tokens", limit, label)
 	b.createGroup(ctx, t, ns, group, nil, spec)
 
 	var keys []string
@@ -450,8 +447,7 @@ func TestStateConfigMapOutlivesPassesAndGoesWithItsGroup(t *testing.T) {
 	label := uniq("e2e-state")
 	group := "rg-state"
 	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(v1alpha1.ScopeOrg, "tokens", 3, label)
-	spec.Org = org
+	spec := b.groupSpec(fx, "tokens", 3, label)
 	rg := b.createGroup(ctx, t, ns, group, nil, spec)
 	dump := func() string { return b.dumpNamespaces(sys, ns) + b.gitea.jobsLine(fx.repo, second) }
 
@@ -598,8 +594,7 @@ func TestJobUnblockedLateIsNotLeftWaitingForTheSpawnTTL(t *testing.T) {
 	label := uniq("e2e-ord")
 	group := "rg-order"
 	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(v1alpha1.ScopeOrg, "tokens", 1, label)
-	spec.Org = fx.spec.Org
+	spec := b.groupSpec(fx, "tokens", 1, label)
 	b.createGroup(ctx, t, ns, group, nil, spec)
 	x, y, z := jobKey("order", "x"), jobKey("order", "y"), jobKey("order", "z")
 	pushJobs(ctx, t, b, fx, "ci.yml", nil,
