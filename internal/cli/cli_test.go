@@ -160,17 +160,7 @@ func TestServeExitCodes(t *testing.T) {
 		{name: "a group failed", giteaErr: &gitea.APIError{Kind: gitea.ErrServer, URL: "/x", Status: 502}, want: ExitFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kube := fake.NewClientset(
-				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Data: map[string][]byte{"k": []byte("tok")}},
-			)
-			groups := staticGroups{{
-				ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", UID: "u"},
-				Spec: v1alpha1.RunnerGroupSpec{
-					Scope: v1alpha1.ScopeGlobal, Gitea: v1alpha1.GiteaSpec{URL: "http://127.0.0.1:1"}, MaxActiveRunners: 1,
-					RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
-					AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
-				},
-			}}
+			kube, groups := oneGlobalGroup()
 			factory := func(string, string) (gitea.Client, error) { return fixedGitea{tc.giteaErr}, nil }
 			r, err := parse(t)
 			require.NoError(t, err)
@@ -182,6 +172,21 @@ func TestServeExitCodes(t *testing.T) {
 }
 
 type staticGroups []v1alpha1.RunnerGroup
+
+// oneGlobalGroup is a cluster with one valid global RunnerGroup and its Secret.
+func oneGlobalGroup() (*fake.Clientset, staticGroups) {
+	kube := fake.NewClientset(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Data: map[string][]byte{"k": []byte("tok")}},
+	)
+	return kube, staticGroups{{
+		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", UID: "u"},
+		Spec: v1alpha1.RunnerGroupSpec{
+			Scope: v1alpha1.ScopeGlobal, Gitea: v1alpha1.GiteaSpec{URL: "http://127.0.0.1:1"}, MaxActiveRunners: 1,
+			RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
+			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
+		},
+	}}
+}
 
 func (s staticGroups) List(context.Context, string, string) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, error) {
 	return s, nil, nil
@@ -216,17 +221,7 @@ func (c *countingGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot,
 // longer than --interval could start one more pass.
 func TestLoopStopsAfterThePassInFlight(t *testing.T) {
 	for round := range 5 {
-		kube := fake.NewClientset(
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Data: map[string][]byte{"k": []byte("tok")}},
-		)
-		groups := staticGroups{{
-			ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", UID: "u"},
-			Spec: v1alpha1.RunnerGroupSpec{
-				Scope: v1alpha1.ScopeGlobal, Gitea: v1alpha1.GiteaSpec{URL: "http://127.0.0.1:1"}, MaxActiveRunners: 1,
-				RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
-				AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
-			},
-		}}
+		kube, groups := oneGlobalGroup()
 		g := &countingGitea{}
 		r, err := parse(t, "--loop", "--interval", "10ms")
 		require.NoError(t, err)
