@@ -134,13 +134,7 @@ func TestCronJobAndManualPassesStartNoDuplicate(t *testing.T) {
 		return ticked && running == 0 && now.Sub(tick) >= time.Second && tick.Add(time.Minute).Sub(now) >= 15*time.Second, state, nil
 	})
 
-	var keys []string
-	var wf []wfJob
-	for i := range 6 {
-		k := jobKey("cron", fmt.Sprint(i))
-		keys = append(keys, k)
-		wf = append(wf, wfJob{key: k, runsOn: []string{label}})
-	}
+	keys, wf := numberedJobs("cron", 6, label)
 	pushJobs(ctx, t, b, fx, "ci.yml", nil, wf...)
 	jobs := b.gitea.waitJobs(ctx, t, fx.repo, len(keys))
 	for k, j := range jobs {

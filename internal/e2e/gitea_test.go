@@ -175,6 +175,18 @@ type wfJob struct {
 	needs  []string
 }
 
+// numberedJobs is n independent workflow jobs keyed prefix-0, prefix-1, …
+// that run on label, with their keys.
+func numberedJobs(prefix string, n int, label string) ([]string, []wfJob) {
+	keys := make([]string, n)
+	wf := make([]wfJob, n)
+	for i := range n {
+		keys[i] = jobKey(prefix, fmt.Sprint(i))
+		wf[i] = wfJob{key: keys[i], runsOn: []string{label}}
+	}
+	return keys, wf
+}
+
 // workflow renders a push-triggered workflow whose jobs run one echo step.
 func workflow(jobs ...wfJob) string {
 	var sb strings.Builder

@@ -273,13 +273,7 @@ func TestMaxActiveRunnersHoldsAndFreedSlotsAreReused(t *testing.T) {
 	spec := b.groupSpec(fx, "tokens", limit, label)
 	b.createGroup(ctx, t, ns, group, nil, spec)
 
-	var keys []string
-	var wf []wfJob
-	for i := range 5 {
-		k := jobKey("cap", fmt.Sprint(i))
-		keys = append(keys, k)
-		wf = append(wf, wfJob{key: k, runsOn: []string{label}})
-	}
+	keys, wf := numberedJobs("cap", 5, label)
 	pushJobs(ctx, t, b, fx, "ci.yml", keys, wf...)
 	jobs := b.gitea.waitJobs(ctx, t, fx.repo, len(keys))
 	dump := func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(fx.repo) }
