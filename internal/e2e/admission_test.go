@@ -6,8 +6,8 @@
 // the way production will.
 //
 // The bed, namespaces, waits and the manifest helpers (readObjects, apply,
-// policyReady) are the package's, in helpers_test.go; what only these tests
-// need starts with "adm". Run with:
+// policyReady) are the package's (bed_test.go, cluster_test.go, wait_test.go,
+// manifests_test.go); what only these tests need starts with "adm". Run with:
 //
 //	scripts/testbed up
 //	go test -tags e2e -run 'TestAdmission|TestPolic' ./internal/e2e/ -v

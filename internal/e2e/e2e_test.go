@@ -10,8 +10,9 @@
 // The tests in scaler_e2e_test.go and chart_e2e_test.go each install their
 // own release into namespaces of their own (prefix "e2e-"), use Gitea
 // organisations, users and repositories with names unique to the run, and
-// run in parallel. Every test file uses the one bed of helpers_test.go
-// (connection, namespaces, waits, manifests, helm, dumps) and the Gitea
+// run in parallel. Every test file uses the one bed (bed_test.go) and the
+// helpers beside it, one file per concern: names, redaction, waits, cluster
+// objects, RunnerGroups, manifests, helm, serving and dumps; and the Gitea
 // client of gitea_test.go. Run with:
 //
 //	scripts/testbed up

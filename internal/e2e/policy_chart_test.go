@@ -11,7 +11,7 @@
 //     they must, and the very same Job shape is refused in a restricted one.
 //
 // The bed, namespaces, waits, helm and Gitea are the package's
-// (helpers_test.go, gitea_test.go); what only these tests need starts with
+// (bed_test.go and the files beside it); what only these tests need starts with
 // "pol". Namespaces are e2e-pol-<part>-<random>, releases and Gitea
 // organisations pol-<run suffix>[-part]. The restricted-pods policy and its
 // binding are applied and left in place (never deleted: see the param-watch

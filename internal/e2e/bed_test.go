@@ -1,0 +1,253 @@
+//go:build e2e
+
+// The bed: one connection per test binary to the test bed's API server,
+// Gitea and helm, the RunnerGroup CRD it shares with every test, and the
+// contexts that bound a test and its cleanup.
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// bed is the test bed: clients, Gitea, helm and the files the agent writes.
+type bed struct {
+	root       string // repository root
+	dir        string // TESTBED_DIR
+	kubeconfig string
+	kube       kubernetes.Interface
+	dyn        dynamic.Interface
+	mapper     *restmapper.DeferredDiscoveryRESTMapper
+	gitea      *giteaAPI
+	helmBin    string
+	helmEnv    []string
+
+	// warnKube is a client whose responses' warnings land in warnings.
+	warnKube kubernetes.Interface
+	warnings *warningLog
+}
+
+var (
+	bedOnce sync.Once
+	theBed  *bed
+	bedErr  error
+)
+
+// getBed connects to the test bed once per test binary and makes sure the
+// RunnerGroup CRD is installed. A bed that is down fails the test: these
+// tests exist to run, and skipping would hide it.
+func getBed(t *testing.T) *bed {
+	t.Helper()
+	bedOnce.Do(func() { theBed, bedErr = connectBed() })
+	if bedErr != nil {
+		t.Fatalf("test bed: %v", redact(bedErr.Error()))
+	}
+	return theBed
+}
+
+func connectBed() (*bed, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir := os.Getenv("TESTBED_DIR")
+	if dir == "" {
+		dir = filepath.Join(root, ".testbed")
+	}
+	b := &bed{root: root, dir: dir, kubeconfig: filepath.Join(dir, "kubeconfig")}
+	if _, err := os.Stat(b.kubeconfig); err != nil {
+		return nil, fmt.Errorf("no kubeconfig at %s (%v): run `scripts/testbed up` first, or set TESTBED_DIR", b.kubeconfig, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", b.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timeout = 30 * time.Second
+	cfg.QPS, cfg.Burst = 50, 100
+	if b.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if b.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	b.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(b.kube.Discovery()))
+	b.warnings = &warningLog{}
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.WarningHandler = b.warnings
+	if b.warnKube, err = kubernetes.NewForConfig(wcfg); err != nil {
+		return nil, err
+	}
+	env, err := readEnvFile(filepath.Join(dir, "gitea.env"))
+	if err != nil {
+		return nil, err
+	}
+	if env["GITEA_URL"] == "" || env["GITEA_ADMIN_TOKEN"] == "" {
+		return nil, fmt.Errorf("%s lacks GITEA_URL or GITEA_ADMIN_TOKEN", filepath.Join(dir, "gitea.env"))
+	}
+	secrets.add(env["GITEA_ADMIN_TOKEN"])
+	b.gitea = &giteaAPI{url: strings.TrimRight(env["GITEA_URL"], "/"), adminToken: env["GITEA_ADMIN_TOKEN"], hc: &http.Client{Timeout: 30 * time.Second}}
+	if err := b.findHelm(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := b.ensureCRD(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func readEnvFile(path string) (map[string]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w (is the test bed up?)", path, err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// findHelm asks scripts/install-helm.sh where helm is and which HELM_* env
+// it needs (its own config and cache folders), instead of hard-coding them.
+func (b *bed) findHelm() error {
+	script := filepath.Join(b.root, "scripts", "install-helm.sh")
+	cmd := exec.Command("bash", "-c", `set -e; eval "$("$1" --print-env)"; command -v helm; env | grep '^HELM_' || true`, "bash", script)
+	cmd.Dir = b.root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("%s --print-env: %v: %s", script, err, tail(stderr.String(), 20))
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) == 0 || !filepath.IsAbs(lines[0]) {
+		return fmt.Errorf("%s --print-env gave no helm on PATH: %q", script, out)
+	}
+	b.helmBin = lines[0]
+	b.helmEnv = append(os.Environ(), "KUBECONFIG="+b.kubeconfig)
+	b.helmEnv = append(b.helmEnv, lines[1:]...)
+	return nil
+}
+
+// ensureCRD server-side applies crds/ and waits until the CRD is Established.
+// The CRD is cluster-wide and shared with the other e2e tests (and anyone
+// else on the bed), so every release here installs with crds.install=false
+// and the CRD is never deleted: deleting it would delete every RunnerGroup.
+func (b *bed) ensureCRD(ctx context.Context) error {
+	raw, err := os.ReadFile(filepath.Join(b.root, "crds", "gitea.bpg.pw_runnergroups.yaml"))
+	if err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&obj.Object); err != nil {
+		return fmt.Errorf("decode CRD: %w", err)
+	}
+	if _, err := b.dyn.Resource(crdGVR).Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: e2eFieldManager, Force: true}); err != nil {
+		return fmt.Errorf("apply CRD: %w", err)
+	}
+	for {
+		got, err := b.dyn.Resource(crdGVR).Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err == nil {
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CRD %s not Established: %v", obj.GetName(), ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// warningLog collects the warnings the API server sends back to
+// bed.warnKube (Pod Security Admission warns about workload templates it
+// would refuse as pods).
+type warningLog struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (w *warningLog) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.texts = append(w.texts, text)
+}
+
+// matching returns the warnings seen so far that contain sub.
+func (w *warningLog) matching(sub string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, s := range w.texts {
+		if strings.Contains(s, sub) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// keep says whether E2E_KEEP asks to leave what a test made in place.
+func keep() bool { return os.Getenv("E2E_KEEP") != "" }
+
+// testContext bounds a whole test.
+func testContext(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// cleanupContext is for t.Cleanup work, which must run even when the test's
+// own context has expired.
+func cleanupContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), time.Minute)
+}

@@ -1,0 +1,145 @@
+//go:build e2e
+
+// Cluster objects the tests make and read: namespaces, token Secrets,
+// runner Jobs and their pods.
+
+package e2e
+
+import (
+	"context"
+	"maps"
+	"sort"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// namespace creates a namespace named prefix-<random>, with the labels on
+// top of the e2e one, and deletes it (and so everything in it) when the test
+// ends. It creates the default ServiceAccount at once: pods need it, and the
+// controller that makes it may be slower than the scaler or the test.
+func (b *bed) namespace(ctx context.Context, t *testing.T, prefix string, labels map[string]string) string {
+	t.Helper()
+	all := map[string]string{"gitea.bpg.pw/e2e": "true"}
+	maps.Copy(all, labels)
+	ns, err := b.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: all},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if keep() {
+			t.Logf("E2E_KEEP: leaving namespace %s", ns.Name)
+			return
+		}
+		ctx, cancel := cleanupContext()
+		defer cancel()
+		if err := b.kube.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", ns.Name, err)
+		}
+	})
+	_, err = b.kube.CoreV1().ServiceAccounts(ns.Name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	return ns.Name
+}
+
+// tokenSecret creates the Secret a RunnerGroup names: key "registration"
+// holds the runner registration token, key "api" the API token.
+func (b *bed) tokenSecret(ctx context.Context, t *testing.T, ns, name, registration, api string) {
+	t.Helper()
+	secrets.add(registration)
+	secrets.add(api)
+	_, err := b.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		StringData: map[string]string{"registration": registration, "api": api},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// runnerJobs lists a group's runner Jobs by the group label.
+func (b *bed) runnerJobs(ctx context.Context, ns, group string) ([]batchv1.Job, error) {
+	list, err := b.kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: labelGroup + "=" + group})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// jobPods lists the pods of a Job by the label the Job controller sets.
+func (b *bed) jobPods(ctx context.Context, ns, job string) ([]corev1.Pod, error) {
+	list, err := b.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + job})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// byGiteaJob groups runner Jobs by their gitea-job-id label.
+func byGiteaJob(jobs []batchv1.Job) map[int64][]batchv1.Job {
+	out := map[int64][]batchv1.Job{}
+	for _, j := range jobs {
+		id, _ := strconv.ParseInt(j.Labels[labelGiteaJob], 10, 64)
+		out[id] = append(out[id], j)
+	}
+	return out
+}
+
+func jobCondition(j *batchv1.Job, typ batchv1.JobConditionType) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == typ && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// jobActive is an active runner as the README's status table counts it: a
+// runner Job with no Complete or Failed condition yet.
+func jobActive(j *batchv1.Job) bool {
+	return !jobCondition(j, batchv1.JobComplete) && !jobCondition(j, batchv1.JobFailed)
+}
+
+func jobState(j *batchv1.Job) string {
+	switch {
+	case jobCondition(j, batchv1.JobComplete):
+		return "Complete"
+	case jobCondition(j, batchv1.JobFailed):
+		return "Failed"
+	default:
+		return "Active"
+	}
+}
+
+func activeCount(jobs []batchv1.Job) int {
+	n := 0
+	for i := range jobs {
+		if jobActive(&jobs[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+func jobNames(jobs []batchv1.Job) []string {
+	out := make([]string, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, j.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func envOf(c corev1.Container, name string) (corev1.EnvVar, bool) {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return corev1.EnvVar{}, false
+}

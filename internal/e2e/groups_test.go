@@ -1,0 +1,136 @@
+//go:build e2e
+
+// RunnerGroups: specs for a scope, creating, reading and patching groups,
+// and waiting for the scaler's passes over them.
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+)
+
+// groupSpec is a RunnerGroup spec for the fixture's scope (its scope, org,
+// user and repo) whose tokens are in the Secret made by tokenSecret.
+func (b *bed) groupSpec(fx scopeFixture, secret string, max int32, labels ...string) v1alpha1.RunnerGroupSpec {
+	return v1alpha1.RunnerGroupSpec{
+		Scope:             fx.spec.Scope,
+		Org:               fx.spec.Org,
+		User:              fx.spec.User,
+		Repo:              fx.spec.Repo,
+		Gitea:             v1alpha1.GiteaSpec{URL: b.gitea.url},
+		Labels:            labels,
+		MaxActiveRunners:  max,
+		RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: secret, Key: "registration"}},
+		AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: secret, Key: "api"}},
+	}
+}
+
+func (b *bed) groups(ns string) dynamic.ResourceInterface {
+	return b.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns)
+}
+
+func (b *bed) createGroup(ctx context.Context, t *testing.T, ns, name string, labels map[string]string, spec v1alpha1.RunnerGroupSpec) *v1alpha1.RunnerGroup {
+	t.Helper()
+	rg := &v1alpha1.RunnerGroup{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec:       spec,
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rg)
+	require.NoError(t, err)
+	created, err := b.groups(ns).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	require.NoError(t, err, "create RunnerGroup %s/%s", ns, name)
+	out := &v1alpha1.RunnerGroup{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(created.Object, out))
+	return out
+}
+
+func (b *bed) group(ctx context.Context, ns, name string) (*v1alpha1.RunnerGroup, error) {
+	got, err := b.groups(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := &v1alpha1.RunnerGroup{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// patchGroup merge-patches a RunnerGroup (its spec, as a user would).
+func (b *bed) patchGroup(ctx context.Context, t *testing.T, ns, name string, patch map[string]any) *v1alpha1.RunnerGroup {
+	t.Helper()
+	raw, err := json.Marshal(patch)
+	require.NoError(t, err)
+	got, err := b.groups(ns).Patch(ctx, name, types.MergePatchType, raw, metav1.PatchOptions{})
+	require.NoError(t, err)
+	out := &v1alpha1.RunnerGroup{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, out))
+	return out
+}
+
+func condition(rg *v1alpha1.RunnerGroup, typ string) *metav1.Condition {
+	for i := range rg.Status.Conditions {
+		if rg.Status.Conditions[i].Type == typ {
+			return &rg.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// statusLine is a RunnerGroup's status in one line, for failure messages.
+func statusLine(rg *v1alpha1.RunnerGroup) string {
+	if rg == nil {
+		return "<none>"
+	}
+	s := rg.Status
+	line := fmt.Sprintf("%s: gen=%d observed=%d active=%d queued=%d blocked=%d running=%d", rg.Name, rg.Generation, s.ObservedGeneration, s.ActiveRunners, s.QueuedJobs, s.BlockedJobs, s.RunningJobs)
+	if s.LastCheckTime != nil {
+		line += " lastCheck=" + s.LastCheckTime.UTC().Format(time.RFC3339)
+	}
+	for _, c := range s.Conditions {
+		line += fmt.Sprintf(" %s=%s/%s(%q)", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return line
+}
+
+// waitPasses waits until the group's status shows n more passes than now
+// (lastCheckTime moved n times), so that a test can say "for several
+// passes, this did not happen".
+func (b *bed) waitPasses(ctx context.Context, t *testing.T, ns, name string, n int, dump func() string, check func(ctx context.Context) error) {
+	t.Helper()
+	var last time.Time
+	seen := -1
+	waitUntil(ctx, t, stepWait, fmt.Sprintf("%d more passes over RunnerGroup %s/%s", n, ns, name), dump, func(ctx context.Context) (bool, string, error) {
+		if check != nil {
+			if err := check(ctx); err != nil {
+				return false, "", err
+			}
+		}
+		rg, err := b.group(ctx, ns, name)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if rg.Status.LastCheckTime == nil {
+			return false, statusLine(rg), nil
+		}
+		if ts := rg.Status.LastCheckTime.Time; !ts.Equal(last) {
+			last = ts
+			seen++
+		}
+		return seen >= n, statusLine(rg), nil
+	})
+}

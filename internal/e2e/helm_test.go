@@ -1,0 +1,122 @@
+//go:build e2e
+
+// Helm: installing the chart as a platform team would, with the values
+// every release here starts from.
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// helmRelease is an installed helm release.
+type helmRelease struct {
+	name, ns string
+}
+
+// fullname is the chart's name for the release's objects.
+func (r helmRelease) fullname() string { return r.name + "-" + chartName }
+
+// baseValues are the values every release here starts from: the scaler
+// image the agent plays, the shared CRD left alone, logs the tests read, and
+// a spawn TTL short enough for a test yet far above a runner's start time.
+func baseValues(watch ...string) map[string]any {
+	return map[string]any{
+		"image":           map[string]any{"repository": scalerImage},
+		"crds":            map[string]any{"install": false},
+		"watchNamespaces": watch,
+		"scaler": map[string]any{
+			"logFormat": "text",
+			"logLevel":  "debug",
+			"spawnTTL":  "1m",
+		},
+	}
+}
+
+// deploymentValues run the listener as a Deployment that passes every 2s.
+func deploymentValues(watch ...string) map[string]any {
+	v := baseValues(watch...)
+	v["mode"] = "deployment"
+	v["scaler"].(map[string]any)["interval"] = "2s"
+	return v
+}
+
+func (b *bed) helm(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, b.helmBin, args...)
+	cmd.Env = b.helmEnv
+	cmd.Dir = b.root
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// valuesFile writes values to a file of the test, for helm's --values.
+func valuesFile(t *testing.T, values map[string]any) string {
+	t.Helper()
+	raw, err := yaml.Marshal(values)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	require.NoError(t, os.WriteFile(file, raw, 0o600))
+	return file
+}
+
+// helmInstall installs charts/gitea-runner-operator into ns with the values
+// and fails the test if helm does.
+func (b *bed) helmInstall(ctx context.Context, t *testing.T, ns, name string, values map[string]any) helmRelease {
+	t.Helper()
+	file := valuesFile(t, values)
+	if out, err := b.tryHelmInstall(ctx, t, ns, name, file); err != nil {
+		raw, _ := os.ReadFile(file)
+		t.Fatalf("helm install %s -n %s: %v\n%s\nvalues:\n%s", name, ns, err, out, raw)
+	}
+	return helmRelease{name: name, ns: ns}
+}
+
+// tryHelmInstall runs `helm install <name> charts/gitea-runner-operator`
+// into ns with the values files, in order, and returns helm's output
+// (redacted) and error. The release is uninstalled when the test ends
+// (before the namespace goes), also after a failed install, which leaves
+// the objects created before the failure.
+func (b *bed) tryHelmInstall(ctx context.Context, t *testing.T, ns, name string, valueFiles ...string) (string, error) {
+	t.Helper()
+	args := []string{"install", name, filepath.Join(b.root, "charts", chartName), "--namespace", ns}
+	for _, f := range valueFiles {
+		args = append(args, "--values", f)
+	}
+	t.Cleanup(func() {
+		if keep() {
+			return
+		}
+		ctx, cancel := cleanupContext()
+		defer cancel()
+		if out, err := b.helm(ctx, "uninstall", name, "--namespace", ns); err != nil && !strings.Contains(out, "not found") {
+			t.Errorf("helm uninstall %s -n %s: %v\n%s", name, ns, err, redact(out))
+		}
+	})
+	ictx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	out, err := b.helm(ictx, args...)
+	return redact(out), err
+}
+
+// listenerPods lists the pods of one listener ("default" or a name from
+// values.listeners) of a release.
+func (b *bed) listenerPods(ctx context.Context, rel helmRelease, listener string) ([]corev1.Pod, error) {
+	list, err := b.kube.CoreV1().Pods(rel.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/instance=" + rel.name + "," + labelListener + "=" + listener,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
