@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,8 +107,7 @@ func connectBed() (*bed, error) {
 	if env["GITEA_URL"] == "" || env["GITEA_ADMIN_TOKEN"] == "" {
 		return nil, fmt.Errorf("%s lacks GITEA_URL or GITEA_ADMIN_TOKEN", filepath.Join(dir, "gitea.env"))
 	}
-	secrets.add(env["GITEA_ADMIN_TOKEN"])
-	b.gitea = &giteaAPI{url: strings.TrimRight(env["GITEA_URL"], "/"), adminToken: env["GITEA_ADMIN_TOKEN"], hc: &http.Client{Timeout: 30 * time.Second}}
+	b.gitea = newGiteaAPI(env["GITEA_URL"], env["GITEA_ADMIN_TOKEN"])
 	if err := b.findHelm(); err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -403,7 +404,7 @@ func TestAdditionalListenerServesOnlyItsGroups(t *testing.T) {
 	groups := []struct {
 		name   string
 		labels map[string]string
-		repo   repoRef
+		repo   giteasetup.Repo
 		serves string
 	}{
 		{name: "rg-std", repo: fx.repo, serves: "default"},

@@ -1,131 +1,95 @@
 //go:build e2e
 
+// Gitea: the scenes the tests set up there (organisations, users,
+// repositories, tokens, workflows) and the jobs they watch, through
+// giteasetup, the client scripts/testbed and scripts/demo use too.
+
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 )
 
-// ---------------------------------------------------------------- Gitea
-
-// giteaAPI is a small REST client for the test bed's Gitea. It speaks plain
-// net/http: the tests need setup calls (users, tokens, contents) as much as
-// listings, and every error must be redacted before it is shown.
+// giteaAPI fits giteasetup's client to tests: a failed call fails the test
+// with its error redacted, what a test creates goes when the test ends, and
+// every secret a call returns is registered for redaction.
 type giteaAPI struct {
-	url        string
+	// admin holds the test bed's admin token.
+	admin      *giteasetup.Client
 	adminToken string
-	hc         *http.Client
 }
 
-// cred authenticates a call: a token, or basic auth (only to mint tokens).
-type cred struct {
-	token      string
-	user, pass string
+func newGiteaAPI(url, adminToken string) *giteaAPI {
+	secrets.add(adminToken)
+	return &giteaAPI{admin: giteasetup.New(url, adminToken, nil), adminToken: adminToken}
 }
 
-func (g *giteaAPI) admin() cred { return cred{token: g.adminToken} }
-
-func (g *giteaAPI) call(ctx context.Context, c cred, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		raw, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, g.url+"/api/v1"+path, body)
+// mustGitea fails the test if a Gitea call failed.
+func mustGitea(t *testing.T, err error, what string, args ...any) {
+	t.Helper()
 	if err != nil {
-		return err
+		t.Fatalf("%s: %s", fmt.Sprintf(what, args...), redact(err.Error()))
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	switch {
-	case c.token != "":
-		req.Header.Set("Authorization", "token "+c.token)
-	case c.user != "":
-		req.SetBasicAuth(c.user, c.pass)
-	}
-	resp, err := g.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("gitea %s %s: %s", method, path, redact(err.Error()))
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("gitea %s %s: %s: %s", method, path, resp.Status, redact(tail(string(raw), 5)))
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("gitea %s %s: decode: %v", method, path, err)
-		}
-	}
-	return nil
 }
 
-// repoRef names a Gitea repository.
-type repoRef struct{ owner, name string }
-
-func (r repoRef) String() string { return r.owner + "/" + r.name }
+// afterTest runs a Gitea cleanup when the test ends, unless E2E_KEEP asks to
+// keep what the test made; a failure is logged, since the bed goes on.
+func afterTest(t *testing.T, what string, cleanup func(ctx context.Context) error) {
+	t.Cleanup(func() {
+		if keep() {
+			return
+		}
+		ctx, cancel := cleanupContext()
+		defer cancel()
+		if err := cleanup(ctx); err != nil {
+			t.Logf("%s: %s", what, redact(err.Error()))
+		}
+	})
+}
 
 // createOrg creates an organisation and deletes it when the test ends, so
 // that organisations do not pile up on the bed. Its repositories go first:
 // they are created after it, and cleanups run in reverse order.
 func (g *giteaAPI) createOrg(ctx context.Context, t *testing.T, name string) string {
 	t.Helper()
-	require.NoError(t, g.call(ctx, g.admin(), http.MethodPost, "/orgs", map[string]any{"username": name, "visibility": "public"}, nil))
-	t.Cleanup(func() {
-		if keep() {
-			return
-		}
-		ctx, cancel := cleanupContext()
-		defer cancel()
-		if err := g.call(ctx, g.admin(), http.MethodDelete, "/orgs/"+url.PathEscape(name), nil, nil); err != nil {
-			t.Logf("deleting Gitea org %s: %v", name, err)
-		}
-	})
+	mustGitea(t, g.admin.CreateOrg(ctx, name), "create Gitea org %s", name)
+	afterTest(t, "deleting Gitea org "+name, func(ctx context.Context) error { return g.admin.DeleteOrg(ctx, name) })
 	return name
 }
 
-// createRepo creates a repository with a main branch, as the admin in an
-// organisation (path /orgs/{org}/repos) or as a user (/user/repos), and
-// deletes it when the test ends so that jobs left queued do not pile up in
-// the instance-wide listings.
-func (g *giteaAPI) createRepo(ctx context.Context, t *testing.T, c cred, path string, owner, name string) repoRef {
+// createOrgRepo creates a repository with a main branch in an organisation,
+// as the admin, and deletes it when the test ends so that jobs left queued
+// do not pile up in the instance-wide listings.
+func (g *giteaAPI) createOrgRepo(ctx context.Context, t *testing.T, org, name string) giteasetup.Repo {
 	t.Helper()
-	require.NoError(t, g.call(ctx, c, http.MethodPost, path, map[string]any{"name": name, "auto_init": true, "default_branch": "main"}, nil))
-	r := repoRef{owner: owner, name: name}
-	t.Cleanup(func() {
-		if keep() {
-			return
-		}
-		ctx, cancel := cleanupContext()
-		defer cancel()
-		if err := g.call(ctx, g.admin(), http.MethodDelete, "/repos/"+r.String(), nil, nil); err != nil {
-			t.Logf("deleting repository %s: %v", r, err)
-		}
-	})
+	r, err := g.admin.CreateOrgRepo(ctx, org, name)
+	mustGitea(t, err, "create repository %s/%s", org, name)
+	g.deleteAfterTest(t, r)
 	return r
 }
 
-func (g *giteaAPI) createOrgRepo(ctx context.Context, t *testing.T, org, name string) repoRef {
-	return g.createRepo(ctx, t, g.admin(), "/orgs/"+url.PathEscape(org)+"/repos", org, name)
+// createUserRepo creates a repository with a main branch as the user whose
+// token owner holds, and deletes it (as the admin) when the test ends.
+func (g *giteaAPI) createUserRepo(ctx context.Context, t *testing.T, owner *giteasetup.Client, name string) giteasetup.Repo {
+	t.Helper()
+	r, err := owner.CreateUserRepo(ctx, name)
+	mustGitea(t, err, "create the user's repository %s", name)
+	g.deleteAfterTest(t, r)
+	return r
+}
+
+func (g *giteaAPI) deleteAfterTest(t *testing.T, r giteasetup.Repo) {
+	afterTest(t, "deleting repository "+r.String(), func(ctx context.Context) error { return g.admin.DeleteRepo(ctx, r) })
 }
 
 // createUser creates a user with the admin API and returns its password.
@@ -135,9 +99,7 @@ func (g *giteaAPI) createUser(ctx context.Context, t *testing.T, name string) st
 	_, _ = rand.Read(b[:])
 	pass := "Pw-" + base64.RawURLEncoding.EncodeToString(b[:])
 	secrets.add(pass)
-	require.NoError(t, g.call(ctx, g.admin(), http.MethodPost, "/admin/users", map[string]any{
-		"username": name, "email": name + "@e2e.invalid", "password": pass, "must_change_password": false,
-	}, nil))
+	mustGitea(t, g.admin.CreateUser(ctx, name, name+"@e2e.invalid", pass), "create Gitea user %s", name)
 	return pass
 }
 
@@ -145,27 +107,27 @@ func (g *giteaAPI) createUser(ctx context.Context, t *testing.T, name string) st
 // would in the web UI.
 func (g *giteaAPI) userToken(ctx context.Context, t *testing.T, user, pass, name string, scopes ...string) string {
 	t.Helper()
-	var out struct {
-		SHA1 string `json:"sha1"`
-	}
-	require.NoError(t, g.call(ctx, cred{user: user, pass: pass}, http.MethodPost, "/users/"+url.PathEscape(user)+"/tokens",
-		map[string]any{"name": name, "scopes": scopes}, &out))
-	require.NotEmpty(t, out.SHA1, "token of %s", user)
-	secrets.add(out.SHA1)
-	return out.SHA1
+	token, err := g.admin.WithPassword(user, pass).CreateToken(ctx, user, name, scopes...)
+	mustGitea(t, err, "token %s of %s", name, user)
+	secrets.add(token)
+	return token
 }
 
 // registrationToken mints (or returns the current) runner registration
-// token at a scope's path, e.g. /orgs/acme/actions/runners/registration-token.
-func (g *giteaAPI) registrationToken(ctx context.Context, t *testing.T, c cred, path string) string {
+// token of a scope, asking as c.
+func (g *giteaAPI) registrationToken(ctx context.Context, t *testing.T, c *giteasetup.Client, scope giteasetup.Runners) string {
 	t.Helper()
-	var out struct {
-		Token string `json:"token"`
-	}
-	require.NoError(t, g.call(ctx, c, http.MethodPost, path, nil, &out))
-	require.NotEmpty(t, out.Token, "registration token from %s", path)
-	secrets.add(out.Token)
-	return out.Token
+	token, err := c.RegistrationToken(ctx, scope)
+	mustGitea(t, err, "runner registration token")
+	secrets.add(token)
+	return token
+}
+
+// pushWorkflow commits .gitea/workflows/<file> to main as c, which triggers
+// it.
+func (g *giteaAPI) pushWorkflow(ctx context.Context, t *testing.T, c *giteasetup.Client, r giteasetup.Repo, file, content string) {
+	t.Helper()
+	mustGitea(t, c.PushWorkflow(ctx, r, file, []byte(content)), "push workflow %s to %s", file, r)
 }
 
 // wfJob is one job of a workflow.
@@ -201,63 +163,22 @@ func workflow(jobs ...wfJob) string {
 	return sb.String()
 }
 
-// pushWorkflow commits .gitea/workflows/<file> to main, which triggers it.
-func (g *giteaAPI) pushWorkflow(ctx context.Context, t *testing.T, c cred, r repoRef, file, content string) {
-	t.Helper()
-	require.NoError(t, g.call(ctx, c, http.MethodPost, "/repos/"+r.String()+"/contents/.gitea/workflows/"+file, map[string]any{
-		"content": base64.StdEncoding.EncodeToString([]byte(content)),
-		"message": "e2e: add " + file,
-		"branch":  "main",
-	}, nil))
-}
-
-// giteaJob is a job as Gitea's Actions API reports it.
-type giteaJob struct {
-	ID          int64     `json:"id"`
-	RunID       int64     `json:"run_id"`
-	Name        string    `json:"name"`
-	Labels      []string  `json:"labels"`
-	Status      string    `json:"status"`
-	Conclusion  string    `json:"conclusion"`
-	RunnerName  string    `json:"runner_name"`
-	CompletedAt time.Time `json:"completed_at"`
-}
-
-// state is "queued", "waiting", "in_progress" or "completed/<conclusion>".
-func (j giteaJob) state() string {
-	if j.Status == "completed" {
-		return "completed/" + j.Conclusion
-	}
-	return j.Status
-}
-
-func (g *giteaAPI) repoJobs(ctx context.Context, r repoRef) ([]giteaJob, error) {
-	var all []giteaJob
-	for page := 1; ; page++ {
-		var out struct {
-			Jobs []giteaJob `json:"jobs"`
-		}
-		if err := g.call(ctx, g.admin(), http.MethodGet, fmt.Sprintf("/repos/%s/actions/jobs?limit=50&page=%d", r, page), nil, &out); err != nil {
-			return nil, err
-		}
-		all = append(all, out.Jobs...)
-		if len(out.Jobs) < 50 {
-			return all, nil
-		}
-	}
+// repoJobs lists the repository's jobs as the admin.
+func (g *giteaAPI) repoJobs(ctx context.Context, r giteasetup.Repo) ([]giteasetup.Job, error) {
+	return g.admin.RepoJobs(ctx, r)
 }
 
 // waitJobs returns the repository's jobs by workflow job key, once all n
 // of them exist.
-func (g *giteaAPI) waitJobs(ctx context.Context, t *testing.T, r repoRef, n int) map[string]giteaJob {
+func (g *giteaAPI) waitJobs(ctx context.Context, t *testing.T, r giteasetup.Repo, n int) map[string]giteasetup.Job {
 	t.Helper()
-	var out map[string]giteaJob
+	var out map[string]giteasetup.Job
 	waitUntil(ctx, t, stepWait, fmt.Sprintf("%d Gitea jobs in %s", n, r), nil, func(ctx context.Context) (bool, string, error) {
 		jobs, err := g.repoJobs(ctx, r)
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		out = map[string]giteaJob{}
+		out = map[string]giteasetup.Job{}
 		for _, j := range jobs {
 			out[j.Name] = j
 		}
@@ -266,17 +187,17 @@ func (g *giteaAPI) waitJobs(ctx context.Context, t *testing.T, r repoRef, n int)
 	return out
 }
 
-func describeGiteaJobs(jobs []giteaJob) string {
+func describeGiteaJobs(jobs []giteasetup.Job) string {
 	var parts []string
 	for _, j := range jobs {
-		parts = append(parts, fmt.Sprintf("%s#%d=%s(runner %q)", j.Name, j.ID, j.state(), j.RunnerName))
+		parts = append(parts, fmt.Sprintf("%s#%d=%s(runner %q)", j.Name, j.ID, j.State(), j.RunnerName))
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
 }
 
 // jobsLine reads the repositories' jobs for a failure message.
-func (g *giteaAPI) jobsLine(repos ...repoRef) string {
+func (g *giteaAPI) jobsLine(repos ...giteasetup.Repo) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var sb strings.Builder
@@ -291,14 +212,12 @@ func (g *giteaAPI) jobsLine(repos ...repoRef) string {
 	return sb.String()
 }
 
-// ---------------------------------------------------------------- scope setup
-
 // scopeFixture is a Gitea scope made ready for a RunnerGroup: where its
-// workflow goes and the tokens its group needs.
+// workflow goes, who pushes it, and the tokens its group needs.
 type scopeFixture struct {
 	spec     v1alpha1.RunnerGroupSpec
-	repo     repoRef
-	pushAs   cred
+	repo     giteasetup.Repo
+	pushAs   *giteasetup.Client
 	regToken string
 	apiToken string
 }
@@ -313,8 +232,8 @@ func (b *bed) newOrgScope(ctx context.Context, t *testing.T, org string) scopeFi
 	return scopeFixture{
 		spec:     v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeOrg, Org: org},
 		repo:     r,
-		pushAs:   g.admin(),
-		regToken: g.registrationToken(ctx, t, g.admin(), "/orgs/"+org+"/actions/runners/registration-token"),
+		pushAs:   g.admin,
+		regToken: g.registrationToken(ctx, t, g.admin, giteasetup.OrgRunners(org)),
 		apiToken: g.adminToken,
 	}
 }

@@ -30,7 +30,7 @@ func (b *bed) groupSpec(fx scopeFixture, secret string, max int32, labels ...str
 		Org:               fx.spec.Org,
 		User:              fx.spec.User,
 		Repo:              fx.spec.Repo,
-		Gitea:             v1alpha1.GiteaSpec{URL: b.gitea.url},
+		Gitea:             v1alpha1.GiteaSpec{URL: b.gitea.admin.URL()},
 		Labels:            labels,
 		MaxActiveRunners:  max,
 		RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: secret, Key: "registration"}},

@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
@@ -261,7 +262,7 @@ func TestPolicyChartCronJobListener(t *testing.T) {
 
 	// A job for the listener to serve, queued before the manual pass.
 	b.gitea.pushWorkflow(ctx, t, fx.pushAs, fx.repo, "pol.yaml", workflow(wfJob{key: key, runsOn: []string{label}}))
-	var gjob giteaJob
+	var gjob giteasetup.Job
 	waitUntil(ctx, t, stepWait, "the Gitea job "+key+" queued", dump, func(ctx context.Context) (bool, string, error) {
 		jobs, err := b.gitea.repoJobs(ctx, fx.repo)
 		if err != nil {
@@ -271,7 +272,7 @@ func TestPolicyChartCronJobListener(t *testing.T) {
 			if j.Name == key {
 				gjob = j
 				// A scheduled tick may have served it already: fine too.
-				return j.Status != "waiting", j.state(), nil
+				return j.Status != "waiting", j.State(), nil
 			}
 		}
 		return false, fmt.Sprintf("%d jobs, none named %s", len(jobs), key), nil
@@ -312,7 +313,7 @@ func TestPolicyChartCronJobListener(t *testing.T) {
 		for _, j := range jobs {
 			if j.ID == gjob.ID {
 				gjob = j
-				state = j.state()
+				state = j.State()
 			}
 		}
 		if gjob.Status == "completed" && gjob.Conclusion != "success" {

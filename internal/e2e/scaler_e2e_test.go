@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 )
 
 // TestEveryQueuedJobGetsOneRunnerInEachScope installs the chart (a looping
@@ -52,8 +53,8 @@ func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
 			return scopeFixture{
 				spec:     v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeGlobal},
 				repo:     g.createOrgRepo(ctx, t, org, "app"),
-				pushAs:   g.admin(),
-				regToken: g.registrationToken(ctx, t, g.admin(), "/admin/actions/runners/registration-token"),
+				pushAs:   g.admin,
+				regToken: g.registrationToken(ctx, t, g.admin, giteasetup.GlobalRunners()),
 				apiToken: g.adminToken,
 			}
 		}},
@@ -66,12 +67,12 @@ func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
 			// read-only one for the scaler.
 			user := uniq("e2e-user")
 			pass := g.createUser(ctx, t, user)
-			owner := cred{token: g.userToken(ctx, t, user, pass, "setup", "write:repository", "write:user")}
+			owner := g.admin.WithToken(g.userToken(ctx, t, user, pass, "setup", "write:repository", "write:user"))
 			return scopeFixture{
 				spec:     v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeUser, User: user},
-				repo:     g.createRepo(ctx, t, owner, "/user/repos", user, "app"),
+				repo:     g.createUserRepo(ctx, t, owner, "app"),
 				pushAs:   owner,
-				regToken: g.registrationToken(ctx, t, owner, "/user/actions/runners/registration-token"),
+				regToken: g.registrationToken(ctx, t, owner, giteasetup.UserRunners()),
 				apiToken: g.userToken(ctx, t, user, pass, "scaler", "read:repository", "read:user"),
 			}
 		}},
@@ -79,10 +80,10 @@ func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
 			org := g.createOrg(ctx, t, uniq("e2e-repo"))
 			r := g.createOrgRepo(ctx, t, org, "app")
 			return scopeFixture{
-				spec:     v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeRepo, Org: org, Repo: r.name},
+				spec:     v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeRepo, Org: org, Repo: r.Name},
 				repo:     r,
-				pushAs:   g.admin(),
-				regToken: g.registrationToken(ctx, t, g.admin(), "/repos/"+r.String()+"/actions/runners/registration-token"),
+				pushAs:   g.admin,
+				regToken: g.registrationToken(ctx, t, g.admin, giteasetup.RepoRunners(r)),
 				apiToken: g.adminToken,
 			}
 		}},
@@ -213,7 +214,7 @@ func TestBlockedAndUnmatchedJobsWaitForTheirTurn(t *testing.T) {
 		}
 		state := map[string]string{}
 		for _, j := range gjobs {
-			state[j.Name] = j.state()
+			state[j.Name] = j.State()
 		}
 		s := rg.Status
 		ok := state[first] == "in_progress" && state[second] == "waiting" && state[other] == "queued" &&
@@ -358,7 +359,7 @@ type capacityObserver struct {
 	done    chan struct{}
 }
 
-func observeCapacity(ctx context.Context, b *bed, ns, group string, r repoRef) *capacityObserver {
+func observeCapacity(ctx context.Context, b *bed, ns, group string, r giteasetup.Repo) *capacityObserver {
 	o := &capacityObserver{done: make(chan struct{})}
 	ctx, o.cancel = context.WithCancel(ctx)
 	limit := 0
@@ -609,7 +610,7 @@ func TestJobUnblockedLateIsNotLeftWaitingForTheSpawnTTL(t *testing.T) {
 		}
 		done := 0
 		for _, j := range gjobs {
-			if j.state() == "completed/success" {
+			if j.State() == "completed/success" {
 				done++
 			}
 		}

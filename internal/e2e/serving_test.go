@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 )
 
 // hold keeps the Gitea job with this workflow job key in progress once a
@@ -49,7 +50,7 @@ func (b *bed) release(t *testing.T, keys ...string) {
 // a group start together, each may take the other's job: the promise is one
 // runner per job, not a fixed pairing.
 type served struct {
-	gitea  giteaJob
+	gitea  giteasetup.Job
 	claim  batchv1.Job
 	runner batchv1.Job
 }
@@ -59,7 +60,7 @@ type served struct {
 // runner is taken by one of the group's runner Jobs, each runner taking one
 // job; and no job fails. It returns what each job got so far, whether every
 // job has its claim and its runner, and a line describing the state.
-func (b *bed) servingState(ctx context.Context, ns, group string, r repoRef, ids map[string]int64) (map[string]served, bool, string, error) {
+func (b *bed) servingState(ctx context.Context, ns, group string, r giteasetup.Repo, ids map[string]int64) (map[string]served, bool, string, error) {
 	jobs, err := b.runnerJobs(ctx, ns, group)
 	if err != nil {
 		return nil, false, err.Error(), nil
@@ -68,7 +69,7 @@ func (b *bed) servingState(ctx context.Context, ns, group string, r repoRef, ids
 	if err != nil {
 		return nil, false, err.Error(), nil
 	}
-	current := map[int64]giteaJob{}
+	current := map[int64]giteasetup.Job{}
 	for _, j := range gjobs {
 		current[j.ID] = j
 	}
@@ -84,12 +85,12 @@ func (b *bed) servingState(ctx context.Context, ns, group string, r repoRef, ids
 	for k, id := range ids {
 		gj := current[id]
 		cj := claims[id]
-		state = append(state, fmt.Sprintf("%s#%d=%s runner=%q claimed-by=%v", k, id, gj.state(), gj.RunnerName, jobNames(cj)))
+		state = append(state, fmt.Sprintf("%s#%d=%s runner=%q claimed-by=%v", k, id, gj.State(), gj.RunnerName, jobNames(cj)))
 		if len(cj) > 1 {
 			return nil, false, "", fmt.Errorf("Gitea job %s (#%d) has %d runner Jobs: %v", k, id, len(cj), jobNames(cj))
 		}
 		if gj.Status == "completed" && gj.Conclusion != "success" {
-			return nil, false, "", fmt.Errorf("Gitea job %s (#%d) ended %s", k, id, gj.state())
+			return nil, false, "", fmt.Errorf("Gitea job %s (#%d) ended %s", k, id, gj.State())
 		}
 		if len(cj) == 1 && jobCondition(&cj[0], batchv1.JobFailed) {
 			return nil, false, "", fmt.Errorf("runner Job %s claiming Gitea job %s failed", cj[0].Name, k)
@@ -113,7 +114,7 @@ func (b *bed) servingState(ctx context.Context, ns, group string, r repoRef, ids
 	return out, all, strings.Join(state, "; "), nil
 }
 
-func idsOf(jobs map[string]giteaJob, keys ...string) map[string]int64 {
+func idsOf(jobs map[string]giteasetup.Job, keys ...string) map[string]int64 {
 	out := map[string]int64{}
 	for _, k := range keys {
 		out[k] = jobs[k].ID
@@ -127,7 +128,7 @@ func idsOf(jobs map[string]giteaJob, keys ...string) map[string]int64 {
 // in_progress until then); and once released, the job ends in success and
 // the runner Job completes. The keys must have been held (b.hold) before the
 // workflow was pushed.
-func (b *bed) expectServed(ctx context.Context, t *testing.T, ns, group string, r repoRef, keys []string, dump func() string) map[string]served {
+func (b *bed) expectServed(ctx context.Context, t *testing.T, ns, group string, r giteasetup.Repo, keys []string, dump func() string) map[string]served {
 	t.Helper()
 	ids := idsOf(b.gitea.waitJobs(ctx, t, r, len(keys)), keys...)
 	var out map[string]served
@@ -155,7 +156,7 @@ func (b *bed) expectServed(ctx context.Context, t *testing.T, ns, group string, 
 // expectCompleted waits until each Gitea job (by key) ended in success on a
 // runner of the group, claimed by exactly one runner Job, and the runner
 // Jobs involved are Complete. A broken promise fails the test at once.
-func (b *bed) expectCompleted(ctx context.Context, t *testing.T, ns, group string, r repoRef, ids map[string]int64, dump func() string) map[string]served {
+func (b *bed) expectCompleted(ctx context.Context, t *testing.T, ns, group string, r giteasetup.Repo, ids map[string]int64, dump func() string) map[string]served {
 	t.Helper()
 	var out map[string]served
 	waitUntil(ctx, t, stepWait, fmt.Sprintf("Gitea jobs of %s in %s succeeded on its runners", group, r), dump, func(ctx context.Context) (bool, string, error) {
@@ -164,7 +165,7 @@ func (b *bed) expectCompleted(ctx context.Context, t *testing.T, ns, group strin
 			return false, state, err
 		}
 		for _, s := range got {
-			if s.gitea.state() != "completed/success" || !jobCondition(&s.claim, batchv1.JobComplete) || !jobCondition(&s.runner, batchv1.JobComplete) {
+			if s.gitea.State() != "completed/success" || !jobCondition(&s.claim, batchv1.JobComplete) || !jobCondition(&s.runner, batchv1.JobComplete) {
 				return false, state, nil
 			}
 		}
