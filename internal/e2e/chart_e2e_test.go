@@ -95,20 +95,13 @@ func TestCronJobAndManualPassesStartNoDuplicate(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-cron", nil)
-	values := baseValues(ns)
+	values := baseValues()
 	// Keep every pass for inspection: manual passes count against the
 	// CronJob's history too.
 	values["cronjob"] = map[string]any{"successfulJobsHistoryLimit": 10, "failedJobsHistoryLimit": 10}
-	rel := b.helmInstall(ctx, t, ns, "gro", values)
-	cronJob := rel.fullname()
-	fx := b.newOrgScope(ctx, t, uniq("e2e-cron"))
-	label := uniq("e2e-cron")
-	group := "rg-cron"
-	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(fx, "tokens", 10, label)
-	b.createGroup(ctx, t, ns, group, nil, spec)
-	dump := func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(fx.repo) }
+	s := b.servedGroup(ctx, t, sceneOpts{name: "cron", max: 10, values: values})
+	ns, fx, group, label, dump := s.ns, s.fx, s.group, s.label, s.dump
+	cronJob := s.rel.fullname()
 
 	// The jobs must be queued between two ticks, with no pass running, so
 	// that the first passes to see them are the racing ones.
@@ -246,9 +239,8 @@ func TestListenerTemplateShapesTheRealPod(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-template", nil)
 	const pool, sidecarImage = "b", "registry.e2e.invalid/tools/log-shipper:1.0"
-	values := baseValues(ns)
+	values := baseValues()
 	values["listenerTemplate"] = map[string]any{
 		"metadata": map[string]any{
 			"labels":      map[string]any{"e2e.gitea.bpg.pw/team": "platform"},
@@ -275,17 +267,11 @@ func TestListenerTemplateShapesTheRealPod(t *testing.T) {
 			},
 		},
 	}
-	rel := b.helmInstall(ctx, t, ns, "gro", values)
-	fx := b.newOrgScope(ctx, t, uniq("e2e-template"))
-	label := uniq("e2e-tpl")
-	group := "rg-template"
-	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(fx, "tokens", 2, label)
-	b.createGroup(ctx, t, ns, group, nil, spec)
+	s := b.servedGroup(ctx, t, sceneOpts{name: "template", max: 2, values: values})
+	ns, rel, fx, group, label, dump := s.ns, s.rel, s.fx, s.group, s.label, s.dump
 	key := jobKey("tpl")
 	pushJobs(ctx, t, b, fx, "ci.yml", nil, wfJob{key: key, runsOn: []string{label}})
 	jobs := b.gitea.waitJobs(ctx, t, fx.repo, 1)
-	dump := func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(fx.repo) }
 
 	// The next tick's pass serves the job.
 	b.expectCompleted(ctx, t, ns, group, fx.repo, idsOf(jobs, key), dump)
@@ -388,36 +374,34 @@ func TestAdditionalListenerServesOnlyItsGroups(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-listeners", nil)
 	const poolKey = "e2e.gitea.bpg.pw/pool"
-	values := deploymentValues(ns)
+	values := deploymentValues()
 	values["listeners"] = []any{map[string]any{
 		"name":     "gpu",
 		"selector": map[string]any{"matchLabels": map[string]any{poolKey: "gpu"}},
 	}}
-	rel := b.helmInstall(ctx, t, ns, "gro", values)
+	s := b.servedGroup(ctx, t, sceneOpts{name: "listeners", group: "rg-std", max: 2, values: values})
+	ns, rel, fx := s.ns, s.rel, s.fx
 
-	org := uniq("e2e-listeners")
-	fx := b.newOrgScope(ctx, t, org)
-	gpuRepo := b.gitea.createOrgRepo(ctx, t, org, "cuda")
-	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
+	// A second group for the gpu listener: its own repository and label,
+	// the first group's tokens.
+	gpuRepo := b.gitea.createOrgRepo(ctx, t, fx.spec.Org, "cuda")
+	gpuLabel := uniq("e2e-rg-gpu")
+	b.createGroup(ctx, t, ns, "rg-gpu", map[string]string{poolKey: "gpu"}, b.groupSpec(fx, groupSecret(s.group), 2, gpuLabel))
 	groups := []struct {
 		name   string
-		labels map[string]string
+		label  string
 		repo   giteasetup.Repo
 		serves string
 	}{
-		{name: "rg-std", repo: fx.repo, serves: "default"},
-		{name: "rg-gpu", labels: map[string]string{poolKey: "gpu"}, repo: gpuRepo, serves: "gpu"},
+		{name: s.group, label: s.label, repo: fx.repo, serves: "default"},
+		{name: "rg-gpu", label: gpuLabel, repo: gpuRepo, serves: "gpu"},
 	}
 	dump := func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(fx.repo, gpuRepo) }
 	ids := map[string]map[string]int64{}
 	for _, g := range groups {
-		label := uniq("e2e-" + g.name)
-		spec := b.groupSpec(fx, "tokens", 2, label)
-		b.createGroup(ctx, t, ns, g.name, g.labels, spec)
 		key := jobKey(g.name)
-		b.gitea.pushWorkflow(ctx, t, fx.pushAs, g.repo, "ci.yml", workflow(wfJob{key: key, runsOn: []string{label}}))
+		b.gitea.pushWorkflow(ctx, t, fx.pushAs, g.repo, "ci.yml", workflow(wfJob{key: key, runsOn: []string{g.label}}))
 		ids[g.name] = idsOf(b.gitea.waitJobs(ctx, t, g.repo, 1), key)
 	}
 	for _, g := range groups {

@@ -12,9 +12,10 @@
 // organisations, users and repositories with names unique to the run, and
 // run in parallel. Every test file uses the one bed (bed_test.go) and the
 // helpers beside it, one file per concern: names, redaction, waits, cluster
-// objects, RunnerGroups, manifests, helm, serving and dumps; Gitea through
-// giteasetup, the client scripts/testbed and scripts/demo share (gitea_test.go
-// fits it to tests). Run with:
+// objects, RunnerGroups, the usual scene (scene_test.go: servedGroup),
+// manifests, helm, serving and dumps. Gitea is set up through giteasetup,
+// the client scripts/testbed and scripts/demo share; gitea_test.go fits it
+// to tests. Run with:
 //
 //	scripts/testbed up
 //	go test -count=1 -tags e2e -timeout 25m -v ./internal/e2e/

@@ -38,6 +38,20 @@ func (b *bed) groupSpec(fx scopeFixture, secret string, max int32, labels ...str
 	}
 }
 
+// createScopedGroup stores the fixture's tokens in the Secret
+// groupSecret(name) and creates RunnerGroup name for the fixture's scope,
+// capped at max, with the labels.
+func (b *bed) createScopedGroup(ctx context.Context, t *testing.T, ns, name string, fx scopeFixture, max int32, labels ...string) *v1alpha1.RunnerGroup {
+	t.Helper()
+	secret := groupSecret(name)
+	b.tokenSecret(ctx, t, ns, secret, fx.regToken, fx.apiToken)
+	return b.createGroup(ctx, t, ns, name, nil, b.groupSpec(fx, secret, max, labels...))
+}
+
+// groupSecret names the Secret with the tokens of the group createScopedGroup
+// made.
+func groupSecret(group string) string { return group + "-tokens" }
+
 func (b *bed) groups(ns string) dynamic.ResourceInterface {
 	return b.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns)
 }

@@ -244,10 +244,8 @@ func TestPolicyChartCronJobListener(t *testing.T) {
 	// run, so that no other test's runner can take this job.
 	key, label := "build", uniq("pol", "label")
 	fx := b.newOrgScope(ctx, t, uniq("pol"))
-	b.tokenSecret(ctx, t, runners, "pol-tokens", fx.regToken, fx.apiToken)
 	const group = "pol-runners"
-	spec := b.groupSpec(fx, "pol-tokens", 2, label)
-	b.createGroup(ctx, t, runners, group, nil, spec)
+	b.createScopedGroup(ctx, t, runners, group, fx, 2, label)
 
 	// The default listener, admitted as a CronJob.
 	release := uniq("pol", "cron")

@@ -98,9 +98,7 @@ func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
 			if tc.scope == v1alpha1.ScopeRepo {
 				runsOn = append(runsOn, defaultLabel)
 			}
-			b.tokenSecret(ctx, t, ns, group+"-tokens", fx.regToken, fx.apiToken)
-			spec := b.groupSpec(fx, group+"-tokens", 4, label)
-			b.createGroup(ctx, t, ns, group, nil, spec)
+			b.createScopedGroup(ctx, t, ns, group, fx, 4, label)
 
 			keys := []string{jobKey(string(tc.scope), "a"), jobKey(string(tc.scope), "b")}
 			var jobs []wfJob
@@ -163,14 +161,9 @@ func TestBlockedAndUnmatchedJobsWaitForTheirTurn(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-blocked", nil)
-	b.helmInstall(ctx, t, ns, "gro", deploymentValues(ns))
-	fx := b.newOrgScope(ctx, t, uniq("e2e-blocked"))
-	label, extra := uniq("e2e-blk"), uniq("e2e-extra")
-	group := "rg-blocked"
-	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(fx, "tokens", 5, label)
-	b.createGroup(ctx, t, ns, group, nil, spec)
+	s := b.servedGroup(ctx, t, sceneOpts{name: "blocked", max: 5})
+	ns, fx, group, label, dump := s.ns, s.fx, s.group, s.label, s.dump
+	extra := uniq("e2e-extra")
 
 	first, second, other := jobKey("first"), jobKey("second"), jobKey("other")
 	pushJobs(ctx, t, b, fx, "ci.yml", []string{first},
@@ -179,7 +172,6 @@ func TestBlockedAndUnmatchedJobsWaitForTheirTurn(t *testing.T) {
 		wfJob{key: other, runsOn: []string{label, extra}},
 	)
 	jobs := b.gitea.waitJobs(ctx, t, fx.repo, 3)
-	dump := func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(fx.repo) }
 
 	// noRunnerFor fails at once if a job that must wait has a runner Job.
 	noRunnerFor := func(keys ...string) func(ctx context.Context) error {
@@ -265,19 +257,12 @@ func TestMaxActiveRunnersHoldsAndFreedSlotsAreReused(t *testing.T) {
 	const limit = 2
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-capacity", nil)
-	b.helmInstall(ctx, t, ns, "gro", deploymentValues(ns))
-	fx := b.newOrgScope(ctx, t, uniq("e2e-capacity"))
-	label := uniq("e2e-cap")
-	group := "rg-capacity"
-	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(fx, "tokens", limit, label)
-	b.createGroup(ctx, t, ns, group, nil, spec)
+	s := b.servedGroup(ctx, t, sceneOpts{name: "capacity", max: limit})
+	ns, fx, group, label, dump := s.ns, s.fx, s.group, s.label, s.dump
 
 	keys, wf := numberedJobs("cap", 5, label)
 	pushJobs(ctx, t, b, fx, "ci.yml", keys, wf...)
 	jobs := b.gitea.waitJobs(ctx, t, fx.repo, len(keys))
-	dump := func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(fx.repo) }
 
 	obs := observeCapacity(ctx, b, ns, group, fx.repo)
 	atCapacity := func(wantJobs, wantQueued int) ([]string, []string) {
@@ -419,8 +404,10 @@ func TestStateConfigMapOutlivesPassesAndGoesWithItsGroup(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	sys := b.namespace(ctx, t, "e2e-state-sys", nil)
-	ns := b.namespace(ctx, t, "e2e-state", nil)
+	s := b.servedGroup(ctx, t, sceneOpts{name: "state", max: 3, listenerNamespace: true})
+	sys, ns, fx, group, label, rg := s.sys, s.ns, s.fx, s.group, s.label, s.rg
+	// No job is queued in the new organisation yet, so no runner pod can
+	// have started before the quota holds.
 	_, err := b.kube.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}},
@@ -434,16 +421,7 @@ func TestStateConfigMapOutlivesPassesAndGoesWithItsGroup(t *testing.T) {
 		_, ok := q.Status.Hard[corev1.ResourcePods]
 		return ok, fmt.Sprint(q.Status), nil
 	})
-	b.helmInstall(ctx, t, sys, "gro", deploymentValues(ns))
-
-	org := uniq("e2e-state")
-	fx := b.newOrgScope(ctx, t, org)
-	second := b.gitea.createOrgRepo(ctx, t, org, "second")
-	label := uniq("e2e-state")
-	group := "rg-state"
-	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(fx, "tokens", 3, label)
-	rg := b.createGroup(ctx, t, ns, group, nil, spec)
+	second := b.gitea.createOrgRepo(ctx, t, fx.spec.Org, "second")
 	dump := func() string { return b.dumpNamespaces(sys, ns) + b.gitea.jobsLine(fx.repo, second) }
 
 	keyA, keyB := jobKey("state", "a"), jobKey("state", "b")
@@ -583,14 +561,8 @@ func TestJobUnblockedLateIsNotLeftWaitingForTheSpawnTTL(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 8*time.Minute)
-	ns := b.namespace(ctx, t, "e2e-order", nil)
-	b.helmInstall(ctx, t, ns, "gro", deploymentValues(ns))
-	fx := b.newOrgScope(ctx, t, uniq("e2e-order"))
-	label := uniq("e2e-ord")
-	group := "rg-order"
-	b.tokenSecret(ctx, t, ns, "tokens", fx.regToken, fx.apiToken)
-	spec := b.groupSpec(fx, "tokens", 1, label)
-	b.createGroup(ctx, t, ns, group, nil, spec)
+	s := b.servedGroup(ctx, t, sceneOpts{name: "order", max: 1})
+	ns, fx, group, label, dump := s.ns, s.fx, s.group, s.label, s.dump
 	x, y, z := jobKey("order", "x"), jobKey("order", "y"), jobKey("order", "z")
 	pushJobs(ctx, t, b, fx, "ci.yml", nil,
 		wfJob{key: x, runsOn: []string{label}},
@@ -598,7 +570,6 @@ func TestJobUnblockedLateIsNotLeftWaitingForTheSpawnTTL(t *testing.T) {
 		wfJob{key: z, runsOn: []string{label}},
 	)
 	jobs := b.gitea.waitJobs(ctx, t, fx.repo, 3)
-	dump := func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(fx.repo) }
 
 	// Outcome only: which runner Job claims which job is the scaler's
 	// business; that every job is served promptly is the promise.
