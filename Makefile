@@ -13,6 +13,9 @@ LDFLAGS := -s -w -X github.com/gitea-runner-operator/gitea-runner-operator/inter
 CACHE := $(CURDIR)/.cache
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(CACHE)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+# controller-gen is pinned in its tools module; the cache is keyed by that pin.
+CONTROLLER_GEN_VERSION := $(shell awk '$$1 == "sigs.k8s.io/controller-tools" { print $$2 }' scripts/tools/controller-gen/go.mod)
+CONTROLLER_GEN := $(CACHE)/controller-gen-$(CONTROLLER_GEN_VERSION)/controller-gen
 CHART := charts/gitea-runner-operator
 # The e2e suite drives a real API server, Gitea and scaler pods; it bounds
 # itself, and this bounds it again.
@@ -25,6 +28,17 @@ build: ## Build the scaler into bin/.
 $(STATICCHECK):
 	GOBIN=$(dir $@) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+$(CONTROLLER_GEN):
+	cd scripts/tools/controller-gen && go build -mod=readonly -o $@ \
+	  -ldflags '-X sigs.k8s.io/controller-tools/pkg/version.version=$(CONTROLLER_GEN_VERSION)' \
+	  sigs.k8s.io/controller-tools/cmd/controller-gen
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Write the CRD (crds/ and the chart's copy) and DeepCopy methods from internal/api/v1alpha1.
+	$(CONTROLLER_GEN) object crd:headerFile=scripts/tools/controller-gen/crd-header.yaml paths=./internal/api/... output:crd:dir=crds
+	cd scripts/tools/controller-gen && go run -mod=readonly ./finishcrd $(CURDIR)/crds/*.yaml
+	$(CHART)/hack/sync-crds.sh
+
 .PHONY: lint
 lint: $(STATICCHECK) ## gofmt, go vet (with and without the e2e tag), staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go') ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -33,6 +47,7 @@ lint: $(STATICCHECK) ## gofmt, go vet (with and without the e2e tag), staticchec
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags e2e ./...
 	cd scripts/tools/testbed && go vet ./...
+	cd scripts/tools/controller-gen && go vet ./...
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes only).
