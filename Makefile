@@ -17,6 +17,8 @@ STATICCHECK := $(CACHE)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 CONTROLLER_GEN_VERSION := $(shell awk '$$1 == "sigs.k8s.io/controller-tools" { print $$2 }' scripts/tools/controller-gen/go.mod)
 CONTROLLER_GEN := $(CACHE)/controller-gen-$(CONTROLLER_GEN_VERSION)/controller-gen
 CHART := charts/gitea-runner-operator
+# What `make generate` writes; verify-generated fails when it differs from git.
+GENERATED := crds $(CHART)/files/crds ':(glob)internal/api/**/zz_generated.*.go'
 # The e2e suite drives a real API server, Gitea and scaler pods; it bounds
 # itself, and this bounds it again.
 E2E_TIMEOUT ?= 25m
@@ -38,6 +40,15 @@ generate: $(CONTROLLER_GEN) ## Write the CRD (crds/ and the chart's copy) and De
 	$(CONTROLLER_GEN) object crd:headerFile=scripts/tools/controller-gen/crd-header.yaml paths=./internal/api/... output:crd:dir=crds
 	cd scripts/tools/controller-gen && go run -mod=readonly ./finishcrd $(CURDIR)/crds/*.yaml
 	$(CHART)/hack/sync-crds.sh
+
+.PHONY: verify-generated
+verify-generated: generate ## Fail when make generate changes, adds or removes a committed file.
+	@if ! git diff --exit-code -- $(GENERATED) || [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+	  git status --short -- $(GENERATED); \
+	  echo "verify-generated: the files above differ from what make generate writes from internal/api/v1alpha1;"; \
+	  echo "verify-generated: run make generate and commit the result (never edit crds/ by hand)."; \
+	  exit 1; \
+	fi
 
 .PHONY: lint
 lint: $(STATICCHECK) ## gofmt, go vet (with and without the e2e tag), staticcheck.
@@ -72,7 +83,7 @@ test-e2e: testbed-up ## End-to-end tests against the test bed.
 	  exit $${PIPESTATUS[0]}
 
 .PHONY: test
-test: lint test-unit test-chart test-e2e ## Everything CI runs.
+test: verify-generated lint test-unit test-chart test-e2e ## Everything CI runs.
 
 .PHONY: demo
 demo: ## One command: test bed, Gitea org/repo/workflow, chart install, runners at work.
