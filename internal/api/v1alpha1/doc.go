@@ -11,8 +11,9 @@
 // alone cannot say: which of org, user and repo each scope takes, the shape
 // of the URL, unique label names and the length of metadata.name. Every
 // bound (MaxLength, MaxItems) is there also so that the API server can
-// estimate the cost of the CEL rules and accept them. Validate in validate.go
-// checks the same spec again in Go, for objects admitted under an older CRD.
+// estimate the cost of the CEL rules and accept them. Validate (validate.go)
+// checks again in Go the rules the scaler relies on, for objects admitted
+// under an older CRD.
 //
 // The scaler reads RunnerGroups through the dynamic client and converts them
 // into these types, so no generated clientset is needed.
