@@ -13,7 +13,12 @@ LDFLAGS := -s -w -X github.com/gitea-runner-operator/gitea-runner-operator/inter
 CACHE := $(CURDIR)/.cache
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(CACHE)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+# controller-gen is pinned in its tools module; the cache is keyed by that pin.
+CONTROLLER_GEN_VERSION := $(shell awk '$$1 == "sigs.k8s.io/controller-tools" { print $$2 }' scripts/tools/controller-gen/go.mod)
+CONTROLLER_GEN := $(CACHE)/controller-gen-$(CONTROLLER_GEN_VERSION)/controller-gen
 CHART := charts/gitea-runner-operator
+# What `make generate` writes; verify-generated fails when it differs from git.
+GENERATED := crds $(CHART)/files/crds ':(glob)internal/api/**/zz_generated.*.go'
 # The e2e suite drives a real API server, Gitea and scaler pods; it bounds
 # itself, and this bounds it again.
 E2E_TIMEOUT ?= 25m
@@ -25,6 +30,26 @@ build: ## Build the scaler into bin/.
 $(STATICCHECK):
 	GOBIN=$(dir $@) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+$(CONTROLLER_GEN):
+	cd scripts/tools/controller-gen && go build -mod=readonly -o $@ \
+	  -ldflags '-X sigs.k8s.io/controller-tools/pkg/version.version=$(CONTROLLER_GEN_VERSION)' \
+	  sigs.k8s.io/controller-tools/cmd/controller-gen
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Write the CRD (crds/ and the chart's copy) and DeepCopy methods from internal/api/v1alpha1.
+	$(CONTROLLER_GEN) object crd:headerFile=scripts/tools/controller-gen/crd-header.yaml paths=./internal/api/... output:crd:dir=crds
+	cd scripts/tools/controller-gen && go run -mod=readonly ./finishcrd $(CURDIR)/crds/*.yaml
+	$(CHART)/hack/sync-crds.sh
+
+.PHONY: verify-generated
+verify-generated: generate ## Fail when make generate changes, adds or removes a committed file.
+	@if ! git diff --exit-code -- $(GENERATED) || [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+	  git status --short -- $(GENERATED); \
+	  echo "verify-generated: the files above differ from what make generate writes from internal/api/v1alpha1;"; \
+	  echo "verify-generated: run make generate and commit the result (never edit crds/ by hand)."; \
+	  exit 1; \
+	fi
+
 .PHONY: lint
 lint: $(STATICCHECK) ## gofmt, go vet (with and without the e2e tag), staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go') ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -33,6 +58,7 @@ lint: $(STATICCHECK) ## gofmt, go vet (with and without the e2e tag), staticchec
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags e2e ./...
 	cd scripts/tools/testbed && go vet ./...
+	cd scripts/tools/controller-gen && go vet ./...
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes only).
@@ -57,7 +83,7 @@ test-e2e: testbed-up ## End-to-end tests against the test bed.
 	  exit $${PIPESTATUS[0]}
 
 .PHONY: test
-test: lint test-unit test-chart test-e2e ## Everything CI runs.
+test: verify-generated lint test-unit test-chart test-e2e ## Everything CI runs.
 
 .PHONY: demo
 demo: ## One command: test bed, Gitea org/repo/workflow, chart install, runners at work.

@@ -2,13 +2,16 @@
 # Keeps the chart's copy of the CRDs identical to the repository's crds/.
 #
 #   hack/sync-crds.sh          copy crds/*.yaml to files/crds/ (and drop copies
-#                              whose source is gone)
+#                              whose source is gone); `make generate` runs this
+#                              right after controller-gen writes crds/
 #   hack/sync-crds.sh --check  change nothing; exit 1 naming each file that
-#                              differs, is missing or is extra
+#                              differs, is missing or is extra (the chart tests
+#                              run this, so they fail on drift on their own)
 #
 # Why a copy at all: a chart can only read files inside its own folder, and
 # the CRD must be a template (files/crds/, loaded by templates/crd.yaml) so
-# `helm upgrade` upgrades it; crds/ stays the one source of truth.
+# `helm upgrade` upgrades it. crds/ is generated from the Go types in
+# internal/api/v1alpha1 and stays the one source of the chart's copy.
 set -euo pipefail
 
 chart_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,10 +38,10 @@ for f in "${sources[@]}"; do
   name="$(basename "${f}")"
   if [[ "${check}" == true ]]; then
     if [[ ! -f "${dst}/${name}" ]]; then
-      echo "sync-crds.sh: charts/gitea-runner-operator/files/crds/${name} is missing; run charts/gitea-runner-operator/hack/sync-crds.sh" >&2
+      echo "sync-crds.sh: charts/gitea-runner-operator/files/crds/${name} is missing; run make generate" >&2
       drift=1
     elif ! cmp -s "${f}" "${dst}/${name}"; then
-      echo "sync-crds.sh: charts/gitea-runner-operator/files/crds/${name} differs from crds/${name}; run charts/gitea-runner-operator/hack/sync-crds.sh and commit both" >&2
+      echo "sync-crds.sh: charts/gitea-runner-operator/files/crds/${name} differs from crds/${name}; run make generate and commit both" >&2
       drift=1
     fi
   else
@@ -51,7 +54,7 @@ for f in "${dst}"/*.yaml; do
   name="$(basename "${f}")"
   if [[ ! -f "${src}/${name}" ]]; then
     if [[ "${check}" == true ]]; then
-      echo "sync-crds.sh: charts/gitea-runner-operator/files/crds/${name} has no source in crds/; run charts/gitea-runner-operator/hack/sync-crds.sh to remove it" >&2
+      echo "sync-crds.sh: charts/gitea-runner-operator/files/crds/${name} has no source in crds/; run make generate to remove it" >&2
       drift=1
     else
       rm -f "${f}"

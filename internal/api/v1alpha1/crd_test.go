@@ -1,10 +1,12 @@
 package v1alpha1_test
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
-	"reflect"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -13,7 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -63,15 +67,15 @@ type printerColumn struct {
 	Priority int32  `yaml:"priority"`
 }
 
-// schemaNode is the part of an OpenAPI v3 schema that describes shape:
-// what the Go types must agree with.
+// schemaNode is the part of an OpenAPI v3 schema these tests walk.
 type schemaNode struct {
-	Type        string                 `yaml:"type"`
-	Format      string                 `yaml:"format"`
-	Description string                 `yaml:"description"`
-	Required    []string               `yaml:"required"`
-	Properties  map[string]*schemaNode `yaml:"properties"`
-	Items       *schemaNode            `yaml:"items"`
+	Description  string                 `yaml:"description"`
+	Properties   map[string]*schemaNode `yaml:"properties"`
+	Items        *schemaNode            `yaml:"items"`
+	XValidations []struct {
+		Rule      string `yaml:"rule"`
+		FieldPath string `yaml:"fieldPath"`
+	} `yaml:"x-kubernetes-validations"`
 }
 
 // loadCRD reads the CRD file and returns it with its single version.
@@ -87,236 +91,11 @@ func loadCRD(t *testing.T) (*crdFile, crdVersion) {
 	return &crd, v
 }
 
-// Go types whose schema is not derived from their fields.
-var (
-	timeType       = reflect.TypeFor[metav1.Time]()
-	objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
-	listMetaType   = reflect.TypeFor[metav1.ListMeta]()
-)
-
-// requiredExempt lists the schema paths whose required list may differ from
-// the Go fields without omitempty. The scaler always writes every status
-// counter, but the schema keeps them optional so that a status written by an
-// older scaler, or a partial status patch, is still accepted.
-var requiredExempt = map[string]bool{".status": true}
-
-// compareSchema walks the Go type t and the schema node s side by side and
-// returns every difference it finds, each naming its path. An empty result
-// means both describe the same fields with the same types.
-func compareSchema(path string, t reflect.Type, s *schemaNode) []string {
-	if s == nil {
-		return []string{fmt.Sprintf("%s: in the Go types but not in the schema", path)}
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	var diffs []string
-	want := func(typ, format string) {
-		if s.Type != typ {
-			diffs = append(diffs, fmt.Sprintf("%s: schema type %q, Go type %s wants %q", path, s.Type, t, typ))
-		}
-		if format != "" && s.Format != format {
-			diffs = append(diffs, fmt.Sprintf("%s: schema format %q, Go type %s wants %q", path, s.Format, t, format))
-		}
-	}
-	switch {
-	case t == timeType:
-		want("string", "date-time")
-	case t == objectMetaType || t == listMetaType:
-		// The API server owns metadata's schema; only its type is declared.
-		want("object", "")
-	case t.Kind() == reflect.String:
-		want("string", "")
-	case t.Kind() == reflect.Bool:
-		want("boolean", "")
-	case t.Kind() == reflect.Int32:
-		want("integer", "int32")
-	case t.Kind() == reflect.Int64:
-		want("integer", "int64")
-	case t.Kind() == reflect.Int:
-		want("integer", "")
-	case t.Kind() == reflect.Slice:
-		want("array", "")
-		if s.Items == nil {
-			diffs = append(diffs, fmt.Sprintf("%s: array without items in the schema", path))
-		} else {
-			diffs = append(diffs, compareSchema(path+"[]", t.Elem(), s.Items)...)
-		}
-	case t.Kind() == reflect.Struct:
-		want("object", "")
-		fields := jsonFields(t)
-		names := make([]string, 0, len(fields))
-		for name := range fields {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		var goRequired []string
-		for _, name := range names {
-			f := fields[name]
-			if !f.omitempty {
-				goRequired = append(goRequired, name)
-			}
-			diffs = append(diffs, compareSchema(path+"."+name, f.typ, s.Properties[name])...)
-		}
-		for name := range s.Properties {
-			if _, ok := fields[name]; !ok {
-				diffs = append(diffs, fmt.Sprintf("%s.%s: in the schema but not in the Go type %s", path, name, t))
-			}
-		}
-		if !requiredExempt[path] {
-			schemaRequired := slices.Sorted(slices.Values(s.Required))
-			if !slices.Equal(goRequired, schemaRequired) {
-				diffs = append(diffs, fmt.Sprintf("%s: schema requires %v, Go fields without omitempty are %v", path, schemaRequired, goRequired))
-			}
-		}
-	default:
-		diffs = append(diffs, fmt.Sprintf("%s: Go kind %s has no schema mapping in this test", path, t.Kind()))
-	}
-	sort.Strings(diffs)
-	return diffs
-}
-
-type jsonField struct {
-	typ       reflect.Type
-	omitempty bool
-}
-
-// jsonFields returns the fields encoding/json would write for struct t, by
-// JSON name: inline (anonymous, untagged or tagged ",inline") structs are
-// flattened, `json:"-"` and unexported fields are left out.
-func jsonFields(t reflect.Type) map[string]jsonField {
-	out := map[string]jsonField{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" || !f.IsExported() {
-			continue
-		}
-		name, opts, _ := strings.Cut(tag, ",")
-		if f.Anonymous && name == "" {
-			for k, v := range jsonFields(f.Type) {
-				out[k] = v
-			}
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = jsonField{typ: f.Type, omitempty: slices.Contains(strings.Split(opts, ","), "omitempty")}
-	}
-	return out
-}
-
-// TestCRDSchemaMatchesGoTypes keeps types.go and the CRD schema in step.
-//
-// It walks RunnerGroup by reflection (JSON names from the tags, inline
-// embeds flattened, metav1.Time as a date-time string, metav1.Condition by
-// its own fields, ObjectMeta left to the API server) and the CRD's
-// openAPIV3Schema side by side. At every object it compares the property
-// names both ways, so a field added to or removed from either side shows up
-// as "in the Go types but not in the schema" or "in the schema but not in
-// the Go type"; at every leaf it compares string/integer/boolean/array/object
-// and the integer format (int32 or int64). At every object except .status,
-// the schema's required list must equal the Go fields without omitempty, so
-// making a field optional on one side only fails too.
-//
-// TestCompareSchemaCatchesDrift runs the same comparison against altered
-// copies of both sides, showing that each kind of drift is reported.
-func TestCRDSchemaMatchesGoTypes(t *testing.T) {
-	_, v := loadCRD(t)
-	diffs := compareSchema("", reflect.TypeFor[v1alpha1.RunnerGroup](), v.Schema.OpenAPIV3Schema)
-	assert.Empty(t, diffs, "types.go and %s disagree:\n%s", crdPath, strings.Join(diffs, "\n"))
-}
-
-// TestCompareSchemaCatchesDrift proves that compareSchema reports drift in
-// either direction, so that TestCRDSchemaMatchesGoTypes cannot pass by
-// comparing nothing.
-func TestCompareSchemaCatchesDrift(t *testing.T) {
-	type specWithExtra struct {
-		v1alpha1.RunnerGroupSpec `json:",inline"`
-		Extra                    string `json:"extra"`
-	}
-	type groupWithExtraSpecField struct {
-		metav1.TypeMeta   `json:",inline"`
-		metav1.ObjectMeta `json:"metadata,omitempty"`
-		Spec              specWithExtra              `json:"spec"`
-		Status            v1alpha1.RunnerGroupStatus `json:"status,omitempty"`
-	}
-	group := reflect.TypeFor[v1alpha1.RunnerGroup]()
-
-	tests := map[string]struct {
-		goType reflect.Type
-		alter  func(root *schemaNode)
-		want   string
-	}{
-		"schema loses a field": {
-			goType: group,
-			alter:  func(root *schemaNode) { delete(root.Properties["spec"].Properties, "repo") },
-			want:   ".spec.repo: in the Go types but not in the schema",
-		},
-		"schema gains a field": {
-			goType: group,
-			alter: func(root *schemaNode) {
-				root.Properties["status"].Properties["idleRunners"] = &schemaNode{Type: "integer"}
-			},
-			want: ".status.idleRunners: in the schema but not in the Go type",
-		},
-		"Go type gains a field": {
-			goType: reflect.TypeFor[groupWithExtraSpecField](),
-			alter:  func(*schemaNode) {},
-			want:   ".spec.extra: in the Go types but not in the schema",
-		},
-		"type differs": {
-			goType: group,
-			alter:  func(root *schemaNode) { root.Properties["spec"].Properties["maxActiveRunners"].Type = "string" },
-			want:   `.spec.maxActiveRunners: schema type "string"`,
-		},
-		"integer format differs": {
-			goType: group,
-			alter: func(root *schemaNode) {
-				root.Properties["status"].Properties["observedGeneration"].Format = "int32"
-			},
-			want: `.status.observedGeneration: schema format "int32"`,
-		},
-		"nested condition field lost": {
-			goType: group,
-			alter: func(root *schemaNode) {
-				delete(root.Properties["status"].Properties["conditions"].Items.Properties, "reason")
-			},
-			want: ".status.conditions[].reason: in the Go types but not in the schema",
-		},
-		"schema stops requiring a field": {
-			goType: group,
-			alter: func(root *schemaNode) {
-				sr := root.Properties["spec"].Properties["authToken"].Properties["secretRef"]
-				sr.Required = []string{"name"}
-			},
-			want: ".spec.authToken.secretRef: schema requires [name], Go fields without omitempty are [key name]",
-		},
-		"schema requires an optional field": {
-			goType: group,
-			alter: func(root *schemaNode) {
-				spec := root.Properties["spec"]
-				spec.Required = append(slices.Clone(spec.Required), "labels")
-			},
-			want: ".spec: schema requires",
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			_, v := loadCRD(t) // a fresh copy for every case
-			root := v.Schema.OpenAPIV3Schema
-			tc.alter(root)
-			diffs := compareSchema("", tc.goType, root)
-			require.NotEmpty(t, diffs, "the altered copy must not match")
-			assert.Contains(t, strings.Join(diffs, "\n"), tc.want)
-		})
-	}
-}
-
 // TestCRDDescribesEveryField checks that kubectl explain has something to
-// say about every field. metadata is the exception: the API server refuses
-// anything but its type there.
+// say about every field, that is, that every field in types.go has a doc
+// comment: controller-gen turns doc comments into descriptions. metadata is
+// the exception: the API server refuses anything but its name's type there.
+// The items of a list need none; the list's field describes them.
 func TestCRDDescribesEveryField(t *testing.T) {
 	_, v := loadCRD(t)
 	var missing []string
@@ -332,12 +111,70 @@ func TestCRDDescribesEveryField(t *testing.T) {
 			walk(path+"."+name, p)
 		}
 		if s.Items != nil {
-			walk(path+"[]", s.Items)
+			for name, p := range s.Items.Properties {
+				walk(path+"[]."+name, p)
+			}
 		}
 	}
 	walk("", v.Schema.OpenAPIV3Schema)
 	sort.Strings(missing)
 	assert.Empty(t, missing, "schema fields without a description")
+}
+
+// TestCRDRuleFieldPathsExist checks every CEL rule's fieldPath against the
+// schema the way the API server does when the CRD is applied: a path that
+// names no declared property makes the whole CRD invalid. It catches a
+// mistyped fieldPath in a marker, and a CRD whose top-level metadata lost
+// its name (controller-gen writes metadata bare; make generate declares
+// name so that the rule on metadata.name can point at it).
+func TestCRDRuleFieldPathsExist(t *testing.T) {
+	_, v := loadCRD(t)
+	var rules int
+	var walk func(path string, s *schemaNode)
+	walk = func(path string, s *schemaNode) {
+		for _, r := range s.XValidations {
+			if r.FieldPath == "" {
+				continue
+			}
+			rules++
+			target := s
+			for _, name := range strings.Split(strings.TrimPrefix(r.FieldPath, "."), ".") {
+				target = target.Properties[name]
+				if !assert.NotNil(t, target, "rule %q at %q: fieldPath %q names no property", r.Rule, path, r.FieldPath) {
+					break
+				}
+			}
+		}
+		for name, p := range s.Properties {
+			walk(path+"."+name, p)
+		}
+		if s.Items != nil {
+			walk(path+"[]", s.Items)
+		}
+	}
+	walk("", v.Schema.OpenAPIV3Schema)
+	assert.GreaterOrEqual(t, rules, 9, "rules with a fieldPath: metadata.name, six on spec, two Secret keys")
+}
+
+// TestCRDIsOneDocument reads the file the way kubectl and the e2e suite do,
+// split into documents on '---' lines, and expects the CRD as the first and
+// only one: a header comment of its own would be an empty first document.
+func TestCRDIsOneDocument(t *testing.T) {
+	raw, err := os.ReadFile(crdPath)
+	require.NoError(t, err)
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	var kinds []string
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		obj := &unstructured.Unstructured{}
+		require.NoError(t, utilyaml.Unmarshal(doc, &obj.Object))
+		kinds = append(kinds, obj.GetKind())
+	}
+	assert.Equal(t, []string{"CustomResourceDefinition"}, kinds)
 }
 
 // TestCRDNames checks the names the scaler, the chart and kubectl rely on

@@ -1,8 +1,3 @@
-// Package v1alpha1 holds the RunnerGroup API (group gitea.bpg.pw, version v1alpha1).
-//
-// The scaler reads RunnerGroups through the dynamic client and converts them
-// into these types, so no generated clientset or deep-copy code is needed.
-// crds/ holds the schema the API server enforces; a test keeps the two in step.
 package v1alpha1
 
 import (
@@ -27,7 +22,9 @@ var GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 // GroupVersionResource addresses RunnerGroups with the dynamic client.
 var GroupVersionResource = GroupVersion.WithResource(Resource)
 
-// Scope says which Gitea runners a RunnerGroup registers and whose jobs it serves.
+// Scope says at which level the runners register in Gitea and so whose jobs
+// they serve.
+// +kubebuilder:validation:Enum=global;org;user;repo
 type Scope string
 
 // The four scopes Gitea registers runners at.
@@ -38,19 +35,52 @@ const (
 	ScopeRepo   Scope = "repo"
 )
 
-// RunnerGroup is a pool of ephemeral Gitea Actions runners: one runner Job per
-// queued Gitea job that the pool's labels can serve, up to MaxActiveRunners.
-// Its name is at most 50 characters, so that runner Job names
-// ({name}-{5 chars}) fit in 63.
+// Runner Jobs are named {group}-{5 random characters} and carry the group's
+// name as a label value; both must fit in 63 characters, hence the rule on
+// metadata.name. That rule's fieldPath must name a property of the schema,
+// and controller-gen leaves metadata bare: make generate declares
+// metadata.name afterwards (scripts/tools/controller-gen/finishcrd).
+//
+// A printer column shows one JSONPath result: the union in
+// Owner yields whichever of org and user is set (the schema allows at most
+// one), so that column holds the owner for every scope and Repo adds the
+// repository.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=runnergroups,singular=runnergroup,scope=Namespaced,shortName=rg,categories=gitea
+// +kubebuilder:metadata:labels={"app.kubernetes.io/name=gitea-runner-operator","app.kubernetes.io/component=crd"}
+// +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="!has(self.metadata.name) || size(self.metadata.name) <= 50",message="metadata.name must be at most 50 characters: runner Job names are the group name, '-' and 5 random characters, and must fit in 63",fieldPath=".metadata.name"
+// +kubebuilder:printcolumn:name="Scope",type=string,JSONPath=".spec.scope",description="Scope at which the runners register (global, org, user or repo)."
+// +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.spec['org','user']`,description="Organization or user the runners register at, or the repository's owner for scope repo."
+// +kubebuilder:printcolumn:name="Repo",type=string,JSONPath=".spec.repo",description="Repository the runners register at (scope repo only)."
+// +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=".status.activeRunners",description="Runner Jobs of this group that have not finished."
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=".spec.maxActiveRunners",description="Most runner Jobs this group may have at once; 0 pauses the group."
+// +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=".status.queuedJobs",description="Queued Gitea jobs that this group's labels can serve."
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Status of the Ready condition."
+// +kubebuilder:printcolumn:name="Running",type=integer,priority=1,JSONPath=".status.runningJobs",description="Gitea jobs in progress on this group's runners."
+// +kubebuilder:printcolumn:name="Blocked",type=integer,priority=1,JSONPath=".status.blockedJobs",description="Matching Gitea jobs that wait for their needs or an approval."
+// +kubebuilder:printcolumn:name="URL",type=string,priority=1,JSONPath=".spec.gitea.url",description="Base URL of the Gitea instance."
+// +kubebuilder:printcolumn:name="Last Check",type=date,priority=1,JSONPath=".status.lastCheckTime",description="When the scaler last asked Gitea for this group's jobs."
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+
+// RunnerGroup is a pool of ephemeral Gitea Actions runners: the scaler starts
+// one runner Job per queued Gitea job that the group's labels can serve, up
+// to spec.maxActiveRunners at once. Its name is at most 50 characters, so
+// that the names of its runner Jobs fit in 63.
 type RunnerGroup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   RunnerGroupSpec   `json:"spec"`
+	// Spec is the desired state of the RunnerGroup.
+	Spec RunnerGroupSpec `json:"spec"`
+	// Status is what the scaler's last pass observed. Only the scaler writes
+	// it.
 	Status RunnerGroupStatus `json:"status,omitempty"`
 }
 
 // RunnerGroupList is a list of RunnerGroups.
+//
+// +kubebuilder:object:root=true
 type RunnerGroupList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
@@ -58,73 +88,175 @@ type RunnerGroupList struct {
 }
 
 // RunnerGroupSpec is the desired state of a RunnerGroup.
+//
+// Which of org, user and repo a scope takes is said by the rules below: one
+// rule per field and direction, so that each refusal names the field to add
+// or remove.
+//
+// +kubebuilder:validation:XValidation:rule="self.scope != 'org' || has(self.org)",message="spec.org is required when spec.scope is org",fieldPath=".org",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="self.scope != 'user' || has(self.user)",message="spec.user is required when spec.scope is user",fieldPath=".user",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="self.scope != 'repo' || has(self.repo)",message="spec.repo is required when spec.scope is repo",fieldPath=".repo",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="self.scope != 'repo' || has(self.org) != has(self.user)",message="spec.scope repo needs exactly one of spec.org or spec.user, naming the repository's owner"
+// +kubebuilder:validation:XValidation:rule="!has(self.org) || self.scope in ['org', 'repo']",message="spec.org is allowed only with spec.scope org or repo",messageExpression="'spec.org is not allowed with spec.scope ' + self.scope + ': only scopes org and repo name an organization'",fieldPath=".org",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.user) || self.scope in ['user', 'repo']",message="spec.user is allowed only with spec.scope user or repo",messageExpression="'spec.user is not allowed with spec.scope ' + self.scope + ': only scopes user and repo name a user'",fieldPath=".user",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.repo) || self.scope == 'repo'",message="spec.repo is allowed only with spec.scope repo",messageExpression="'spec.repo is not allowed with spec.scope ' + self.scope + ': only scope repo names a repository'",fieldPath=".repo",reason=FieldValueForbidden
 type RunnerGroupSpec struct {
-	// Scope is global, org, user or repo. It decides which of Org, User and
-	// Repo must be set and which must not (the CRD refuses other combinations).
+	// Scope says at which level the runners register in Gitea and so whose
+	// jobs they serve: global (the whole instance, needs an instance-wide
+	// registration token), org (one organization, spec.org), user (one user's
+	// repositories, spec.user) or repo (one repository, spec.repo with its
+	// owner in spec.org or spec.user).
 	Scope Scope `json:"scope"`
-	// Org names the organization: required for scope org, and the repository's
-	// owner for scope repo when the owner is an organization. Not allowed with
-	// scopes global and user.
+
+	// Org names the organization: required for scope org, and the
+	// repository's owner for scope repo when the owner is an organization.
+	// Not allowed with scopes global and user. Gitea names: letters, digits,
+	// '-', '_' and '.', starting with a letter or digit, at most 40
+	// characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][-_.a-zA-Z0-9]*$`
 	Org string `json:"org,omitempty"`
-	// User names the user: required for scope user, and the repository's owner
-	// for scope repo when the owner is a user. Not allowed with scopes global
-	// and org.
+
+	// User names the user: required for scope user, and the repository's
+	// owner for scope repo when the owner is a user. Not allowed with scopes
+	// global and org. Gitea names: letters, digits, '-', '_' and '.',
+	// starting with a letter or digit, at most 40 characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][-_.a-zA-Z0-9]*$`
 	User string `json:"user,omitempty"`
-	// Repo names the repository (without its owner): required for scope repo,
-	// not allowed with any other scope.
+
+	// Repo names the repository, without its owner (the owner goes in
+	// spec.org or spec.user): required for scope repo and not allowed with
+	// other scopes. Letters, digits, '-', '_' and '.', at most 100
+	// characters; not '.' or '..'.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:Pattern=`^[-_.a-zA-Z0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('/')",message="spec.repo is the repository name without its owner: no '/' (put the owner in spec.org or spec.user)"
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="spec.repo must not be '.' or '..'"
 	Repo string `json:"repo,omitempty"`
+
 	// Gitea says where the Gitea instance is.
 	Gitea GiteaSpec `json:"gitea"`
-	// Labels are the runner's labels ("name", "name:host" or
-	// "name:docker://image"); no two share a name (the part before the first
-	// ':'). The scaler's default labels are added, except those whose name a
-	// label here already has.
+
+	// The uniqueness rule (for each name n, exactly one label is n or starts
+	// with "n:") maps the names once, which keeps the API server's cost
+	// estimate for it low.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=50
+	// +kubebuilder:validation:XValidation:rule="self.map(l, l.split(':')[0]).all(n, self.exists_one(m, m == n || m.startsWith(n + ':')))",message="label names in spec.labels (the part before the first ':') must be unique"
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[^,\s]+$`
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[^:]+(:(host|docker(:.+)?))?$')",message=`each of spec.labels is "name", "name:host" or "name:docker://image", with a non-empty name`
+
+	// Labels are the runner's labels, each "name", "name:host" or
+	// "name:docker://image" (no commas, no whitespace), as act_runner takes
+	// them. Label names (the part before the first ':') are unique. The
+	// scaler's default labels are added, except those whose name a label
+	// here already has. At most 50 labels of at most 256 characters.
 	Labels []string `json:"labels,omitempty"`
+
 	// MaxActiveRunners caps the group's unfinished runner Jobs; 0 pauses the
-	// group. The CRD accepts 0 to 1000.
+	// group (no new runner Jobs; running ones finish). From 0 to 1000: each
+	// runner is a privileged dind pod, and a larger pool belongs in several
+	// groups.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	MaxActiveRunners int32 `json:"maxActiveRunners"`
-	// RegistrationToken is the runner registration token of the group's scope.
+
+	// RegistrationToken points at the runner registration token of the
+	// group's scope, in a Secret in the RunnerGroup's namespace.
+	// +kubebuilder:validation:XValidation:rule="self.secretRef.key != '.' && self.secretRef.key != '..' && !self.secretRef.key.startsWith('..')",message="spec.registrationToken.secretRef.key is not a valid Secret key: it must not be '.' or '..' or start with '..'",fieldPath=".secretRef.key"
 	RegistrationToken SecretKeySelector `json:"registrationToken"`
-	// AuthToken is an API token that can list the scope's Actions jobs.
+
+	// AuthToken points at a Gitea API token that can list the scope's
+	// Actions jobs, in a Secret in the RunnerGroup's namespace.
+	// +kubebuilder:validation:XValidation:rule="self.secretRef.key != '.' && self.secretRef.key != '..' && !self.secretRef.key.startsWith('..')",message="spec.authToken.secretRef.key is not a valid Secret key: it must not be '.' or '..' or start with '..'",fieldPath=".secretRef.key"
 	AuthToken SecretKeySelector `json:"authToken"`
 }
 
 // GiteaSpec locates the Gitea instance.
 type GiteaSpec struct {
 	// URL is the base URL of the Gitea instance, for example
-	// https://gitea.example.com: http or https, with a host, without
-	// credentials, query or fragment.
+	// https://gitea.example.com or https://example.com/gitea: an absolute
+	// http or https URL with a host, no whitespace, no credentials
+	// (user:password@ would leak into status, events and logs; tokens belong
+	// in the Secrets that registrationToken and authToken name), no query
+	// and no fragment. At most 1024 characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('[\\s]')`,message="spec.gitea.url must not contain whitespace"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="spec.gitea.url must be an absolute http:// or https:// URL with a host, for example https://gitea.example.com"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^/?#]*//[^/?#]*@')",message="spec.gitea.url must not contain credentials (user:password@): they would leak into status, events and logs; put tokens in the Secrets that spec.registrationToken and spec.authToken name"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[?#]')",message="spec.gitea.url is a base URL: it must not have a query (?) or a fragment (#)"
 	URL string `json:"url"`
 }
 
-// SecretKeySelector points at one key of a Secret in the RunnerGroup's namespace.
+// SecretKeySelector points at one key of a Secret in the RunnerGroup's
+// namespace.
 type SecretKeySelector struct {
-	// SecretRef names the Secret and the key in it.
+	// SecretRef names the Secret and the key in it that hold the token.
 	SecretRef SecretRef `json:"secretRef"`
 }
 
 // SecretRef names a Secret and a key in it.
 type SecretRef struct {
-	// Name is the Secret's name, in the RunnerGroup's namespace.
+	// Name of the Secret, in the RunnerGroup's namespace (a DNS subdomain).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
-	// Key is the key in the Secret's data whose value is the token.
+
+	// Key in the Secret whose value is the token: letters, digits, '-', '_'
+	// and '.', not '.' or '..' and not starting with '..'.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	Key string `json:"key"`
 }
 
 // RunnerGroupStatus is what the last scaler pass observed.
+//
+// The scaler always writes every counter, but the schema keeps them optional
+// so that a status written by an older scaler, or a partial status patch, is
+// still accepted.
 type RunnerGroupStatus struct {
 	// ActiveRunners counts the group's runner Jobs that have not finished.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
 	ActiveRunners int32 `json:"activeRunners"`
+
 	// QueuedJobs counts queued Gitea jobs whose labels the group can serve.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
 	QueuedJobs int32 `json:"queuedJobs"`
-	// BlockedJobs counts matching Gitea jobs that wait for their needs or an approval.
+
+	// BlockedJobs counts matching Gitea jobs that wait for their needs or an
+	// approval.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
 	BlockedJobs int32 `json:"blockedJobs"`
+
 	// RunningJobs counts Gitea jobs in progress on this group's runners.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
 	RunningJobs int32 `json:"runningJobs"`
-	// LastCheckTime is when the scaler last asked Gitea for this group's jobs.
+
+	// LastCheckTime is when the scaler last asked Gitea for this group's
+	// jobs.
 	LastCheckTime *metav1.Time `json:"lastCheckTime,omitempty"`
-	// ObservedGeneration is the generation of the spec the last pass acted on.
+
+	// ObservedGeneration is the metadata.generation of the spec the last
+	// pass acted on.
+	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions are Ready and ScalingActive.
+
+	// Conditions are Ready and ScalingActive, one of each type at most.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }

@@ -1,0 +1,88 @@
+package v1alpha1_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+)
+
+// TestValidate runs the Go-side check on specs the CRD admits (it must
+// accept every one, or the scaler would refuse a group the API server took)
+// and on specs the CRD refuses for a rule the scaler relies on (it must
+// refuse them with a message naming the field).
+func TestValidate(t *testing.T) {
+	base := func() v1alpha1.RunnerGroupSpec {
+		return v1alpha1.RunnerGroupSpec{
+			Scope:             v1alpha1.ScopeOrg,
+			Org:               "acme",
+			Gitea:             v1alpha1.GiteaSpec{URL: "https://gitea.example.com"},
+			Labels:            []string{"self-hosted", "linux:host", "ubuntu-latest:docker://node:20"},
+			MaxActiveRunners:  5,
+			RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "tokens", Key: "registration"}},
+			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "tokens", Key: "api"}},
+		}
+	}
+	tests := map[string]struct {
+		change func(s *v1alpha1.RunnerGroupSpec)
+		want   string // "" means accepted
+	}{
+		"org":                  {change: func(*v1alpha1.RunnerGroupSpec) {}},
+		"global":               {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope, s.Org = v1alpha1.ScopeGlobal, "" }},
+		"user":                 {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope, s.Org, s.User = v1alpha1.ScopeUser, "", "alice" }},
+		"repo owned by an org": {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope, s.Repo = v1alpha1.ScopeRepo, "app" }},
+		"repo owned by a user": {change: func(s *v1alpha1.RunnerGroupSpec) {
+			s.Scope, s.Org, s.User, s.Repo = v1alpha1.ScopeRepo, "", "alice", "dotfiles"
+		}},
+		"paused":                {change: func(s *v1alpha1.RunnerGroupSpec) { s.MaxActiveRunners = 0 }},
+		"no labels":             {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = nil }},
+		"http with a path":      {change: func(s *v1alpha1.RunnerGroupSpec) { s.Gitea.URL = "http://10.0.0.1:3000/gitea" }},
+		"scope missing":         {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope = "" }, want: "spec.scope must be one of"},
+		"scope unknown":         {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope = "team" }, want: `not "team"`},
+		"global with org":       {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope = v1alpha1.ScopeGlobal }, want: "must be empty for scope global"},
+		"org without org":       {change: func(s *v1alpha1.RunnerGroupSpec) { s.Org = "" }, want: "spec.org is required for scope org"},
+		"org with repo":         {change: func(s *v1alpha1.RunnerGroupSpec) { s.Repo = "app" }, want: "spec.user and spec.repo must be empty for scope org"},
+		"user without user":     {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope = v1alpha1.ScopeUser }, want: "spec.user is required for scope user"},
+		"repo without repo":     {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope = v1alpha1.ScopeRepo }, want: "spec.repo is required for scope repo"},
+		"repo with two owners":  {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope, s.User, s.Repo = v1alpha1.ScopeRepo, "alice", "app" }, want: "exactly one of spec.org or spec.user"},
+		"repo without an owner": {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope, s.Org, s.Repo = v1alpha1.ScopeRepo, "", "app" }, want: "exactly one of spec.org or spec.user"},
+		"url relative":          {change: func(s *v1alpha1.RunnerGroupSpec) { s.Gitea.URL = "gitea.example.com" }, want: "spec.gitea.url must be an http or https URL"},
+		"url scheme":            {change: func(s *v1alpha1.RunnerGroupSpec) { s.Gitea.URL = "ftp://gitea.example.com" }, want: "spec.gitea.url must be an http or https URL"},
+		"url credentials":       {change: func(s *v1alpha1.RunnerGroupSpec) { s.Gitea.URL = "https://bot:secret@gitea.example.com" }, want: "spec.gitea.url must not carry credentials"},
+		"max negative":          {change: func(s *v1alpha1.RunnerGroupSpec) { s.MaxActiveRunners = -1 }, want: "spec.maxActiveRunners must be 0 or more"},
+		"label empty":           {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{""} }, want: "spec.labels[0] must not be empty"},
+		"label empty name":      {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{":host"} }, want: "spec.labels[0] must not be empty"},
+		"label comma":           {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{"a,b"} }, want: "spec.labels[0] must not contain commas or spaces"},
+		"label space":           {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{"linux", "a b"} }, want: "spec.labels[1] must not contain commas or spaces"},
+		"label name twice":      {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{"linux:host", "linux"} }, want: `spec.labels[1]: label name "linux" is given twice`},
+		"registration key missing": {
+			change: func(s *v1alpha1.RunnerGroupSpec) { s.RegistrationToken.SecretRef.Key = "" },
+			want:   "spec.registrationToken.secretRef needs both name and key",
+		},
+		"auth name missing": {
+			change: func(s *v1alpha1.RunnerGroupSpec) { s.AuthToken.SecretRef.Name = "" },
+			want:   "spec.authToken.secretRef needs both name and key",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			spec := base()
+			tc.change(&spec)
+			err := spec.Validate()
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestOwner(t *testing.T) {
+	assert.Equal(t, "acme", (&v1alpha1.RunnerGroupSpec{Org: "acme"}).Owner())
+	assert.Equal(t, "alice", (&v1alpha1.RunnerGroupSpec{User: "alice"}).Owner())
+	assert.Empty(t, (&v1alpha1.RunnerGroupSpec{}).Owner())
+}
