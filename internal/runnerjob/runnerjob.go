@@ -14,18 +14,12 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/labels"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
-// Labels and values every runner Job carries.
+// Settings of the runner Job. The label and annotation keys it carries are
+// in internal/api/v1alpha1/wellknown.go, with the other names the scaler
+// writes on objects.
 const (
-	GroupLabel     = "gitea.bpg.pw/runnergroup-name"
-	ManagedByLabel = "gitea.bpg.pw/managed-by"
-	ManagedBy      = "gitea-runner-operator"
-	GiteaJobLabel  = state.GiteaJobIDLabel
-	// SafeToEvictAnnotation keeps node autoscalers from evicting a runner in
-	// the middle of a job.
-	SafeToEvictAnnotation = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 	// ContainerName is the runner container's name.
 	ContainerName = "runner"
 	// DefaultImage is act_runner with its own rootless Docker daemon.
@@ -82,11 +76,11 @@ func IsRunnerName(group, runnerName string) bool {
 }
 
 // Selector returns the label selector of a group's runner Jobs.
-func Selector(group string) string { return GroupLabel + "=" + group }
+func Selector(group string) string { return v1alpha1.LabelRunnerGroupName + "=" + group }
 
 // GroupLabels are the labels that tie an object to its RunnerGroup.
 func GroupLabels(group string) map[string]string {
-	return map[string]string{GroupLabel: group, ManagedByLabel: ManagedBy}
+	return map[string]string{v1alpha1.LabelRunnerGroupName: group, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}
 }
 
 // Build returns the runner Job for one Gitea job.
@@ -104,10 +98,10 @@ func GroupLabels(group string) map[string]string {
 // daemon and serves it on a unix socket that act_runner finds by default.
 func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options) *batchv1.Job {
 	jobLabels := GroupLabels(rg.Name)
-	jobLabels[GiteaJobLabel] = strconv.FormatInt(giteaJobID, 10)
+	jobLabels[v1alpha1.LabelGiteaJobID] = strconv.FormatInt(giteaJobID, 10)
 	jobLabels["app.kubernetes.io/name"] = "gitea-runner"
 	jobLabels["app.kubernetes.io/component"] = "runner"
-	jobLabels["app.kubernetes.io/managed-by"] = ManagedBy
+	jobLabels["app.kubernetes.io/managed-by"] = v1alpha1.ManagedBy
 
 	podLabels := make(map[string]string, len(jobLabels))
 	for k, v := range jobLabels {
@@ -133,7 +127,7 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      podLabels,
-					Annotations: map[string]string{SafeToEvictAnnotation: "false"},
+					Annotations: map[string]string{v1alpha1.AnnotationSafeToEvict: "false"},
 				},
 				Spec: corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyOnFailure,

@@ -43,11 +43,6 @@ const (
 	ReasonAtCapacity        = "AtCapacity"
 )
 
-const (
-	fieldManager = "gitea-runner-scaler"
-	component    = "gitea-runner-scaler"
-)
-
 // event records a core/v1 Event on the RunnerGroup. It is written directly
 // rather than through client-go's broadcaster, whose asynchronous sink could
 // drop the last events when a short-lived pass exits. Failures are logged
@@ -66,9 +61,9 @@ func (s *Scaler) event(ctx context.Context, rg *v1alpha1.RunnerGroup, typ, reaso
 			Namespace: rg.Namespace, Name: rg.Name, UID: rg.UID, ResourceVersion: rg.ResourceVersion,
 		},
 		Type: typ, Reason: reason, Message: truncate(message, 1024),
-		Source:         corev1.EventSource{Component: component},
+		Source:         corev1.EventSource{Component: v1alpha1.FieldManager},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		ReportingController: "gitea.bpg.pw/" + component, ReportingInstance: host,
+		ReportingController: v1alpha1.ReportingController, ReportingInstance: host,
 	}
 	if _, err := s.Kube.CoreV1().Events(rg.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		s.Log.Warn("cannot record event", "runnergroup", rg.Namespace+"/"+rg.Name, "reason", reason, "error", err)

@@ -183,7 +183,7 @@ func (e *env) jobs() []batchv1.Job {
 func (e *env) giteaJobsServed() map[int64]int {
 	out := map[int64]int{}
 	for _, j := range e.jobs() {
-		id, err := strconv.ParseInt(j.Labels[runnerjob.GiteaJobLabel], 10, 64)
+		id, err := strconv.ParseInt(j.Labels[v1alpha1.LabelGiteaJobID], 10, 64)
 		require.NoError(e.t, err)
 		out[id]++
 	}

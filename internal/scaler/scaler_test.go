@@ -20,7 +20,6 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
@@ -87,7 +86,7 @@ func TestMaxActiveRunnersHolds(t *testing.T) {
 	// Job 1's runner finishes and Gitea moves job 1 on: the freed slot
 	// goes to job 3 in the next pass.
 	for _, j := range e.jobs() {
-		if j.Labels[runnerjob.GiteaJobLabel] == "1" {
+		if j.Labels[v1alpha1.LabelGiteaJobID] == "1" {
 			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 			_, err := e.kube.BatchV1().Jobs(ns).UpdateStatus(context.Background(), &j, metav1.UpdateOptions{})
 			require.NoError(t, err)
@@ -178,7 +177,7 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 			assert.ErrorContains(t, sum.Err(), "1 of 2 RunnerGroups failed: runners/bad")
 			assert.Equal(t, 1, sum.Created, "the good group is served")
 			for _, j := range e.jobs() {
-				assert.Equal(t, "good", j.Labels[runnerjob.GroupLabel])
+				assert.Equal(t, "good", j.Labels[v1alpha1.LabelRunnerGroupName])
 			}
 
 			ready := meta.FindStatusCondition(e.group("bad").Status.Conditions, ConditionReady)

@@ -210,7 +210,7 @@ func (s *Scaler) createJobs(ctx context.Context, log *slog.Logger, rg *v1alpha1.
 	var errs []string
 	for _, c := range claims {
 		job := runnerjob.Build(rg, c.JobName, c.GiteaJobID, s.Config.Runner)
-		_, err := s.Kube.BatchV1().Jobs(rg.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager})
+		_, err := s.Kube.BatchV1().Jobs(rg.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
 		if err != nil {
 			failed = append(failed, c)
 			errs = append(errs, fmt.Sprintf("Job %s for Gitea job %d: %v", c.JobName, c.GiteaJobID, err))

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
 const (
@@ -26,10 +28,6 @@ const (
 	// (or knowingly rebuild) what an older release wrote.
 	formatVersion = 1
 )
-
-// GiteaJobIDLabel is the label on every runner Job naming the Gitea job it
-// was started for; it lets the state be rebuilt from the Jobs themselves.
-const GiteaJobIDLabel = "gitea.bpg.pw/gitea-job-id"
 
 // Entry records one claim: a runner Job was (or is about to be) created for a
 // Gitea job.
@@ -133,7 +131,7 @@ func Bound(s Spawned, max int) Spawned {
 func FromJobs(jobs []batchv1.Job) Spawned {
 	out := Spawned{}
 	for _, j := range jobs {
-		id, err := strconv.ParseInt(j.Labels[GiteaJobIDLabel], 10, 64)
+		id, err := strconv.ParseInt(j.Labels[v1alpha1.LabelGiteaJobID], 10, 64)
 		if err != nil || id <= 0 {
 			continue
 		}

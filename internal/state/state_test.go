@@ -68,7 +68,7 @@ func TestFromJobs(t *testing.T) {
 	job := func(name, id string, created time.Time) batchv1.Job {
 		return batchv1.Job{ObjectMeta: metav1.ObjectMeta{
 			Name: name, CreationTimestamp: metav1.NewTime(created),
-			Labels: map[string]string{GiteaJobIDLabel: id},
+			Labels: map[string]string{"gitea.bpg.pw/gitea-job-id": id},
 		}}
 	}
 	got := FromJobs([]batchv1.Job{
