@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	glabels "github.com/gitea-runner-operator/gitea-runner-operator/internal/labels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 )
 
@@ -103,7 +103,7 @@ func (r *RunCmd) Validate() error {
 		}
 	}
 	for _, l := range r.DefaultLabels {
-		if strings.TrimSpace(l) == "" || strings.ContainsAny(l, " \t") || glabels.Name(l) == "" {
+		if strings.TrimSpace(l) == "" || strings.ContainsAny(l, " \t") || runnerlabels.Name(l) == "" {
 			errs = append(errs, fmt.Errorf("--default-labels: invalid label %q", l))
 		}
 	}

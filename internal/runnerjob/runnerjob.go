@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/labels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 )
 
 // Settings of the runner Job. The label and annotation keys it carries are
@@ -45,7 +45,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Image:                   DefaultImage,
-		DefaultLabels:           labels.DefaultLabels,
+		DefaultLabels:           runnerlabels.DefaultLabels,
 		TTLSecondsAfterFinished: DefaultTTLSecondsAfterFinished,
 	}
 }
@@ -144,7 +144,7 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 							}},
 							{Name: "GITEA_RUNNER_EPHEMERAL", Value: "true"},
 							{Name: "GITEA_RUNNER_NAME", Value: name},
-							{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(labels.Effective(rg.Spec.Labels, opts.DefaultLabels), ",")},
+							{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(runnerlabels.Effective(rg.Spec.Labels, opts.DefaultLabels), ",")},
 						},
 						// The dind-rootless image runs its own Docker daemon,
 						// which needs a privileged container (spec §7).

@@ -16,9 +16,9 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	glabels "github.com/gitea-runner-operator/gitea-runner-operator/internal/labels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
@@ -90,7 +90,7 @@ func (s *Scaler) scale(ctx context.Context, log *slog.Logger, rg *v1alpha1.Runne
 	if err != nil {
 		return 0, nil, fail(ReasonGiteaUnavailable, "cannot create Gitea client for %s: %v", rg.Spec.Gitea.URL, err)
 	}
-	runnerLabels := glabels.NewSet(glabels.Effective(rg.Spec.Labels, s.Config.Runner.DefaultLabels))
+	runnerLabels := runnerlabels.NewSet(runnerlabels.Effective(rg.Spec.Labels, s.Config.Runner.DefaultLabels))
 	owner := s.stateOwner(rg)
 	store := state.Store{Client: s.Kube}
 
@@ -148,7 +148,7 @@ func (s *Scaler) scale(ctx context.Context, log *slog.Logger, rg *v1alpha1.Runne
 }
 
 // observe lists the group's runner Jobs and asks Gitea for its jobs.
-func (s *Scaler) observe(ctx context.Context, rg *v1alpha1.RunnerGroup, client gitea.Client, runner glabels.Set) (*observation, error) {
+func (s *Scaler) observe(ctx context.Context, rg *v1alpha1.RunnerGroup, client gitea.Client, runner runnerlabels.Set) (*observation, error) {
 	list, err := s.Kube.BatchV1().Jobs(rg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runnerjob.Selector(rg.Name)})
 	if err != nil {
 		return nil, fail(ReasonKubernetesError, "cannot list runner Jobs: %v", err)
