@@ -39,7 +39,7 @@ const (
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 // fakeGitea serves a fixed snapshot per target; it is the scaler-level
-// stand-in for Gitea (the HTTP-level fake in internal/gitea/giteafake is
+// stand-in for Gitea (the HTTP-level fake in internal/gitea/giteatest is
 // checked against the recorded fixtures).
 type fakeGitea struct {
 	mu    sync.Mutex
