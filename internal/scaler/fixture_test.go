@@ -199,7 +199,7 @@ func (e *env) group(name string) *v1alpha1.RunnerGroup {
 	return &rg
 }
 
-func (e *env) state(group string) state.Spawned {
+func (e *env) state(group string) state.Claims {
 	e.t.Helper()
 	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), state.ConfigMapName(group), metav1.GetOptions{})
 	require.NoError(e.t, err)

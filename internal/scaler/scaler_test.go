@@ -276,7 +276,7 @@ func TestConflictInTheMiddleOfAPassReplans(t *testing.T) {
 		cm, err := e.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("configmaps"), ns, state.ConfigMapName("ci"))
 		require.NoError(t, err)
 		other := cm.(*corev1.ConfigMap).DeepCopy()
-		other.Data = state.Encode(state.Spawned{1: {SpawnedAt: t0, JobName: "ci-other"}})
+		other.Data = state.Encode(state.Claims{1: {ClaimedAt: t0, JobName: "ci-other"}})
 		e.cms.write(t, e.kube, other)
 	}
 
@@ -444,7 +444,7 @@ func TestClaimSpentOnAnotherJobIsServedAgainAtOnce(t *testing.T) {
 	e.cms.write(t, e.kube, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: state.ConfigMapName("ci"), Namespace: ns,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "gitea.bpg.pw/v1alpha1", Kind: "RunnerGroup", Name: "ci", UID: rg.UID}}},
-		Data: state.Encode(state.Spawned{1: {SpawnedAt: t0, JobName: "ci-abcde"}}),
+		Data: state.Encode(state.Claims{1: {ClaimedAt: t0, JobName: "ci-abcde"}}),
 	})
 	e.gitea.snap = gitea.Snapshot{
 		Queued:  []gitea.Job{queued(1, "ubuntu-latest")},

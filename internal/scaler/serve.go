@@ -109,8 +109,8 @@ func (s *Scaler) scale(ctx context.Context, log *slog.Logger, rg *v1alpha1.Runne
 		if loaded.Corrupt != nil {
 			// Trusting nothing would spawn a second runner for every job
 			// already served; the Jobs themselves say what was served.
-			loaded.Spawned = state.FromJobs(obs.jobs)
-			log.Warn("state ConfigMap unreadable, rebuilt it from the runner Jobs", "configmap", state.ConfigMapName(rg.Name), "error", loaded.Corrupt, "claims", len(loaded.Spawned))
+			loaded.Claims = state.FromJobs(obs.jobs)
+			log.Warn("state ConfigMap unreadable, rebuilt it from the runner Jobs", "configmap", state.ConfigMapName(rg.Name), "error", loaded.Corrupt, "claims", len(loaded.Claims))
 			s.event(ctx, rg, "Warning", ReasonStateRebuilt, fmt.Sprintf("state ConfigMap %s was unreadable (%v); rebuilt it from %d runner Jobs", state.ConfigMapName(rg.Name), loaded.Corrupt, len(obs.jobs)))
 		}
 
@@ -119,20 +119,20 @@ func (s *Scaler) scale(ctx context.Context, log *slog.Logger, rg *v1alpha1.Runne
 			SpawnTTL:   s.Config.SpawnTTL,
 			MaxActive:  int(rg.Spec.MaxActiveRunners),
 			Jobs:       runnerJobs(obs.jobs),
-			Spawned:    loaded.Spawned,
+			Claims:     loaded.Claims,
 			Queued:     obs.queued,
 			Busy:       obs.busy,
 			SnapshotAt: obs.askedAt,
 			NewJobName: func() string { return s.NewJobName(rg.Name) },
 		})
 		log.Debug("planned", "queued", len(obs.queued), "blocked", obs.blocked, "running", obs.running,
-			"active", p.Active, "slots", p.Slots, "claims", len(p.Claims), "waiting", p.Waiting, "dropped", p.Dropped)
+			"active", p.Active, "slots", p.Slots, "claims", len(p.New), "waiting", p.Waiting, "dropped", p.Dropped)
 
 		if s.Config.DryRun {
 			s.printPlan(rg, p)
 			return 0, obs, nil
 		}
-		if _, err := store.Save(ctx, owner, loaded, p.Spawned); err != nil {
+		if _, err := store.Save(ctx, owner, loaded, p.Claims); err != nil {
 			if errors.Is(err, state.ErrConflict) && attempt < maxClaimAttempts {
 				log.Debug("state changed under this pass, planning again", "attempt", attempt)
 				continue
@@ -142,7 +142,7 @@ func (s *Scaler) scale(ctx context.Context, log *slog.Logger, rg *v1alpha1.Runne
 			}
 			return 0, obs, fail(ReasonKubernetesError, "%v", err)
 		}
-		created, err := s.createJobs(ctx, log, rg, owner, p.Claims)
+		created, err := s.createJobs(ctx, log, rg, owner, p.New)
 		return created, obs, err
 	}
 }
@@ -241,7 +241,7 @@ func (s *Scaler) release(ctx context.Context, owner state.Owner, claims []plan.C
 		if err != nil {
 			return err
 		}
-		next := loaded.Spawned.Clone()
+		next := loaded.Claims.Clone()
 		for _, c := range claims {
 			if e, ok := next[c.GiteaJobID]; ok && e.JobName == c.JobName {
 				delete(next, c.GiteaJobID)
@@ -376,7 +376,7 @@ func (s *Scaler) recordStatus(ctx context.Context, log *slog.Logger, rg *v1alpha
 
 func (s *Scaler) printPlan(rg *v1alpha1.RunnerGroup, p plan.Result) {
 	fmt.Fprintf(s.Out, "runnergroup %s/%s: %d active, %d slot(s), %d waiting\n", rg.Namespace, rg.Name, p.Active, p.Slots, p.Waiting)
-	for _, c := range p.Claims {
+	for _, c := range p.New {
 		fmt.Fprintf(s.Out, "  would create runner Job %s for Gitea job %d\n", c.JobName, c.GiteaJobID)
 	}
 	for _, id := range p.Dropped {
