@@ -63,13 +63,11 @@ func (f *fakeGitea) Snapshot(_ context.Context, t gitea.Target) (gitea.Snapshot,
 	if f.err != nil {
 		return gitea.Snapshot{}, f.err
 	}
-	s := f.snap
-	s.FetchedAt = t0
-	return s, nil
+	return f.snap, nil
 }
 
 func queued(id int64, labels ...string) gitea.Job {
-	return gitea.Job{ID: id, Labels: labels, Status: "queued"}
+	return gitea.Job{ID: id, Labels: labels}
 }
 
 func newGroup(name string, max int32, mutate ...func(*v1alpha1.RunnerGroup)) *v1alpha1.RunnerGroup {
