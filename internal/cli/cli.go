@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -27,6 +26,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
@@ -52,8 +52,8 @@ type CLI struct {
 type RunCmd struct {
 	Kubeconfig      string        `env:"KUBECONFIG" placeholder:"PATH" help:"Kubeconfig file; empty uses the pod's in-cluster config, then ~/.kube/config."`
 	Namespace       []string      `short:"n" env:"SCALER_NAMESPACES" placeholder:"NS" help:"Namespace to serve (repeat, or comma-separated in the env var); empty serves all namespaces."`
-	Selector        string        `env:"SCALER_SELECTOR" placeholder:"SELECTOR" help:"Label selector over RunnerGroups, e.g. 'team=infra,tier in (gpu)'."`
-	ExcludeSelector []string      `env:"SCALER_EXCLUDE_SELECTORS" sep:";" placeholder:"SELECTOR" help:"Skip RunnerGroups this selector matches (repeat, or ';'-separated in the env var): those belong to another listener."`
+	Selector        string        `env:"SCALER_SELECTOR" placeholder:"SELECTOR" help:"Label selector over RunnerGroups: 'team=infra,tier in (gpu)', or a JSON LabelSelector such as '{\"matchLabels\":{\"team\":\"infra\"}}'."`
+	ExcludeSelector []string      `env:"SCALER_EXCLUDE_SELECTORS" sep:";" placeholder:"SELECTOR" help:"Skip RunnerGroups this selector matches, in either form of --selector (repeat, or ';'-separated in the env var): those belong to another listener."`
 	Loop            bool          `env:"SCALER_LOOP" help:"Pass again every --interval until SIGTERM; the pass in flight is finished first."`
 	Interval        time.Duration `env:"SCALER_INTERVAL" default:"30s" help:"Time between the starts of passes with --loop."`
 	DryRun          bool          `env:"SCALER_DRY_RUN" help:"Plan and print what would be done; write nothing."`
@@ -92,14 +92,12 @@ func (r *RunCmd) Validate() error {
 	if strings.TrimSpace(r.RunnerImage) == "" {
 		errs = append(errs, errors.New("--runner-image must not be empty"))
 	}
-	if _, err := labels.Parse(r.Selector); err != nil {
-		errs = append(errs, fmt.Errorf("--selector %q: %v", r.Selector, err))
+	if _, err := selector.Parse(r.Selector); err != nil {
+		errs = append(errs, fmt.Errorf("--selector %q: %w", r.Selector, err))
 	}
 	for _, s := range r.ExcludeSelector {
-		if sel, err := labels.Parse(s); err != nil {
-			errs = append(errs, fmt.Errorf("--exclude-selector %q: %v", s, err))
-		} else if sel.Empty() {
-			errs = append(errs, fmt.Errorf("--exclude-selector %q would exclude every RunnerGroup", s))
+		if _, err := selector.ParseExclude(s); err != nil {
+			errs = append(errs, fmt.Errorf("--exclude-selector %q: %w", s, err))
 		}
 	}
 	for _, l := range r.DefaultLabels {

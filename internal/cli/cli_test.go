@@ -56,6 +56,19 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	assert.Equal(t, "text", r.LogFormat)
 }
 
+// The chart passes selectors as JSON LabelSelectors; their commas do not
+// split the env var, whose separator is ';'.
+func TestJSONSelectorsFromEnvironment(t *testing.T) {
+	t.Setenv("SCALER_SELECTOR", `{"matchLabels":{"team":"infra"}}`)
+	t.Setenv("SCALER_EXCLUDE_SELECTORS", `{"matchExpressions":[{"key":"pool","operator":"In","values":["gpu","arm"]}]};tier=x`)
+
+	r, err := parse(t)
+	require.NoError(t, err)
+
+	assert.Equal(t, `{"matchLabels":{"team":"infra"}}`, r.Selector)
+	assert.Equal(t, []string{`{"matchExpressions":[{"key":"pool","operator":"In","values":["gpu","arm"]}]}`, "tier=x"}, r.ExcludeSelector)
+}
+
 func TestDefaults(t *testing.T) {
 	r, err := parse(t)
 	require.NoError(t, err)
@@ -85,6 +98,8 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 		{name: "workers", args: []string{"--workers", "0"}, want: "--workers must be between 1 and 64"},
 		{name: "selector", args: []string{"--selector", "a in ("}, want: `--selector "a in ("`},
 		{name: "empty exclude selector", args: []string{"--exclude-selector", " "}, want: "would exclude every RunnerGroup"},
+		{name: "JSON exclude selector selecting everything", env: map[string]string{"SCALER_EXCLUDE_SELECTORS": "pool=gpu;{}"}, want: `--exclude-selector "{}": would exclude every RunnerGroup`},
+		{name: "misspelt JSON selector", args: []string{"--selector", `{"matchLabel":{"a":"b"}}`}, want: `--selector "{\"matchLabel\":{\"a\":\"b\"}}": invalid JSON label selector`},
 		{name: "bad default label", args: []string{"--default-labels", "has space"}, want: `invalid label "has space"`},
 		{name: "bad env value", env: map[string]string{"SCALER_WORKERS": "many"}, want: "--workers"},
 		{name: "negative job ttl", args: []string{"--runner-job-ttl=-1"}, want: "--runner-job-ttl must be 0 or more"},

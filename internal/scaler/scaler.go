@@ -27,6 +27,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
 )
 
 // GroupClient reads RunnerGroups and writes their status.
@@ -42,10 +43,11 @@ type GiteaFactory func(baseURL, token string) (gitea.Client, error)
 type Config struct {
 	// Namespaces to serve; empty serves all namespaces.
 	Namespaces []string
-	// Selector picks RunnerGroups by label; empty picks all.
+	// Selector picks RunnerGroups by label, in either form package
+	// selector reads; empty picks all.
 	Selector string
-	// ExcludeSelectors skip RunnerGroups that any of them matches; an
-	// additional listener takes those groups.
+	// ExcludeSelectors skip RunnerGroups that any of them matches (same
+	// forms); an additional listener takes those groups.
 	ExcludeSelectors []string
 	// DryRun plans and prints, and writes nothing.
 	DryRun bool
@@ -77,16 +79,13 @@ type Scaler struct {
 // New checks the configuration and returns a scaler.
 func New(s Scaler) (*Scaler, error) {
 	var err error
-	if s.include, err = labels.Parse(s.Config.Selector); err != nil {
+	if s.include, err = selector.Parse(s.Config.Selector); err != nil {
 		return nil, fmt.Errorf("invalid selector %q: %w", s.Config.Selector, err)
 	}
 	for _, raw := range s.Config.ExcludeSelectors {
-		sel, err := labels.Parse(raw)
+		sel, err := selector.ParseExclude(raw)
 		if err != nil {
 			return nil, fmt.Errorf("invalid exclude selector %q: %w", raw, err)
-		}
-		if sel.Empty() {
-			return nil, fmt.Errorf("exclude selector %q would exclude every RunnerGroup", raw)
 		}
 		s.excludes = append(s.excludes, sel)
 	}

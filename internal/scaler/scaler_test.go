@@ -383,6 +383,8 @@ func TestSelectorsPickGroups(t *testing.T) {
 		{name: "selector", selector: "pool=gpu", want: []string{"b"}},
 		{name: "excluded by an additional listener", excludes: []string{"pool=gpu"}, want: []string{"a", "c"}},
 		{name: "several excludes", excludes: []string{"pool=gpu", "pool in (arm)"}, want: []string{"a"}},
+		{name: "JSON selector", selector: `{"matchExpressions":[{"key":"pool","operator":"Exists"}]}`, want: []string{"b", "c"}},
+		{name: "JSON exclude", excludes: []string{`{"matchLabels":{"pool":"arm"}}`}, want: []string{"a", "b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
