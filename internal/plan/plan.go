@@ -102,63 +102,72 @@ func Make(in Input) Result {
 			active++
 		}
 	}
+	kept, dropped := keepClaims(in)
+	// A claim whose Job is not listed is a Job being created right now, or
+	// one whose creation failed; within the TTL it holds its slot either way.
+	for _, e := range kept {
+		if _, listed := jobs[e.JobName]; !listed && in.Now.Sub(e.ClaimedAt) < in.SpawnTTL {
+			active++
+		}
+	}
+	res := Result{Active: active, Slots: max(in.MaxActive-active, 0), Dropped: dropped}
+	res.New, res.Waiting = claimQueued(in, kept, jobs, res.Slots)
+	res.Claims = kept
+	return res
+}
+
+// keepClaims returns the claims still worth keeping, and the sorted IDs of
+// those dropped: a claim goes once its job is no longer queued, unless the
+// claim is newer than the listing that says so.
+func keepClaims(in Input) (state.Claims, []int64) {
 	queued := make(map[int64]bool, len(in.Queued))
 	for _, id := range in.Queued {
 		queued[id] = true
 	}
-
-	next := state.Claims{}
+	kept := state.Claims{}
 	var dropped []int64
 	for id, e := range in.Claims {
 		if queued[id] || e.ClaimedAt.After(in.SnapshotAt) {
-			next[id] = e
+			kept[id] = e
 			continue
 		}
 		dropped = append(dropped, id)
 	}
 	sort.Slice(dropped, func(i, j int) bool { return dropped[i] < dropped[j] })
+	return kept, dropped
+}
 
-	// A claim whose Job is not listed is a Job being created right now, or
-	// one whose creation failed; within the TTL it holds its slot either way.
-	for _, e := range next {
-		if _, listed := jobs[e.JobName]; !listed && in.Now.Sub(e.ClaimedAt) < in.SpawnTTL {
-			active++
-		}
-	}
-
-	slots := in.MaxActive - active
-	if slots < 0 {
-		slots = 0
-	}
-	res := Result{Active: active, Slots: slots, Dropped: dropped}
-
+// claimQueued claims the queued jobs that need a runner, oldest first and
+// at most slots of them, adding the new claims to claims. It returns them
+// and how many queued jobs are left waiting.
+func claimQueued(in Input, claims state.Claims, jobs map[string]RunnerJob, slots int) ([]Claim, int) {
+	var (
+		made    []Claim
+		waiting int
+	)
 	ids := append([]int64(nil), in.Queued...)
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	left := slots
 	for i, id := range ids {
 		if i > 0 && ids[i-1] == id {
 			continue
 		}
-		prev, claimed := next[id]
+		prev, claimed := claims[id]
 		if claimed && !spent(in, prev, id, jobs) {
 			j, listed := jobs[prev.JobName]
 			if in.Now.Sub(prev.ClaimedAt) < in.SpawnTTL || (listed && j.Active) {
-				res.Waiting++
+				waiting++
 				continue
 			}
 		}
-		retry := claimed
-		if left == 0 {
-			res.Waiting++
+		if len(made) == slots {
+			waiting++
 			continue
 		}
-		c := Claim{GiteaJobID: id, JobName: in.NewJobName(), Retry: retry}
-		next[id] = state.Entry{ClaimedAt: in.Now, JobName: c.JobName}
-		res.New = append(res.New, c)
-		left--
+		c := Claim{GiteaJobID: id, JobName: in.NewJobName(), Retry: claimed}
+		claims[id] = state.Entry{ClaimedAt: in.Now, JobName: c.JobName}
+		made = append(made, c)
 	}
-	res.Claims = next
-	return res
+	return made, waiting
 }
 
 // spent reports whether a claim's runner can no longer serve the claimed,
