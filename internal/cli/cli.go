@@ -1,6 +1,7 @@
 // Package cli is the scaler's command line: flags (each also read from an
-// environment variable, which is how the Helm chart configures it), logging
-// and the run loop.
+// environment variable, which is how the Helm chart configures it), their
+// validation, logging, and the wiring of real clients into the scaler,
+// whose Run makes the passes.
 package cli
 
 import (
@@ -9,10 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -177,92 +175,41 @@ func (r *RunCmd) run(streams IO) int {
 		log.Error("cannot create Kubernetes client", "error", err)
 		return ExitFailed
 	}
-	return r.Serve(kube, runnergroups.Client{Dynamic: dyn}, nil, log, streams)
+	return r.runWith(scaler.Deps{
+		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: r.giteaFactory(), Log: log, Out: streams.Out,
+	})
 }
 
-// Serve runs the passes with the given clients (tests pass fakes) and
-// returns the exit code. A nil factory talks to real Gitea.
-func (r *RunCmd) Serve(kube kubernetes.Interface, groups scaler.GroupClient, factory scaler.GiteaFactory, log *slog.Logger, streams IO) int {
-	if factory == nil {
-		factory = func(baseURL, token string) (gitea.Client, error) {
-			return gitea.NewClient(baseURL, token, gitea.Options{Timeout: r.GiteaTimeout, UserAgent: "gitea-runner-scaler/" + Version})
-		}
+// giteaFactory makes the clients of real Gitea instances.
+func (r *RunCmd) giteaFactory() scaler.GiteaFactory {
+	return func(baseURL, token string) (gitea.Client, error) {
+		return gitea.NewClient(baseURL, token, gitea.Options{Timeout: r.GiteaTimeout, UserAgent: "gitea-runner-scaler/" + Version})
 	}
+}
+
+// runWith runs the scaler on the given clients (tests pass fakes) and
+// returns the exit code.
+func (r *RunCmd) runWith(deps scaler.Deps) int {
 	opts := runnerjob.DefaultOptions()
 	opts.Image = r.RunnerImage
 	opts.TTLSecondsAfterFinished = r.RunnerJobTTL
 	if len(r.DefaultLabels) > 0 {
 		opts.DefaultLabels = r.DefaultLabels
 	}
-	sc, err := scaler.New(scaler.Scaler{
-		Kube: kube, Groups: groups, Gitea: factory, Log: log, Out: streams.Out,
-		Config: scaler.Config{
-			Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
-			DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, Runner: opts,
-		},
+	sc, err := scaler.New(deps, scaler.Config{
+		Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
+		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, Runner: opts,
 	})
 	if err != nil {
-		log.Error("invalid configuration", "error", err)
+		deps.Log.Error("invalid configuration", "error", err)
 		return ExitUsage
 	}
-
-	// The first SIGTERM (or SIGINT) stops the loop after the pass in
-	// flight; a second one cancels that pass too. A single pass is
-	// cancelled by the first signal.
-	stop := make(chan os.Signal, 2)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(stop)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stopping := make(chan struct{})
-	go func() {
-		if _, ok := <-stop; !ok {
-			return
-		}
-		if !r.Loop {
-			cancel()
-			return
-		}
-		close(stopping)
-		log.Info("stopping after the pass in flight")
-		if _, ok := <-stop; ok {
-			cancel()
-		}
-	}()
-
-	log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
+	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun)
-	for {
-		start := time.Now()
-		sum, err := sc.Pass(ctx)
-		code := ExitOK
-		switch {
-		case err != nil:
-			log.Error("pass could not run", "error", err)
-			code = ExitFailed
-		case sum.Err() != nil:
-			log.Error("pass finished with failed RunnerGroups", "groups", sum.Groups, "created", sum.Created, "failed", sum.Failed, "duration", time.Since(start))
-			code = ExitFailed
-		default:
-			log.Info("pass finished", "groups", sum.Groups, "created", sum.Created, "duration", time.Since(start))
-		}
-		if !r.Loop {
-			return code
-		}
-		// A stop that came during the pass wins over a timer that is also
-		// due already (a pass longer than the interval): select would pick
-		// between two ready cases at random and might start one more pass.
-		select {
-		case <-stopping:
-			return ExitOK
-		default:
-		}
-		select {
-		case <-stopping:
-			return ExitOK
-		case <-time.After(time.Until(start.Add(r.Interval))):
-		}
+	if err := sc.Run(context.Background(), scaler.RunOptions{Loop: r.Loop, Interval: r.Interval}); err != nil {
+		return ExitFailed
 	}
+	return ExitOK
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {

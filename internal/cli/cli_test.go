@@ -24,6 +24,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 )
 
 func parse(t *testing.T, args ...string) (*RunCmd, error) {
@@ -163,9 +164,9 @@ func TestChartReservesEveryScalerEnvVar(t *testing.T) {
 	assert.Equal(t, flagEnv, reserved)
 }
 
-// Serve returns ExitFailed when a group failed, so the CronJob's Job shows
+// A run returns ExitFailed when a group failed, so the CronJob's Job shows
 // as failed, and ExitOK when every group was served.
-func TestServeExitCodes(t *testing.T) {
+func TestRunExitCodes(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		giteaErr error
@@ -180,7 +181,7 @@ func TestServeExitCodes(t *testing.T) {
 			r, err := parse(t)
 			require.NoError(t, err)
 			var out bytes.Buffer
-			code := r.Serve(kube, groups, factory, slog.New(slog.NewTextHandler(&out, nil)), IO{Out: &out, Err: &out})
+			code := r.runWith(scaler.Deps{Kube: kube, Groups: groups, Gitea: factory, Log: slog.New(slog.NewTextHandler(&out, nil)), Out: &out})
 			assert.Equal(t, tc.want, code, out.String())
 		})
 	}
@@ -233,7 +234,8 @@ func (c *countingGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot,
 }
 
 // Regression (found end to end): with --loop, a SIGTERM during a pass
-// longer than --interval could start one more pass.
+// longer than --interval could start one more pass. This runs it with the
+// flags and a real signal; internal/scaler's loop tests cover the rest.
 func TestLoopStopsAfterThePassInFlight(t *testing.T) {
 	for round := range 5 {
 		kube, groups := oneGlobalGroup()
@@ -241,8 +243,8 @@ func TestLoopStopsAfterThePassInFlight(t *testing.T) {
 		r, err := parse(t, "--loop", "--interval", "10ms")
 		require.NoError(t, err)
 		var out bytes.Buffer
-		code := r.Serve(kube, groups, func(string, string) (gitea.Client, error) { return g, nil },
-			slog.New(slog.NewTextHandler(&out, nil)), IO{Out: &out, Err: &out})
+		code := r.runWith(scaler.Deps{Kube: kube, Groups: groups, Gitea: func(string, string) (gitea.Client, error) { return g, nil },
+			Log: slog.New(slog.NewTextHandler(&out, nil)), Out: &out})
 		assert.Equal(t, ExitOK, code)
 		assert.EqualValues(t, 1, g.calls.Load(), "round %d: a pass started after SIGTERM", round)
 	}

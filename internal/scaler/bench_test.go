@@ -44,12 +44,12 @@ func BenchmarkPass(b *testing.B) {
 				b.Fatal(err)
 			}
 			e := newEnv(b, rgs...)
-			sc := e.scaler(func(s *Scaler) {
-				s.Gitea = func(url, token string) (gitea.Client, error) {
+			sc := e.scaler(func(d *Deps, c *Config) {
+				d.Gitea = func(url, token string) (gitea.Client, error) {
 					return gitea.NewClient(url, token, gitea.Options{Timeout: 5 * time.Second})
 				}
-				s.Log = nil
-				s.Config.Workers = 4
+				d.Log = nil
+				c.Workers = 4
 			})
 			if sum, err := sc.Pass(context.Background()); err != nil || sum.Created != 20*groups {
 				b.Fatalf("first pass: %+v %v", sum, err)

@@ -40,7 +40,7 @@ var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 // fakeGitea serves a fixed snapshot per target; it is the scaler-level
 // stand-in for Gitea (the HTTP-level fake in internal/gitea/giteatest is
-// checked against the recorded fixtures).
+// checked against recordings of a real Gitea).
 type fakeGitea struct {
 	mu    sync.Mutex
 	snap  gitea.Snapshot
@@ -134,9 +134,23 @@ func newEnv(t testing.TB, groups ...*v1alpha1.RunnerGroup) *env {
 	return e
 }
 
-func (e *env) scaler(mutate ...func(*Scaler)) *Scaler {
+// setup changes what a test's scaler is built from.
+type setup func(*Deps, *Config)
+
+func (e *env) scaler(setups ...setup) *Scaler {
 	e.t.Helper()
-	s := Scaler{
+	deps, cfg := e.inputs()
+	for _, set := range setups {
+		set(&deps, &cfg)
+	}
+	sc, err := New(deps, cfg)
+	require.NoError(e.t, err)
+	return sc
+}
+
+// inputs are what the test's scalers are built from, before any setup.
+func (e *env) inputs() (Deps, Config) {
+	deps := Deps{
 		Kube: e.kube, Groups: runnergroups.Client{Dynamic: e.dyn},
 		Gitea: func(url, token string) (gitea.Client, error) {
 			e.mu.Lock()
@@ -146,26 +160,21 @@ func (e *env) scaler(mutate ...func(*Scaler)) *Scaler {
 		},
 		Log: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Out: e.out,
-		Config: Config{
-			SpawnTTL: 5 * time.Minute, Workers: 2,
-			Runner: runnerjob.Options{Image: runnerjob.DefaultImage, DefaultLabels: []string{"ubuntu-latest:docker://x"}, TTLSecondsAfterFinished: 600},
-		},
 		Now: e.now,
 		NewJobName: func(group string) string {
 			return fmt.Sprintf("%s-n%04d", group, e.names.Add(1))
 		},
 	}
-	for _, m := range mutate {
-		m(&s)
+	cfg := Config{
+		SpawnTTL: 5 * time.Minute, Workers: 2,
+		Runner: runnerjob.Options{Image: runnerjob.DefaultImage, DefaultLabels: []string{"ubuntu-latest:docker://x"}, TTLSecondsAfterFinished: 600},
 	}
-	sc, err := New(s)
-	require.NoError(e.t, err)
-	return sc
+	return deps, cfg
 }
 
-func (e *env) pass(mutate ...func(*Scaler)) Summary {
+func (e *env) pass(setups ...setup) Summary {
 	e.t.Helper()
-	sum, err := e.scaler(mutate...).Pass(context.Background())
+	sum, err := e.scaler(setups...).Pass(context.Background())
 	require.NoError(e.t, err)
 	return sum
 }
@@ -197,7 +206,7 @@ func (e *env) group(name string) *v1alpha1.RunnerGroup {
 	return &rg
 }
 
-func (e *env) state(group string) state.Claims {
+func (e *env) claims(group string) state.Claims {
 	e.t.Helper()
 	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), state.ConfigMapName(group), metav1.GetOptions{})
 	require.NoError(e.t, err)
