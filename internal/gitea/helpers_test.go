@@ -20,10 +20,11 @@ const (
 // answers in well under a millisecond.
 const testTimeout = 2 * time.Second
 
-// fixtureScene is the scene of the recordings in testdata (see
-// /work/shared/fixtures/gitea-1.26/README.md): org acme with repo app (job 1
-// done, jobs 2-4 queued) and user alice with repo tool (job 5 queued, job 6
-// blocked on it).
+// fixtureScene is the scene the recordings in testdata were made in, on a
+// real Gitea 1.26 with its origin rewritten to http://gitea.test:3000 (each
+// file holds one request and its answer, with a note on what it shows): org
+// acme with repo app (job 1 done, jobs 2-4 queued) and user alice with repo
+// tool (job 5 queued, job 6 blocked on it).
 func fixtureScene() giteatest.Scene {
 	return giteatest.Scene{
 		Orgs:  []giteatest.Org{{Name: "acme"}},

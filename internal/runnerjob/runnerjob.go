@@ -1,5 +1,8 @@
 // Package runnerjob builds the batch/v1 Job that runs one ephemeral
-// act_runner for one queued Gitea job (spec §5.1).
+// act_runner for one queued Gitea job: named after the group, labelled with
+// the group and the Gitea job, controlled by the group, registering with
+// Gitea under the Job's own name. The README's "The runner Job" section
+// describes the same shape for users.
 package runnerjob
 
 import (
@@ -147,7 +150,8 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 							{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(runnerlabels.Effective(rg.Spec.Labels, opts.DefaultLabels), ",")},
 						},
 						// The dind-rootless image runs its own Docker daemon,
-						// which needs a privileged container (spec §7).
+						// which needs a privileged container; runner
+						// namespaces must therefore admit privileged pods.
 						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 					}},
 				},
