@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -70,17 +69,4 @@ func (c Client) PatchStatus(ctx context.Context, rg *v1alpha1.RunnerGroup) error
 		return fmt.Errorf("cannot update status of RunnerGroup %s/%s: %w", rg.Namespace, rg.Name, err)
 	}
 	return nil
-}
-
-// ToUnstructured converts a RunnerGroup for the dynamic client (tests and
-// tools create groups this way).
-func ToUnstructured(rg *v1alpha1.RunnerGroup) (*unstructured.Unstructured, error) {
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rg)
-	if err != nil {
-		return nil, err
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	u.SetAPIVersion(v1alpha1.GroupVersion.String())
-	u.SetKind(v1alpha1.Kind)
-	return u, nil
 }

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -125,9 +126,9 @@ func newEnv(t testing.TB, groups ...*v1alpha1.RunnerGroup) *env {
 	})
 	var objs []runtime.Object
 	for _, rg := range groups {
-		u, err := runnergroups.ToUnstructured(rg)
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rg) // newGroup sets apiVersion and kind
 		require.NoError(t, err)
-		objs = append(objs, u)
+		objs = append(objs, &unstructured.Unstructured{Object: obj})
 	}
 	e.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"}, objs...)
