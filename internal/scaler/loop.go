@@ -24,6 +24,9 @@ type RunOptions struct {
 // group failed, so the CronJob's Job shows as failed. A loop returns nil
 // once a signal stopped it.
 func (s *Scaler) Run(ctx context.Context, o RunOptions) error {
+	if s.groups == nil {
+		return errNotMadeByNew
+	}
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(signals)

@@ -14,6 +14,9 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 )
 
+// errNotMadeByNew is what a zero Scaler says instead of panicking.
+var errNotMadeByNew = errors.New("scaler: this Scaler was not made by scaler.New")
+
 // Summary says how a pass went.
 type Summary struct {
 	// Groups counts the RunnerGroups served.
@@ -38,7 +41,7 @@ func (s Summary) Err() error {
 // Summary and on the group's conditions, and the others go on.
 func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 	if s.groups == nil {
-		return Summary{}, errors.New("scaler: this Scaler was not made by scaler.New")
+		return Summary{}, errNotMadeByNew
 	}
 	groups, broken, err := s.listGroups(ctx)
 	if err != nil {

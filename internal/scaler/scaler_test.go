@@ -59,4 +59,5 @@ func TestNewFillsDefaults(t *testing.T) {
 func TestZeroScalerAsksForNew(t *testing.T) {
 	_, err := (&Scaler{}).Pass(context.Background())
 	assert.ErrorContains(t, err, "not made by scaler.New")
+	assert.ErrorContains(t, (&Scaler{}).Run(context.Background(), RunOptions{}), "not made by scaler.New")
 }
