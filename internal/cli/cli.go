@@ -1,6 +1,7 @@
 // Package cli is the scaler's command line: flags (each also read from an
-// environment variable, which is how the Helm chart configures it), logging
-// and the run loop.
+// environment variable, which is how the Helm chart configures it), their
+// validation, logging, and the wiring of real clients into the scaler,
+// whose Run makes the passes.
 package cli
 
 import (
@@ -9,24 +10,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	glabels "github.com/gitea-runner-operator/gitea-runner-operator/internal/labels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
@@ -52,8 +50,8 @@ type CLI struct {
 type RunCmd struct {
 	Kubeconfig      string        `env:"KUBECONFIG" placeholder:"PATH" help:"Kubeconfig file; empty uses the pod's in-cluster config, then ~/.kube/config."`
 	Namespace       []string      `short:"n" env:"SCALER_NAMESPACES" placeholder:"NS" help:"Namespace to serve (repeat, or comma-separated in the env var); empty serves all namespaces."`
-	Selector        string        `env:"SCALER_SELECTOR" placeholder:"SELECTOR" help:"Label selector over RunnerGroups, e.g. 'team=infra,tier in (gpu)'."`
-	ExcludeSelector []string      `env:"SCALER_EXCLUDE_SELECTORS" sep:";" placeholder:"SELECTOR" help:"Skip RunnerGroups this selector matches (repeat, or ';'-separated in the env var): those belong to another listener."`
+	Selector        string        `env:"SCALER_SELECTOR" placeholder:"SELECTOR" help:"Label selector over RunnerGroups: 'team=infra,tier in (gpu)', or a JSON LabelSelector such as '{\"matchLabels\":{\"team\":\"infra\"}}'."`
+	ExcludeSelector []string      `env:"SCALER_EXCLUDE_SELECTORS" sep:";" placeholder:"SELECTOR" help:"Skip RunnerGroups this selector matches, in either form of --selector (repeat, or ';'-separated in the env var): those belong to another listener."`
 	Loop            bool          `env:"SCALER_LOOP" help:"Pass again every --interval until SIGTERM; the pass in flight is finished first."`
 	Interval        time.Duration `env:"SCALER_INTERVAL" default:"30s" help:"Time between the starts of passes with --loop."`
 	DryRun          bool          `env:"SCALER_DRY_RUN" help:"Plan and print what would be done; write nothing."`
@@ -92,18 +90,16 @@ func (r *RunCmd) Validate() error {
 	if strings.TrimSpace(r.RunnerImage) == "" {
 		errs = append(errs, errors.New("--runner-image must not be empty"))
 	}
-	if _, err := labels.Parse(r.Selector); err != nil {
-		errs = append(errs, fmt.Errorf("--selector %q: %v", r.Selector, err))
+	if _, err := selector.Parse(r.Selector); err != nil {
+		errs = append(errs, fmt.Errorf("--selector %q: %w", r.Selector, err))
 	}
 	for _, s := range r.ExcludeSelector {
-		if sel, err := labels.Parse(s); err != nil {
-			errs = append(errs, fmt.Errorf("--exclude-selector %q: %v", s, err))
-		} else if sel.Empty() {
-			errs = append(errs, fmt.Errorf("--exclude-selector %q would exclude every RunnerGroup", s))
+		if _, err := selector.ParseExclude(s); err != nil {
+			errs = append(errs, fmt.Errorf("--exclude-selector %q: %w", s, err))
 		}
 	}
 	for _, l := range r.DefaultLabels {
-		if strings.TrimSpace(l) == "" || strings.ContainsAny(l, " \t") || glabels.Name(l) == "" {
+		if strings.TrimSpace(l) == "" || strings.ContainsAny(l, " \t") || runnerlabels.Name(l) == "" {
 			errs = append(errs, fmt.Errorf("--default-labels: invalid label %q", l))
 		}
 	}
@@ -179,92 +175,41 @@ func (r *RunCmd) run(streams IO) int {
 		log.Error("cannot create Kubernetes client", "error", err)
 		return ExitFailed
 	}
-	return r.Serve(kube, runnergroups.Client{Dynamic: dyn}, nil, log, streams)
+	return r.runWith(scaler.Deps{
+		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: r.giteaFactory(), Log: log, Out: streams.Out,
+	})
 }
 
-// Serve runs the passes with the given clients (tests pass fakes) and
-// returns the exit code. A nil factory talks to real Gitea.
-func (r *RunCmd) Serve(kube kubernetes.Interface, groups scaler.GroupClient, factory scaler.GiteaFactory, log *slog.Logger, streams IO) int {
-	if factory == nil {
-		factory = func(baseURL, token string) (gitea.Client, error) {
-			return gitea.NewClient(baseURL, token, gitea.Options{Timeout: r.GiteaTimeout, UserAgent: "gitea-runner-scaler/" + Version})
-		}
+// giteaFactory makes the clients of real Gitea instances.
+func (r *RunCmd) giteaFactory() scaler.GiteaFactory {
+	return func(baseURL, token string) (gitea.Client, error) {
+		return gitea.NewClient(baseURL, token, gitea.Options{Timeout: r.GiteaTimeout, UserAgent: "gitea-runner-scaler/" + Version})
 	}
+}
+
+// runWith runs the scaler on the given clients (tests pass fakes) and
+// returns the exit code.
+func (r *RunCmd) runWith(deps scaler.Deps) int {
 	opts := runnerjob.DefaultOptions()
 	opts.Image = r.RunnerImage
 	opts.TTLSecondsAfterFinished = r.RunnerJobTTL
 	if len(r.DefaultLabels) > 0 {
 		opts.DefaultLabels = r.DefaultLabels
 	}
-	sc, err := scaler.New(scaler.Scaler{
-		Kube: kube, Groups: groups, Gitea: factory, Log: log, Out: streams.Out,
-		Config: scaler.Config{
-			Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
-			DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, Runner: opts,
-		},
+	sc, err := scaler.New(deps, scaler.Config{
+		Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
+		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, Runner: opts,
 	})
 	if err != nil {
-		log.Error("invalid configuration", "error", err)
+		deps.Log.Error("invalid configuration", "error", err)
 		return ExitUsage
 	}
-
-	// The first SIGTERM (or SIGINT) stops the loop after the pass in
-	// flight; a second one cancels that pass too. A single pass is
-	// cancelled by the first signal.
-	stop := make(chan os.Signal, 2)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(stop)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stopping := make(chan struct{})
-	go func() {
-		if _, ok := <-stop; !ok {
-			return
-		}
-		if !r.Loop {
-			cancel()
-			return
-		}
-		close(stopping)
-		log.Info("stopping after the pass in flight")
-		if _, ok := <-stop; ok {
-			cancel()
-		}
-	}()
-
-	log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
+	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun)
-	for {
-		start := time.Now()
-		sum, err := sc.Pass(ctx)
-		code := ExitOK
-		switch {
-		case err != nil:
-			log.Error("pass could not run", "error", err)
-			code = ExitFailed
-		case sum.Err() != nil:
-			log.Error("pass finished with failed RunnerGroups", "groups", sum.Groups, "created", sum.Created, "failed", sum.Failed, "duration", time.Since(start))
-			code = ExitFailed
-		default:
-			log.Info("pass finished", "groups", sum.Groups, "created", sum.Created, "duration", time.Since(start))
-		}
-		if !r.Loop {
-			return code
-		}
-		// A stop that came during the pass wins over a timer that is also
-		// due already (a pass longer than the interval): select would pick
-		// between two ready cases at random and might start one more pass.
-		select {
-		case <-stopping:
-			return ExitOK
-		default:
-		}
-		select {
-		case <-stopping:
-			return ExitOK
-		case <-time.After(time.Until(start.Add(r.Interval))):
-		}
+	if err := sc.Run(context.Background(), scaler.RunOptions{Loop: r.Loop, Interval: r.Interval}); err != nil {
+		return ExitFailed
 	}
+	return ExitOK
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {

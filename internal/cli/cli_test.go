@@ -24,6 +24,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 )
 
 func parse(t *testing.T, args ...string) (*RunCmd, error) {
@@ -56,6 +57,19 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	assert.Equal(t, "text", r.LogFormat)
 }
 
+// The chart passes selectors as JSON LabelSelectors; their commas do not
+// split the env var, whose separator is ';'.
+func TestJSONSelectorsFromEnvironment(t *testing.T) {
+	t.Setenv("SCALER_SELECTOR", `{"matchLabels":{"team":"infra"}}`)
+	t.Setenv("SCALER_EXCLUDE_SELECTORS", `{"matchExpressions":[{"key":"pool","operator":"In","values":["gpu","arm"]}]};tier=x`)
+
+	r, err := parse(t)
+	require.NoError(t, err)
+
+	assert.Equal(t, `{"matchLabels":{"team":"infra"}}`, r.Selector)
+	assert.Equal(t, []string{`{"matchExpressions":[{"key":"pool","operator":"In","values":["gpu","arm"]}]}`, "tier=x"}, r.ExcludeSelector)
+}
+
 func TestDefaults(t *testing.T) {
 	r, err := parse(t)
 	require.NoError(t, err)
@@ -85,6 +99,8 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 		{name: "workers", args: []string{"--workers", "0"}, want: "--workers must be between 1 and 64"},
 		{name: "selector", args: []string{"--selector", "a in ("}, want: `--selector "a in ("`},
 		{name: "empty exclude selector", args: []string{"--exclude-selector", " "}, want: "would exclude every RunnerGroup"},
+		{name: "JSON exclude selector selecting everything", env: map[string]string{"SCALER_EXCLUDE_SELECTORS": "pool=gpu;{}"}, want: `--exclude-selector "{}": would exclude every RunnerGroup`},
+		{name: "misspelt JSON selector", args: []string{"--selector", `{"matchLabel":{"a":"b"}}`}, want: `--selector "{\"matchLabel\":{\"a\":\"b\"}}": invalid JSON label selector`},
 		{name: "bad default label", args: []string{"--default-labels", "has space"}, want: `invalid label "has space"`},
 		{name: "bad env value", env: map[string]string{"SCALER_WORKERS": "many"}, want: "--workers"},
 		{name: "negative job ttl", args: []string{"--runner-job-ttl=-1"}, want: "--runner-job-ttl must be 0 or more"},
@@ -148,9 +164,9 @@ func TestChartReservesEveryScalerEnvVar(t *testing.T) {
 	assert.Equal(t, flagEnv, reserved)
 }
 
-// Serve returns ExitFailed when a group failed, so the CronJob's Job shows
+// A run returns ExitFailed when a group failed, so the CronJob's Job shows
 // as failed, and ExitOK when every group was served.
-func TestServeExitCodes(t *testing.T) {
+func TestRunExitCodes(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		giteaErr error
@@ -165,7 +181,7 @@ func TestServeExitCodes(t *testing.T) {
 			r, err := parse(t)
 			require.NoError(t, err)
 			var out bytes.Buffer
-			code := r.Serve(kube, groups, factory, slog.New(slog.NewTextHandler(&out, nil)), IO{Out: &out, Err: &out})
+			code := r.runWith(scaler.Deps{Kube: kube, Groups: groups, Gitea: factory, Log: slog.New(slog.NewTextHandler(&out, nil)), Out: &out})
 			assert.Equal(t, tc.want, code, out.String())
 		})
 	}
@@ -199,7 +215,7 @@ func (f fixedGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, err
 	if f.err != nil {
 		return gitea.Snapshot{}, f.err
 	}
-	return gitea.Snapshot{FetchedAt: time.Now()}, nil
+	return gitea.Snapshot{}, nil
 }
 
 // countingGitea sends SIGTERM to the process during the first pass and
@@ -214,11 +230,12 @@ func (c *countingGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot,
 		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
 		time.Sleep(100 * time.Millisecond)
 	}
-	return gitea.Snapshot{FetchedAt: time.Now()}, nil
+	return gitea.Snapshot{}, nil
 }
 
 // Regression (found end to end): with --loop, a SIGTERM during a pass
-// longer than --interval could start one more pass.
+// longer than --interval could start one more pass. This runs it with the
+// flags and a real signal; internal/scaler's loop tests cover the rest.
 func TestLoopStopsAfterThePassInFlight(t *testing.T) {
 	for round := range 5 {
 		kube, groups := oneGlobalGroup()
@@ -226,8 +243,8 @@ func TestLoopStopsAfterThePassInFlight(t *testing.T) {
 		r, err := parse(t, "--loop", "--interval", "10ms")
 		require.NoError(t, err)
 		var out bytes.Buffer
-		code := r.Serve(kube, groups, func(string, string) (gitea.Client, error) { return g, nil },
-			slog.New(slog.NewTextHandler(&out, nil)), IO{Out: &out, Err: &out})
+		code := r.runWith(scaler.Deps{Kube: kube, Groups: groups, Gitea: func(string, string) (gitea.Client, error) { return g, nil },
+			Log: slog.New(slog.NewTextHandler(&out, nil)), Out: &out})
 		assert.Equal(t, ExitOK, code)
 		assert.EqualValues(t, 1, g.calls.Load(), "round %d: a pass started after SIGTERM", round)
 	}

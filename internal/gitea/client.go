@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	sdk "code.gitea.io/sdk/gitea"
 )
@@ -223,7 +222,7 @@ func (c *client) Snapshot(ctx context.Context, t Target) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	return buildSnapshot(ls, results, time.Now()), nil
+	return buildSnapshot(ls, results), nil
 }
 
 // runListings reads every listing, at most maxConcurrentListings at a time,
@@ -356,7 +355,7 @@ func (c *client) userRepos(ctx context.Context, user string) ([]repoRef, error) 
 }
 
 // buildSnapshot merges the listings' jobs, keeping each ID once.
-func buildSnapshot(ls []listing, results [][]*sdk.ActionWorkflowJob, now time.Time) Snapshot {
+func buildSnapshot(ls []listing, results [][]*sdk.ActionWorkflowJob) Snapshot {
 	type entry struct {
 		job    Job
 		status string // the listing's status filter
@@ -373,7 +372,7 @@ func buildSnapshot(ls []listing, results [][]*sdk.ActionWorkflowJob, now time.Ti
 			byID[j.ID] = entry{job: toJob(j, l.src.repo), status: l.status}
 		}
 	}
-	s := Snapshot{FetchedAt: now}
+	var s Snapshot
 	for _, e := range byID {
 		switch e.status {
 		case statusQueued:
@@ -398,9 +397,7 @@ func toJob(j *sdk.ActionWorkflowJob, listingRepo string) Job {
 	}
 	return Job{
 		ID:         j.ID,
-		Name:       j.Name,
 		Labels:     slices.Clone(j.Labels),
-		Status:     j.Status,
 		RunnerName: j.RunnerName,
 		Repo:       repo,
 	}

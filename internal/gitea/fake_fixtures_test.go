@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteafake"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 )
 
 // fixtureOrigin is the origin the recordings were rewritten to.
@@ -131,7 +131,7 @@ func TestFakeAgreesWithRecordings(t *testing.T) {
 		file  string
 		token string
 		// setup moves the scene to the moment of the recording.
-		setup func(t *testing.T, f *giteafake.Server)
+		setup func(t *testing.T, f *giteatest.Server)
 	}{
 		{file: "admin-jobs-page1", token: adminToken},
 		{file: "admin-jobs-page2", token: adminToken},
@@ -142,10 +142,10 @@ func TestFakeAgreesWithRecordings(t *testing.T) {
 		{file: "error-repo-not-found", token: adminToken},
 		{file: "error-users-jobs-404", token: adminToken},
 		{file: "org-jobs-completed", token: adminToken},
-		{file: "org-jobs-inprogress", token: adminToken, setup: func(t *testing.T, f *giteafake.Server) {
+		{file: "org-jobs-inprogress", token: adminToken, setup: func(t *testing.T, f *giteatest.Server) {
 			// Recorded after a runner named gpu-pool-k2x9q (runner 3) took job 2.
-			require.NoError(t, f.UpdateJob(2, func(j *giteafake.Job) {
-				j.Status, j.RunnerID, j.RunnerName, j.RunAttempt = giteafake.StatusInProgress, 3, "gpu-pool-k2x9q", 1
+			require.NoError(t, f.UpdateJob(2, func(j *giteatest.Job) {
+				j.Status, j.RunnerID, j.RunnerName, j.RunAttempt = giteatest.StatusInProgress, 3, "gpu-pool-k2x9q", 1
 			}))
 		}},
 		{file: "org-jobs-queued-inprogress", token: adminToken},

@@ -89,20 +89,21 @@ func (t Target) validate() error {
 	return nil
 }
 
-// Job is one Gitea Actions job as the scaler needs it.
+// Job is one Gitea Actions job as the scaler needs it. Which list of a
+// Snapshot it is in says its status.
 type Job struct {
 	ID int64
-	// Name is the job's display name, e.g. "build" or "matrix (linux-arm64)".
-	Name string
 	// Labels are the job's runs-on labels, unchanged.
 	Labels []string
-	// Status is Gitea's API status string ("queued", "waiting", "in_progress").
-	Status string
 	// RunnerName is the name the runner registered with; set once a runner
 	// has taken the job.
 	RunnerName string
 	// Repo is "owner/name", parsed from the job's html_url or url. Empty when
 	// neither can be parsed and the listing did not cover a single repository.
+	//
+	// The pass does not read it yet. It is what lets a job seen in a global
+	// or org listing go to the one group whose scope most closely contains
+	// its repository, when several groups could run it.
 	Repo string
 }
 
@@ -117,8 +118,6 @@ type Snapshot struct {
 	Blocked []Job
 	// Running jobs have been taken by a runner.
 	Running []Job
-	// FetchedAt is when the last listing of the pass finished.
-	FetchedAt time.Time
 }
 
 // Client reads Gitea Actions demand. Implementations are safe for

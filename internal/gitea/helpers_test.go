@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteafake"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 )
 
 // Distinctive tokens, so a test can prove they never leak into error text.
@@ -20,32 +20,33 @@ const (
 // answers in well under a millisecond.
 const testTimeout = 2 * time.Second
 
-// fixtureScene is the scene of the recordings in testdata (see
-// /work/shared/fixtures/gitea-1.26/README.md): org acme with repo app (job 1
-// done, jobs 2-4 queued) and user alice with repo tool (job 5 queued, job 6
-// blocked on it).
-func fixtureScene() giteafake.Scene {
-	return giteafake.Scene{
-		Orgs:  []giteafake.Org{{Name: "acme"}},
+// fixtureScene is the scene the recordings in testdata were made in, on a
+// real Gitea 1.26 with its origin rewritten to http://gitea.test:3000 (each
+// file holds one request and its answer, with a note on what it shows): org
+// acme with repo app (job 1 done, jobs 2-4 queued) and user alice with repo
+// tool (job 5 queued, job 6 blocked on it).
+func fixtureScene() giteatest.Scene {
+	return giteatest.Scene{
+		Orgs:  []giteatest.Org{{Name: "acme"}},
 		Users: []string{"root", "alice"},
-		Repos: []giteafake.Repo{{Owner: "acme", Name: "app"}, {Owner: "alice", Name: "tool"}},
-		Jobs: []giteafake.Job{
+		Repos: []giteatest.Repo{{Owner: "acme", Name: "app"}, {Owner: "alice", Name: "tool"}},
+		Jobs: []giteatest.Job{
 			{ID: 1, Owner: "acme", Repo: "app", RunID: 1, Name: "build", Labels: []string{"ubuntu-latest"},
-				Status: giteafake.StatusCompleted, Conclusion: "success", RunnerID: 2, RunnerName: "rg-ci-xyz34", RunAttempt: 1},
-			{ID: 2, Owner: "acme", Repo: "app", RunID: 1, Name: "gpu", Labels: []string{"self-hosted", "gpu"}, Status: giteafake.StatusQueued},
-			{ID: 3, Owner: "acme", Repo: "app", RunID: 1, Name: "matrix (linux-arm64)", Labels: []string{"linux-arm64"}, Status: giteafake.StatusQueued},
-			{ID: 4, Owner: "acme", Repo: "app", RunID: 1, Name: "matrix (ubuntu-22.04)", Labels: []string{"ubuntu-22.04"}, Status: giteafake.StatusQueued},
-			{ID: 5, Owner: "alice", Repo: "tool", RunID: 2, Name: "lint", Labels: []string{"ubuntu-latest"}, Status: giteafake.StatusQueued},
-			{ID: 6, Owner: "alice", Repo: "tool", RunID: 2, Name: "deploy", Labels: []string{"ubuntu-latest", "deploy"}, Status: giteafake.StatusBlocked},
+				Status: giteatest.StatusCompleted, Conclusion: "success", RunnerID: 2, RunnerName: "rg-ci-xyz34", RunAttempt: 1},
+			{ID: 2, Owner: "acme", Repo: "app", RunID: 1, Name: "gpu", Labels: []string{"self-hosted", "gpu"}, Status: giteatest.StatusQueued},
+			{ID: 3, Owner: "acme", Repo: "app", RunID: 1, Name: "matrix (linux-arm64)", Labels: []string{"linux-arm64"}, Status: giteatest.StatusQueued},
+			{ID: 4, Owner: "acme", Repo: "app", RunID: 1, Name: "matrix (ubuntu-22.04)", Labels: []string{"ubuntu-22.04"}, Status: giteatest.StatusQueued},
+			{ID: 5, Owner: "alice", Repo: "tool", RunID: 2, Name: "lint", Labels: []string{"ubuntu-latest"}, Status: giteatest.StatusQueued},
+			{ID: 6, Owner: "alice", Repo: "tool", RunID: 2, Name: "deploy", Labels: []string{"ubuntu-latest", "deploy"}, Status: giteatest.StatusBlocked},
 		},
 	}
 }
 
 // newFake starts a fake Gitea with the given scene, an admin token for root
 // and a user token for alice.
-func newFake(t *testing.T, scene giteafake.Scene) *giteafake.Server {
+func newFake(t *testing.T, scene giteatest.Scene) *giteatest.Server {
 	t.Helper()
-	f := giteafake.New()
+	f := giteatest.New()
 	t.Cleanup(f.Close)
 	f.AddToken(adminToken, "root", true)
 	f.AddToken(aliceToken, "alice", false)

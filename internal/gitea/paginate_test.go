@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
-	"time"
 
 	sdk "code.gitea.io/sdk/gitea"
 	"github.com/stretchr/testify/assert"
@@ -124,14 +123,11 @@ func TestBuildSnapshotDedupes(t *testing.T) {
 		{j(1, "waiting"), j(4, "waiting")},
 		{j(2, "in_progress")},
 	}
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-	snap := buildSnapshot(ls, results, now)
+	snap := buildSnapshot(ls, results)
 
 	assert.Equal(t, []int64{1, 3}, ids(snap.Queued), "1 moved blocked->queued, 3 seen twice")
 	assert.Equal(t, []int64{4}, ids(snap.Blocked))
 	assert.Equal(t, []int64{2}, ids(snap.Running), "2 moved queued->running")
-	assert.Equal(t, now, snap.FetchedAt)
 	assert.Equal(t, "acme/app", snap.Queued[0].Repo, "no URLs: the listing's repository")
 }
 
@@ -140,7 +136,7 @@ func TestBuildSnapshotDedupes(t *testing.T) {
 func TestBuildSnapshotCopiesLabels(t *testing.T) {
 	src := adminSource()
 	raw := &sdk.ActionWorkflowJob{ID: 1, Labels: []string{"a"}}
-	snap := buildSnapshot([]listing{{src, statusQueued}}, [][]*sdk.ActionWorkflowJob{{raw}}, time.Now())
+	snap := buildSnapshot([]listing{{src, statusQueued}}, [][]*sdk.ActionWorkflowJob{{raw}})
 	raw.Labels[0] = "changed"
 	assert.Equal(t, []string{"a"}, snap.Queued[0].Labels)
 	assert.Empty(t, snap.Queued[0].Repo)

@@ -1,8 +1,11 @@
 // Package plan decides, without any I/O, which queued Gitea jobs get a new
-// runner Job in this pass and what the de-duplication state becomes.
+// runner Job in this pass and what the claims become.
 //
-// The rules follow the spec's SpawnedJobsCache (§4.2), made safe for
-// several passes at once and for passes that die half-way:
+// A claim says that a runner Job was started for a Gitea job, and when; it
+// keeps the next pass from starting a second one. The original operator kept
+// such a record in memory for a fixed time (a "spawned jobs cache"); here it
+// is stored (internal/state) and the rules are made safe for several passes
+// at once and for passes that die half-way:
 //
 //   - A queued job claimed within the spawn TTL is skipped: its runner is
 //     starting.
@@ -48,8 +51,8 @@ type Input struct {
 	MaxActive int
 	// Jobs are the group's runner Jobs as listed in this pass.
 	Jobs []RunnerJob
-	// Spawned is the state as loaded in this pass.
-	Spawned state.Spawned
+	// Claims are the claims as loaded in this pass.
+	Claims state.Claims
 	// Queued are the IDs of the queued Gitea jobs the group can serve.
 	Queued []int64
 	// Busy maps the group's runners (by name) to the Gitea job each is
@@ -61,7 +64,7 @@ type Input struct {
 	NewJobName func() string
 }
 
-// Claim is a runner Job to create for a Gitea job.
+// Claim is a new claim: a runner Job to create for a Gitea job.
 type Claim struct {
 	GiteaJobID int64
 	JobName    string
@@ -72,10 +75,12 @@ type Claim struct {
 
 // Result is the plan.
 type Result struct {
-	// Claims are the runner Jobs to create, oldest Gitea job first.
-	Claims []Claim
-	// Spawned is the state to store before any Job is created.
-	Spawned state.Spawned
+	// New are the claims this plan makes, oldest Gitea job first: one
+	// runner Job to create for each.
+	New []Claim
+	// Claims are all the claims to store (those kept and the new ones)
+	// before any Job is created.
+	Claims state.Claims
 	// Active counts active runner Jobs plus claims whose Job is not there yet.
 	Active int
 	// Slots is how many runners the group could start before this plan.
@@ -97,63 +102,72 @@ func Make(in Input) Result {
 			active++
 		}
 	}
+	kept, dropped := keepClaims(in)
+	// A claim whose Job is not listed is a Job being created right now, or
+	// one whose creation failed; within the TTL it holds its slot either way.
+	for _, e := range kept {
+		if _, listed := jobs[e.JobName]; !listed && in.Now.Sub(e.ClaimedAt) < in.SpawnTTL {
+			active++
+		}
+	}
+	res := Result{Active: active, Slots: max(in.MaxActive-active, 0), Dropped: dropped}
+	res.New, res.Waiting = claimQueued(in, kept, jobs, res.Slots)
+	res.Claims = kept
+	return res
+}
+
+// keepClaims returns the claims still worth keeping, and the sorted IDs of
+// those dropped: a claim goes once its job is no longer queued, unless the
+// claim is newer than the listing that says so.
+func keepClaims(in Input) (state.Claims, []int64) {
 	queued := make(map[int64]bool, len(in.Queued))
 	for _, id := range in.Queued {
 		queued[id] = true
 	}
-
-	next := state.Spawned{}
+	kept := state.Claims{}
 	var dropped []int64
-	for id, e := range in.Spawned {
-		if queued[id] || e.SpawnedAt.After(in.SnapshotAt) {
-			next[id] = e
+	for id, e := range in.Claims {
+		if queued[id] || e.ClaimedAt.After(in.SnapshotAt) {
+			kept[id] = e
 			continue
 		}
 		dropped = append(dropped, id)
 	}
 	sort.Slice(dropped, func(i, j int) bool { return dropped[i] < dropped[j] })
+	return kept, dropped
+}
 
-	// A claim whose Job is not listed is a Job being created right now, or
-	// one whose creation failed; within the TTL it holds its slot either way.
-	for _, e := range next {
-		if _, listed := jobs[e.JobName]; !listed && in.Now.Sub(e.SpawnedAt) < in.SpawnTTL {
-			active++
-		}
-	}
-
-	slots := in.MaxActive - active
-	if slots < 0 {
-		slots = 0
-	}
-	res := Result{Active: active, Slots: slots, Dropped: dropped}
-
+// claimQueued claims the queued jobs that need a runner, oldest first and
+// at most slots of them, adding the new claims to claims. It returns them
+// and how many queued jobs are left waiting.
+func claimQueued(in Input, claims state.Claims, jobs map[string]RunnerJob, slots int) ([]Claim, int) {
+	var (
+		made    []Claim
+		waiting int
+	)
 	ids := append([]int64(nil), in.Queued...)
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	left := slots
 	for i, id := range ids {
 		if i > 0 && ids[i-1] == id {
 			continue
 		}
-		prev, claimed := next[id]
+		prev, claimed := claims[id]
 		if claimed && !spent(in, prev, id, jobs) {
 			j, listed := jobs[prev.JobName]
-			if in.Now.Sub(prev.SpawnedAt) < in.SpawnTTL || (listed && j.Active) {
-				res.Waiting++
+			if in.Now.Sub(prev.ClaimedAt) < in.SpawnTTL || (listed && j.Active) {
+				waiting++
 				continue
 			}
 		}
-		retry := claimed
-		if left == 0 {
-			res.Waiting++
+		if len(made) == slots {
+			waiting++
 			continue
 		}
-		c := Claim{GiteaJobID: id, JobName: in.NewJobName(), Retry: retry}
-		next[id] = state.Entry{SpawnedAt: in.Now, JobName: c.JobName}
-		res.Claims = append(res.Claims, c)
-		left--
+		c := Claim{GiteaJobID: id, JobName: in.NewJobName(), Retry: claimed}
+		claims[id] = state.Entry{ClaimedAt: in.Now, JobName: c.JobName}
+		made = append(made, c)
 	}
-	res.Spawned = next
-	return res
+	return made, waiting
 }
 
 // spent reports whether a claim's runner can no longer serve the claimed,

@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -65,25 +64,9 @@ func (c Client) PatchStatus(ctx context.Context, rg *v1alpha1.RunnerGroup) error
 		return fmt.Errorf("cannot encode status of RunnerGroup %s/%s: %w", rg.Namespace, rg.Name, err)
 	}
 	_, err = c.Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(rg.Namespace).
-		Patch(ctx, rg.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		Patch(ctx, rg.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager}, "status")
 	if err != nil {
 		return fmt.Errorf("cannot update status of RunnerGroup %s/%s: %w", rg.Namespace, rg.Name, err)
 	}
 	return nil
-}
-
-// FieldManager names the scaler in managedFields.
-const FieldManager = "gitea-runner-scaler"
-
-// ToUnstructured converts a RunnerGroup for the dynamic client (tests and
-// tools create groups this way).
-func ToUnstructured(rg *v1alpha1.RunnerGroup) (*unstructured.Unstructured, error) {
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rg)
-	if err != nil {
-		return nil, err
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	u.SetAPIVersion(v1alpha1.GroupVersion.String())
-	u.SetKind(v1alpha1.Kind)
-	return u, nil
 }

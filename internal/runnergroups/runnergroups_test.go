@@ -17,11 +17,12 @@ import (
 )
 
 func group(ns, name string, lbl map[string]string) *unstructured.Unstructured {
-	u, _ := ToUnstructured(&v1alpha1.RunnerGroup{
+	obj, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.RunnerGroup{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbl},
 		Spec:       v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeGlobal, MaxActiveRunners: 2},
 	})
-	return u
+	return &unstructured.Unstructured{Object: obj}
 }
 
 func newClient(objs ...runtime.Object) Client {

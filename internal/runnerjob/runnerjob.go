@@ -1,5 +1,8 @@
 // Package runnerjob builds the batch/v1 Job that runs one ephemeral
-// act_runner for one queued Gitea job (spec §5.1).
+// act_runner for one queued Gitea job: named after the group, labelled with
+// the group and the Gitea job, controlled by the group, registering with
+// Gitea under the Job's own name. The README's "The runner Job" section
+// describes the same shape for users.
 package runnerjob
 
 import (
@@ -13,19 +16,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/labels"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 )
 
-// Labels and values every runner Job carries.
+// Settings of the runner Job. The label and annotation keys it carries are
+// in internal/api/v1alpha1/wellknown.go, with the other names the scaler
+// writes on objects.
 const (
-	GroupLabel     = "gitea.bpg.pw/runnergroup-name"
-	ManagedByLabel = "gitea.bpg.pw/managed-by"
-	ManagedBy      = "gitea-runner-operator"
-	GiteaJobLabel  = state.GiteaJobIDLabel
-	// SafeToEvictAnnotation keeps node autoscalers from evicting a runner in
-	// the middle of a job.
-	SafeToEvictAnnotation = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 	// ContainerName is the runner container's name.
 	ContainerName = "runner"
 	// DefaultImage is act_runner with its own rootless Docker daemon.
@@ -51,7 +48,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Image:                   DefaultImage,
-		DefaultLabels:           labels.DefaultLabels,
+		DefaultLabels:           runnerlabels.DefaultLabels,
 		TTLSecondsAfterFinished: DefaultTTLSecondsAfterFinished,
 	}
 }
@@ -82,11 +79,11 @@ func IsRunnerName(group, runnerName string) bool {
 }
 
 // Selector returns the label selector of a group's runner Jobs.
-func Selector(group string) string { return GroupLabel + "=" + group }
+func Selector(group string) string { return v1alpha1.LabelRunnerGroupName + "=" + group }
 
 // GroupLabels are the labels that tie an object to its RunnerGroup.
 func GroupLabels(group string) map[string]string {
-	return map[string]string{GroupLabel: group, ManagedByLabel: ManagedBy}
+	return map[string]string{v1alpha1.LabelRunnerGroupName: group, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}
 }
 
 // Build returns the runner Job for one Gitea job.
@@ -104,10 +101,10 @@ func GroupLabels(group string) map[string]string {
 // daemon and serves it on a unix socket that act_runner finds by default.
 func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options) *batchv1.Job {
 	jobLabels := GroupLabels(rg.Name)
-	jobLabels[GiteaJobLabel] = strconv.FormatInt(giteaJobID, 10)
+	jobLabels[v1alpha1.LabelGiteaJobID] = strconv.FormatInt(giteaJobID, 10)
 	jobLabels["app.kubernetes.io/name"] = "gitea-runner"
 	jobLabels["app.kubernetes.io/component"] = "runner"
-	jobLabels["app.kubernetes.io/managed-by"] = ManagedBy
+	jobLabels["app.kubernetes.io/managed-by"] = v1alpha1.ManagedBy
 
 	podLabels := make(map[string]string, len(jobLabels))
 	for k, v := range jobLabels {
@@ -133,7 +130,7 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      podLabels,
-					Annotations: map[string]string{SafeToEvictAnnotation: "false"},
+					Annotations: map[string]string{v1alpha1.AnnotationSafeToEvict: "false"},
 				},
 				Spec: corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyOnFailure,
@@ -150,10 +147,11 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 							}},
 							{Name: "GITEA_RUNNER_EPHEMERAL", Value: "true"},
 							{Name: "GITEA_RUNNER_NAME", Value: name},
-							{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(labels.Effective(rg.Spec.Labels, opts.DefaultLabels), ",")},
+							{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(runnerlabels.Effective(rg.Spec.Labels, opts.DefaultLabels), ",")},
 						},
 						// The dind-rootless image runs its own Docker daemon,
-						// which needs a privileged container (spec §7).
+						// which needs a privileged container; runner
+						// namespaces must therefore admit privileged pods.
 						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 					}},
 				},

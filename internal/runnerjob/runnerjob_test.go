@@ -42,9 +42,9 @@ func TestBuildFollowsTheSpec(t *testing.T) {
 
 	assert.Equal(t, "ci-x2v7k", j.Name)
 	assert.Equal(t, "runners", j.Namespace)
-	assert.Equal(t, "ci", j.Labels[GroupLabel])
-	assert.Equal(t, "gitea-runner-operator", j.Labels[ManagedByLabel])
-	assert.Equal(t, "42", j.Labels[GiteaJobLabel])
+	assert.Equal(t, "ci", j.Labels["gitea.bpg.pw/runnergroup-name"])
+	assert.Equal(t, "gitea-runner-operator", j.Labels["gitea.bpg.pw/managed-by"])
+	assert.Equal(t, "42", j.Labels["gitea.bpg.pw/gitea-job-id"])
 	require.Len(t, j.OwnerReferences, 1)
 	ref := j.OwnerReferences[0]
 	assert.Equal(t, "gitea.bpg.pw/v1alpha1", ref.APIVersion)
@@ -56,9 +56,9 @@ func TestBuildFollowsTheSpec(t *testing.T) {
 
 	pod := j.Spec.Template
 	assert.Equal(t, corev1.RestartPolicyOnFailure, pod.Spec.RestartPolicy)
-	assert.Equal(t, "false", pod.Annotations[SafeToEvictAnnotation])
-	assert.Equal(t, "ci", pod.Labels[GroupLabel])
-	assert.Equal(t, "42", pod.Labels[GiteaJobLabel])
+	assert.Equal(t, "false", pod.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"])
+	assert.Equal(t, "ci", pod.Labels["gitea.bpg.pw/runnergroup-name"])
+	assert.Equal(t, "42", pod.Labels["gitea.bpg.pw/gitea-job-id"])
 	require.Len(t, pod.Spec.Containers, 1)
 	c := pod.Spec.Containers[0]
 	assert.Equal(t, "runner", c.Name)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteafake"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 )
 
 // BenchmarkPass measures whole passes through the real Gitea client against
@@ -20,20 +20,20 @@ import (
 func BenchmarkPass(b *testing.B) {
 	for _, groups := range []int{1, 10, 50} {
 		b.Run(fmt.Sprintf("steady/groups=%d/queued=20", groups), func(b *testing.B) {
-			srv := giteafake.New()
+			srv := giteatest.New()
 			defer srv.Close()
 			srv.AddToken(secretToken, "admin", true)
-			var scene giteafake.Scene
+			var scene giteatest.Scene
 			var rgs []*v1alpha1.RunnerGroup
 			id := int64(0)
 			for g := range groups {
 				org := fmt.Sprintf("org%d", g)
-				scene.Orgs = append(scene.Orgs, giteafake.Org{Name: org})
-				scene.Repos = append(scene.Repos, giteafake.Repo{Owner: org, Name: "app"})
+				scene.Orgs = append(scene.Orgs, giteatest.Org{Name: org})
+				scene.Repos = append(scene.Repos, giteatest.Repo{Owner: org, Name: "app"})
 				for range 20 {
 					id++
-					scene.Jobs = append(scene.Jobs, giteafake.Job{ID: id, Owner: org, Repo: "app", RunID: 1, Name: "build",
-						Labels: []string{"ubuntu-latest"}, Status: giteafake.StatusQueued})
+					scene.Jobs = append(scene.Jobs, giteatest.Job{ID: id, Owner: org, Repo: "app", RunID: 1, Name: "build",
+						Labels: []string{"ubuntu-latest"}, Status: giteatest.StatusQueued})
 				}
 				rgs = append(rgs, newGroup(fmt.Sprintf("g%d", g), 20, func(rg *v1alpha1.RunnerGroup) {
 					rg.Spec.Org = org
@@ -44,12 +44,12 @@ func BenchmarkPass(b *testing.B) {
 				b.Fatal(err)
 			}
 			e := newEnv(b, rgs...)
-			sc := e.scaler(func(s *Scaler) {
-				s.Gitea = func(url, token string) (gitea.Client, error) {
+			sc := e.scaler(func(d *Deps, c *Config) {
+				d.Gitea = func(url, token string) (gitea.Client, error) {
 					return gitea.NewClient(url, token, gitea.Options{Timeout: 5 * time.Second})
 				}
-				s.Log = nil
-				s.Config.Workers = 4
+				d.Log = nil
+				c.Workers = 4
 			})
 			if sum, err := sc.Pass(context.Background()); err != nil || sum.Created != 20*groups {
 				b.Fatalf("first pass: %+v %v", sum, err)

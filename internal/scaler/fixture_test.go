@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,8 +40,8 @@ const (
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 // fakeGitea serves a fixed snapshot per target; it is the scaler-level
-// stand-in for Gitea (the HTTP-level fake in internal/gitea/giteafake is
-// checked against the recorded fixtures).
+// stand-in for Gitea (the HTTP-level fake in internal/gitea/giteatest is
+// checked against recordings of a real Gitea).
 type fakeGitea struct {
 	mu    sync.Mutex
 	snap  gitea.Snapshot
@@ -63,13 +64,11 @@ func (f *fakeGitea) Snapshot(_ context.Context, t gitea.Target) (gitea.Snapshot,
 	if f.err != nil {
 		return gitea.Snapshot{}, f.err
 	}
-	s := f.snap
-	s.FetchedAt = t0
-	return s, nil
+	return f.snap, nil
 }
 
 func queued(id int64, labels ...string) gitea.Job {
-	return gitea.Job{ID: id, Labels: labels, Status: "queued"}
+	return gitea.Job{ID: id, Labels: labels}
 }
 
 func newGroup(name string, max int32, mutate ...func(*v1alpha1.RunnerGroup)) *v1alpha1.RunnerGroup {
@@ -127,18 +126,32 @@ func newEnv(t testing.TB, groups ...*v1alpha1.RunnerGroup) *env {
 	})
 	var objs []runtime.Object
 	for _, rg := range groups {
-		u, err := runnergroups.ToUnstructured(rg)
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rg) // newGroup sets apiVersion and kind
 		require.NoError(t, err)
-		objs = append(objs, u)
+		objs = append(objs, &unstructured.Unstructured{Object: obj})
 	}
 	e.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"}, objs...)
 	return e
 }
 
-func (e *env) scaler(mutate ...func(*Scaler)) *Scaler {
+// setup changes what a test's scaler is built from.
+type setup func(*Deps, *Config)
+
+func (e *env) scaler(setups ...setup) *Scaler {
 	e.t.Helper()
-	s := Scaler{
+	deps, cfg := e.inputs()
+	for _, set := range setups {
+		set(&deps, &cfg)
+	}
+	sc, err := New(deps, cfg)
+	require.NoError(e.t, err)
+	return sc
+}
+
+// inputs are what the test's scalers are built from, before any setup.
+func (e *env) inputs() (Deps, Config) {
+	deps := Deps{
 		Kube: e.kube, Groups: runnergroups.Client{Dynamic: e.dyn},
 		Gitea: func(url, token string) (gitea.Client, error) {
 			e.mu.Lock()
@@ -148,26 +161,21 @@ func (e *env) scaler(mutate ...func(*Scaler)) *Scaler {
 		},
 		Log: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Out: e.out,
-		Config: Config{
-			SpawnTTL: 5 * time.Minute, Workers: 2,
-			Runner: runnerjob.Options{Image: runnerjob.DefaultImage, DefaultLabels: []string{"ubuntu-latest:docker://x"}, TTLSecondsAfterFinished: 600},
-		},
 		Now: e.now,
 		NewJobName: func(group string) string {
 			return fmt.Sprintf("%s-n%04d", group, e.names.Add(1))
 		},
 	}
-	for _, m := range mutate {
-		m(&s)
+	cfg := Config{
+		SpawnTTL: 5 * time.Minute, Workers: 2,
+		Runner: runnerjob.Options{Image: runnerjob.DefaultImage, DefaultLabels: []string{"ubuntu-latest:docker://x"}, TTLSecondsAfterFinished: 600},
 	}
-	sc, err := New(s)
-	require.NoError(e.t, err)
-	return sc
+	return deps, cfg
 }
 
-func (e *env) pass(mutate ...func(*Scaler)) Summary {
+func (e *env) pass(setups ...setup) Summary {
 	e.t.Helper()
-	sum, err := e.scaler(mutate...).Pass(context.Background())
+	sum, err := e.scaler(setups...).Pass(context.Background())
 	require.NoError(e.t, err)
 	return sum
 }
@@ -183,7 +191,7 @@ func (e *env) jobs() []batchv1.Job {
 func (e *env) giteaJobsServed() map[int64]int {
 	out := map[int64]int{}
 	for _, j := range e.jobs() {
-		id, err := strconv.ParseInt(j.Labels[runnerjob.GiteaJobLabel], 10, 64)
+		id, err := strconv.ParseInt(j.Labels[v1alpha1.LabelGiteaJobID], 10, 64)
 		require.NoError(e.t, err)
 		out[id]++
 	}
@@ -199,7 +207,7 @@ func (e *env) group(name string) *v1alpha1.RunnerGroup {
 	return &rg
 }
 
-func (e *env) state(group string) state.Spawned {
+func (e *env) claims(group string) state.Claims {
 	e.t.Helper()
 	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), state.ConfigMapName(group), metav1.GetOptions{})
 	require.NoError(e.t, err)

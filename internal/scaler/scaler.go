@@ -1,5 +1,5 @@
-// Package scaler runs one pass: for every selected RunnerGroup it asks Gitea
-// for queued jobs, claims the ones it will serve in the group's state
+// Package scaler runs passes: for every selected RunnerGroup a pass asks
+// Gitea for queued jobs, claims the ones it will serve in the group's state
 // ConfigMap, creates one runner Job per claim, and writes the group's status.
 //
 // A pass is short-lived and stateless apart from the ConfigMaps, so a
@@ -7,6 +7,18 @@
 // looping Deployment can all run at once: claims are written under the
 // ConfigMap's resourceVersion before any Job is created, and a pass that
 // loses the race re-reads everything and plans again.
+//
+// The files follow a pass from top to bottom:
+//
+//	scaler.go   building a Scaler (New)
+//	loop.go     one pass, or one every interval until a signal (Run)
+//	pass.go     the groups of a pass and the workers that serve them
+//	group.go    one group's steps, and the first of them: validate
+//	observe.go  what the group's runner Jobs and Gitea say
+//	claim.go    the claims: load, plan, store under resourceVersion
+//	create.go   a runner Job per claim; a claim whose Job failed is released
+//	record.go   the group's status, conditions and events
+//	reasons.go  the reasons a group's conditions and events give
 package scaler
 
 import (
@@ -15,9 +27,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
-	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -27,6 +36,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
 )
 
 // GroupClient reads RunnerGroups and writes their status.
@@ -38,175 +48,99 @@ type GroupClient interface {
 // GiteaFactory returns a Gitea client for one instance and API token.
 type GiteaFactory func(baseURL, token string) (gitea.Client, error)
 
+// Deps are what a Scaler talks to. Kube, Groups and Gitea are required; the
+// others have defaults.
+type Deps struct {
+	Kube   kubernetes.Interface
+	Groups GroupClient
+	Gitea  GiteaFactory
+	// Log receives the scaler's logs; nil discards them.
+	Log *slog.Logger
+	// Out receives the dry-run plan; nil discards it.
+	Out io.Writer
+	// Now is the clock (default time.Now) and NewJobName names runner Jobs
+	// (default runnerjob.NewName); tests replace them.
+	Now        func() time.Time
+	NewJobName func(group string) string
+}
+
 // Config is what the scaler's flags set.
 type Config struct {
 	// Namespaces to serve; empty serves all namespaces.
 	Namespaces []string
-	// Selector picks RunnerGroups by label; empty picks all.
+	// Selector picks RunnerGroups by label, in either form package
+	// selector reads; empty picks all.
 	Selector string
-	// ExcludeSelectors skip RunnerGroups that any of them matches; an
-	// additional listener takes those groups.
+	// ExcludeSelectors skip RunnerGroups that any of them matches (same
+	// forms); an additional listener takes those groups.
 	ExcludeSelectors []string
 	// DryRun plans and prints, and writes nothing.
 	DryRun bool
 	// SpawnTTL is how long a claim keeps a queued job from a second runner.
 	SpawnTTL time.Duration
-	// Workers is how many groups are served at once.
+	// Workers is how many groups are served at once; less than 1 means 1.
 	Workers int
 	// Runner configures the runner Jobs.
 	Runner runnerjob.Options
 }
 
-// Scaler runs passes.
+// Scaler runs passes. Make one with New: the zero value has nothing to talk
+// to, and its Pass says so.
 type Scaler struct {
-	Kube   kubernetes.Interface
-	Groups GroupClient
-	Gitea  GiteaFactory
-	Log    *slog.Logger
-	Config Config
-	// Out receives the dry-run plan.
-	Out io.Writer
-	// Now and NewJobName are replaceable in tests.
-	Now        func() time.Time
-	NewJobName func(group string) string
+	kube       kubernetes.Interface
+	groups     GroupClient
+	gitea      GiteaFactory
+	log        *slog.Logger
+	out        io.Writer
+	now        func() time.Time
+	newJobName func(group string) string
+	cfg        Config
 
+	// include and excludes are cfg's selectors, parsed once.
 	include  labels.Selector
 	excludes []labels.Selector
 }
 
-// New checks the configuration and returns a scaler.
-func New(s Scaler) (*Scaler, error) {
-	var err error
-	if s.include, err = labels.Parse(s.Config.Selector); err != nil {
-		return nil, fmt.Errorf("invalid selector %q: %w", s.Config.Selector, err)
+// New checks the dependencies and the configuration and returns a Scaler.
+func New(deps Deps, cfg Config) (*Scaler, error) {
+	switch {
+	case deps.Kube == nil:
+		return nil, errors.New("scaler: no Kubernetes client")
+	case deps.Groups == nil:
+		return nil, errors.New("scaler: no RunnerGroup client")
+	case deps.Gitea == nil:
+		return nil, errors.New("scaler: no Gitea client factory")
+	case cfg.SpawnTTL <= 0:
+		return nil, errors.New("the spawn TTL must be positive")
 	}
-	for _, raw := range s.Config.ExcludeSelectors {
-		sel, err := labels.Parse(raw)
+	s := &Scaler{
+		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,
+		log: deps.Log, out: deps.Out, now: deps.Now, newJobName: deps.NewJobName,
+		cfg: cfg,
+	}
+	var err error
+	if s.include, err = selector.Parse(cfg.Selector); err != nil {
+		return nil, fmt.Errorf("invalid selector %q: %w", cfg.Selector, err)
+	}
+	for _, raw := range cfg.ExcludeSelectors {
+		sel, err := selector.ParseExclude(raw)
 		if err != nil {
 			return nil, fmt.Errorf("invalid exclude selector %q: %w", raw, err)
 		}
-		if sel.Empty() {
-			return nil, fmt.Errorf("exclude selector %q would exclude every RunnerGroup", raw)
-		}
 		s.excludes = append(s.excludes, sel)
 	}
-	if s.Config.Workers < 1 {
-		s.Config.Workers = 1
+	s.cfg.Workers = max(cfg.Workers, 1)
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
-	if s.Config.SpawnTTL <= 0 {
-		return nil, errors.New("the spawn TTL must be positive")
+	if s.out == nil {
+		s.out = io.Discard
 	}
-	if s.Now == nil {
-		s.Now = time.Now
+	if s.now == nil {
+		s.now = time.Now
 	}
-	if s.NewJobName == nil {
-		s.NewJobName = runnerjob.NewName
+	if s.newJobName == nil {
+		s.newJobName = runnerjob.NewName
 	}
-	if s.Out == nil {
-		s.Out = io.Discard
-	}
-	if s.Log == nil {
-		s.Log = slog.New(slog.DiscardHandler)
-	}
-	return &s, nil
-}
-
-// Summary says how a pass went.
-type Summary struct {
-	// Groups counts the RunnerGroups served.
-	Groups int
-	// Failed names the groups that failed ("namespace/name").
-	Failed []string
-	// Created counts the runner Jobs created.
-	Created int
-}
-
-// Err is non-nil when any group failed, so the pass's Job fails visibly in
-// the CronJob's history.
-func (s Summary) Err() error {
-	if len(s.Failed) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%d of %d RunnerGroups failed: %s", len(s.Failed), s.Groups, strings.Join(s.Failed, ", "))
-}
-
-// Pass serves every selected RunnerGroup once. It returns an error only when
-// it could not find the groups at all; a group that fails is reported in the
-// Summary and on the group's conditions, and the others go on.
-func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
-	groups, broken, err := s.listGroups(ctx)
-	if err != nil {
-		return Summary{}, err
-	}
-	sum := Summary{Groups: len(groups) + len(broken)}
-	for _, b := range broken {
-		s.Log.Error("cannot read RunnerGroup", "runnergroup", b.Namespace+"/"+b.Name, "error", b.Err)
-		sum.Failed = append(sum.Failed, b.Namespace+"/"+b.Name)
-	}
-
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		work = make(chan *v1alpha1.RunnerGroup)
-	)
-	for range min(s.Config.Workers, max(len(groups), 1)) {
-		wg.Go(func() {
-			for rg := range work {
-				created, err := s.serve(ctx, rg)
-				mu.Lock()
-				sum.Created += created
-				if err != nil {
-					sum.Failed = append(sum.Failed, rg.Namespace+"/"+rg.Name)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for i := range groups {
-		work <- &groups[i]
-	}
-	close(work)
-	wg.Wait()
-	sort.Strings(sum.Failed)
-	return sum, nil
-}
-
-func (s *Scaler) listGroups(ctx context.Context) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, error) {
-	namespaces := s.Config.Namespaces
-	if len(namespaces) == 0 {
-		namespaces = []string{""}
-	}
-	var (
-		out    []v1alpha1.RunnerGroup
-		broken []runnergroups.Broken
-	)
-	for _, ns := range namespaces {
-		groups, b, err := s.Groups.List(ctx, ns, s.include.String())
-		if err != nil {
-			return nil, nil, err
-		}
-		broken = append(broken, b...)
-		for _, rg := range groups {
-			if s.excluded(rg.Labels) {
-				continue
-			}
-			out = append(out, rg)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out, broken, nil
-}
-
-func (s *Scaler) excluded(l map[string]string) bool {
-	for _, sel := range s.excludes {
-		if sel.Matches(labels.Set(l)) {
-			return true
-		}
-	}
-	return false
+	return s, nil
 }

@@ -1,7 +1,13 @@
-// Package state is the scaler's memory between passes: which Gitea jobs a
-// runner Job was already started for, and when. Each RunnerGroup keeps it in
-// a ConfigMap of its own (see Store), so that a CronJob pass, a manual pass
-// and the next pass all see the claims of the others.
+// Package state is the scaler's memory between passes: the claims, which
+// say for which Gitea jobs a runner Job was already started, and when. Each
+// RunnerGroup keeps its claims in a ConfigMap of its own (see Store), so
+// that a CronJob pass, a manual pass and the next pass all see the claims of
+// the others.
+//
+// The encoding predates the word "claim": the ConfigMap key and the JSON
+// field names still say "spawned". They stay as they are, so that a scaler
+// of this version and one of the version before can read each other's
+// ConfigMaps during an upgrade.
 package state
 
 import (
@@ -12,58 +18,60 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
 const (
-	// DataKey is the ConfigMap key that holds the encoded state.
+	// DataKey is the ConfigMap key that holds the encoded claims (the name
+	// is part of the stored format; see the package comment).
 	DataKey = "spawned.json"
-	// MaxEntries bounds the state so the ConfigMap stays far below the 1 MiB
-	// object limit (an entry is under 100 bytes). Entries leave as soon as
+	// MaxClaims bounds the state so the ConfigMap stays far below the 1 MiB
+	// object limit (a claim is under 100 bytes). Claims leave as soon as
 	// their Gitea job is no longer queued, so the bound is only reached by a
-	// queue of more than MaxEntries jobs, and then the oldest claims go first.
-	MaxEntries = 2000
+	// queue of more than MaxClaims jobs, and then the oldest claims go first.
+	MaxClaims = 2000
 	// formatVersion lets a later release change the encoding and still read
 	// (or knowingly rebuild) what an older release wrote.
 	formatVersion = 1
 )
 
-// GiteaJobIDLabel is the label on every runner Job naming the Gitea job it
-// was started for; it lets the state be rebuilt from the Jobs themselves.
-const GiteaJobIDLabel = "gitea.bpg.pw/gitea-job-id"
-
 // Entry records one claim: a runner Job was (or is about to be) created for a
-// Gitea job.
+// Gitea job. The JSON names are the stored format (see the package comment):
+// do not rename them.
 type Entry struct {
-	// SpawnedAt is when the claim was made.
-	SpawnedAt time.Time `json:"spawnedAt"`
+	// ClaimedAt is when the claim was made.
+	ClaimedAt time.Time `json:"spawnedAt"`
 	// JobName is the runner Job created for the claim.
 	JobName string `json:"jobName"`
 }
 
-// Spawned maps Gitea job IDs to their claims.
-type Spawned map[int64]Entry
+// Claims maps Gitea job IDs to their claims.
+type Claims map[int64]Entry
 
 // Clone returns a copy that can be changed without touching s.
-func (s Spawned) Clone() Spawned {
-	out := make(Spawned, len(s))
+func (s Claims) Clone() Claims {
+	out := make(Claims, len(s))
 	for k, v := range s {
 		out[k] = v
 	}
 	return out
 }
 
+// document is the stored format; its JSON names must not change (see the
+// package comment).
 type document struct {
 	Version int              `json:"version"`
-	Spawned map[string]Entry `json:"spawned"`
+	Claims  map[string]Entry `json:"spawned"`
 }
 
 // Decode reads the state from a ConfigMap's data. Missing data is an empty
 // state; anything unreadable is an error, so the caller can rebuild the
 // state from the Jobs instead of trusting it.
-func Decode(data map[string]string) (Spawned, error) {
+func Decode(data map[string]string) (Claims, error) {
 	raw, ok := data[DataKey]
 	if !ok || raw == "" {
-		return Spawned{}, nil
+		return Claims{}, nil
 	}
 	var doc document
 	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
@@ -72,13 +80,13 @@ func Decode(data map[string]string) (Spawned, error) {
 	if doc.Version != formatVersion {
 		return nil, fmt.Errorf("cannot decode %s: unknown format version %d", DataKey, doc.Version)
 	}
-	out := make(Spawned, len(doc.Spawned))
-	for k, e := range doc.Spawned {
+	out := make(Claims, len(doc.Claims))
+	for k, e := range doc.Claims {
 		id, err := strconv.ParseInt(k, 10, 64)
 		if err != nil || id <= 0 {
 			return nil, fmt.Errorf("cannot decode %s: bad Gitea job id %q", DataKey, k)
 		}
-		if e.JobName == "" || e.SpawnedAt.IsZero() {
+		if e.JobName == "" || e.ClaimedAt.IsZero() {
 			return nil, fmt.Errorf("cannot decode %s: incomplete entry for Gitea job %d", DataKey, id)
 		}
 		out[id] = e
@@ -86,14 +94,14 @@ func Decode(data map[string]string) (Spawned, error) {
 	return out, nil
 }
 
-// Encode writes the state as ConfigMap data, keeping the MaxEntries newest
+// Encode writes the state as ConfigMap data, keeping the MaxClaims newest
 // claims. JSON object keys are sorted, so equal states encode equally and a
 // pass that changed nothing can skip its write.
-func Encode(s Spawned) map[string]string {
-	kept := Bound(s, MaxEntries)
-	doc := document{Version: formatVersion, Spawned: make(map[string]Entry, len(kept))}
+func Encode(s Claims) map[string]string {
+	kept := Bound(s, MaxClaims)
+	doc := document{Version: formatVersion, Claims: make(map[string]Entry, len(kept))}
 	for id, e := range kept {
-		doc.Spawned[strconv.FormatInt(id, 10)] = Entry{SpawnedAt: e.SpawnedAt.UTC().Truncate(time.Second), JobName: e.JobName}
+		doc.Claims[strconv.FormatInt(id, 10)] = Entry{ClaimedAt: e.ClaimedAt.UTC().Truncate(time.Second), JobName: e.JobName}
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
@@ -103,8 +111,8 @@ func Encode(s Spawned) map[string]string {
 	return map[string]string{DataKey: string(raw)}
 }
 
-// Bound returns s with at most max entries, dropping the oldest claims.
-func Bound(s Spawned, max int) Spawned {
+// Bound returns s with at most max claims, dropping the oldest.
+func Bound(s Claims, max int) Claims {
 	if len(s) <= max {
 		return s
 	}
@@ -114,12 +122,12 @@ func Bound(s Spawned, max int) Spawned {
 	}
 	sort.Slice(ids, func(i, j int) bool {
 		a, b := s[ids[i]], s[ids[j]]
-		if !a.SpawnedAt.Equal(b.SpawnedAt) {
-			return a.SpawnedAt.After(b.SpawnedAt)
+		if !a.ClaimedAt.Equal(b.ClaimedAt) {
+			return a.ClaimedAt.After(b.ClaimedAt)
 		}
 		return ids[i] > ids[j]
 	})
-	out := make(Spawned, max)
+	out := make(Claims, max)
 	for _, id := range ids[:max] {
 		out[id] = s[id]
 	}
@@ -130,18 +138,18 @@ func Bound(s Spawned, max int) Spawned {
 // carries the Gitea job ID it was started for, and its creation time stands
 // in for the claim time. Jobs without a readable ID are left out. Where two
 // Jobs served one Gitea job (a retry), the newer one wins.
-func FromJobs(jobs []batchv1.Job) Spawned {
-	out := Spawned{}
+func FromJobs(jobs []batchv1.Job) Claims {
+	out := Claims{}
 	for _, j := range jobs {
-		id, err := strconv.ParseInt(j.Labels[GiteaJobIDLabel], 10, 64)
+		id, err := strconv.ParseInt(j.Labels[v1alpha1.LabelGiteaJobID], 10, 64)
 		if err != nil || id <= 0 {
 			continue
 		}
 		at := j.CreationTimestamp.Time
-		if prev, ok := out[id]; ok && !at.After(prev.SpawnedAt) {
+		if prev, ok := out[id]; ok && !at.After(prev.ClaimedAt) {
 			continue
 		}
-		out[id] = Entry{SpawnedAt: at, JobName: j.Name}
+		out[id] = Entry{ClaimedAt: at, JobName: j.Name}
 	}
 	return out
 }

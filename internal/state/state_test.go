@@ -14,7 +14,7 @@ import (
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
-	in := Spawned{1: {SpawnedAt: t0, JobName: "rg-abcde"}, 42: {SpawnedAt: t0.Add(time.Minute), JobName: "rg-fghjk"}}
+	in := Claims{1: {ClaimedAt: t0, JobName: "rg-abcde"}, 42: {ClaimedAt: t0.Add(time.Minute), JobName: "rg-fghjk"}}
 	data := Encode(in)
 	assert.Equal(t, Encode(in.Clone()), data, "equal states encode equally")
 	out, err := Decode(data)
@@ -26,11 +26,11 @@ func TestDecode(t *testing.T) {
 	tests := []struct {
 		name    string
 		data    map[string]string
-		want    Spawned
+		want    Claims
 		wantErr string
 	}{
-		{name: "no data is an empty state", data: nil, want: Spawned{}},
-		{name: "empty value is an empty state", data: map[string]string{DataKey: ""}, want: Spawned{}},
+		{name: "no data is an empty state", data: nil, want: Claims{}},
+		{name: "empty value is an empty state", data: map[string]string{DataKey: ""}, want: Claims{}},
 		{name: "garbage", data: map[string]string{DataKey: "{not json"}, wantErr: "cannot decode"},
 		{name: "unknown version", data: map[string]string{DataKey: `{"version":9,"spawned":{}}`}, wantErr: "unknown format version 9"},
 		{name: "bad id", data: map[string]string{DataKey: `{"version":1,"spawned":{"x":{"spawnedAt":"2026-11-21T12:00:00Z","jobName":"a"}}}`}, wantErr: `bad Gitea job id "x"`},
@@ -50,17 +50,17 @@ func TestDecode(t *testing.T) {
 }
 
 func TestEncodeIsBounded(t *testing.T) {
-	in := Spawned{}
-	for i := 1; i <= MaxEntries+10; i++ {
-		in[int64(i)] = Entry{SpawnedAt: t0.Add(time.Duration(i) * time.Second), JobName: "j" + strconv.Itoa(i)}
+	in := Claims{}
+	for i := 1; i <= MaxClaims+10; i++ {
+		in[int64(i)] = Entry{ClaimedAt: t0.Add(time.Duration(i) * time.Second), JobName: "j" + strconv.Itoa(i)}
 	}
 	out, err := Decode(Encode(in))
 	require.NoError(t, err)
-	assert.Len(t, out, MaxEntries)
+	assert.Len(t, out, MaxClaims)
 	for i := 1; i <= 10; i++ {
 		assert.NotContains(t, out, int64(i), "the oldest claims go first")
 	}
-	assert.Contains(t, out, int64(MaxEntries+10))
+	assert.Contains(t, out, int64(MaxClaims+10))
 	assert.Less(t, len(Encode(in)[DataKey]), 512*1024, "far below the ConfigMap size limit")
 }
 
@@ -68,7 +68,7 @@ func TestFromJobs(t *testing.T) {
 	job := func(name, id string, created time.Time) batchv1.Job {
 		return batchv1.Job{ObjectMeta: metav1.ObjectMeta{
 			Name: name, CreationTimestamp: metav1.NewTime(created),
-			Labels: map[string]string{GiteaJobIDLabel: id},
+			Labels: map[string]string{"gitea.bpg.pw/gitea-job-id": id},
 		}}
 	}
 	got := FromJobs([]batchv1.Job{
@@ -79,8 +79,21 @@ func TestFromJobs(t *testing.T) {
 		job("no-id", "", t0),
 		job("bad-id", "x", t0),
 	})
-	assert.Equal(t, Spawned{
-		1: {SpawnedAt: t0, JobName: "a"},
-		2: {SpawnedAt: t0.Add(6 * time.Minute), JobName: "b-retry"},
+	assert.Equal(t, Claims{
+		1: {ClaimedAt: t0, JobName: "a"},
+		2: {ClaimedAt: t0.Add(6 * time.Minute), JobName: "b-retry"},
 	}, got)
+}
+
+// The stored format is read by the scaler of the previous version during an
+// upgrade, and written by it: its key and field names must not follow
+// renames in the Go code.
+func TestStoredFormatIsThePreviousVersions(t *testing.T) {
+	stored := `{"spawned":{"7":{"spawnedAt":"2026-11-21T12:00:00Z","jobName":"rg-abcde"}},"version":1}`
+	claims := Claims{7: {ClaimedAt: t0, JobName: "rg-abcde"}}
+
+	got, err := Decode(map[string]string{"spawned.json": stored})
+	require.NoError(t, err)
+	assert.Equal(t, claims, got)
+	assert.JSONEq(t, stored, Encode(claims)["spawned.json"])
 }

@@ -37,13 +37,13 @@ func ConfigMapName(group string) string { return group + "-runner-state" }
 
 // Loaded is the state as read, with what is needed to write it back safely.
 type Loaded struct {
-	Spawned Spawned
+	Claims Claims
 	// ResourceVersion is empty when the ConfigMap does not exist yet.
 	ResourceVersion string
-	// Corrupt holds the decode error when the ConfigMap held garbage; Spawned
-	// is then empty and the caller is expected to rebuild it (FromJobs).
+	// Corrupt holds the decode error when the ConfigMap held garbage; Claims
+	// is then empty and the caller is expected to rebuild them (FromJobs).
 	Corrupt error
-	// Data is the encoded form of Spawned as stored, to skip no-op writes.
+	// data is the encoded form of Claims as stored, to skip no-op writes.
 	data map[string]string
 }
 
@@ -56,7 +56,7 @@ type Store struct {
 func (s Store) Load(ctx context.Context, o Owner) (Loaded, error) {
 	cm, err := s.Client.CoreV1().ConfigMaps(o.Namespace).Get(ctx, ConfigMapName(o.Name), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return Loaded{Spawned: Spawned{}}, nil
+		return Loaded{Claims: Claims{}}, nil
 	}
 	if err != nil {
 		return Loaded{}, fmt.Errorf("cannot read ConfigMap %s/%s: %w", o.Namespace, ConfigMapName(o.Name), err)
@@ -64,17 +64,17 @@ func (s Store) Load(ctx context.Context, o Owner) (Loaded, error) {
 	if !ownedBy(cm, o.UID) {
 		return Loaded{}, fmt.Errorf("ConfigMap %s/%s: %w", o.Namespace, cm.Name, ErrNotOurs)
 	}
-	sp, derr := Decode(cm.Data)
+	claims, derr := Decode(cm.Data)
 	if derr != nil {
-		return Loaded{Spawned: Spawned{}, ResourceVersion: cm.ResourceVersion, Corrupt: derr}, nil
+		return Loaded{Claims: Claims{}, ResourceVersion: cm.ResourceVersion, Corrupt: derr}, nil
 	}
-	return Loaded{Spawned: sp, ResourceVersion: cm.ResourceVersion, data: cm.Data}, nil
+	return Loaded{Claims: claims, ResourceVersion: cm.ResourceVersion, data: cm.Data}, nil
 }
 
 // Save writes next over what Load returned, only if nobody wrote in
 // between (resourceVersion), and reports ErrConflict otherwise. It returns
 // the new Loaded so several writes can follow one another in one pass.
-func (s Store) Save(ctx context.Context, o Owner, prev Loaded, next Spawned) (Loaded, error) {
+func (s Store) Save(ctx context.Context, o Owner, prev Loaded, next Claims) (Loaded, error) {
 	data := Encode(next)
 	if prev.ResourceVersion != "" && prev.Corrupt == nil && maps.Equal(prev.data, data) {
 		return prev, nil
@@ -109,7 +109,7 @@ func (s Store) Save(ctx context.Context, o Owner, prev Loaded, next Spawned) (Lo
 	case err != nil:
 		return Loaded{}, fmt.Errorf("cannot write ConfigMap %s/%s: %w", o.Namespace, cm.Name, err)
 	}
-	return Loaded{Spawned: next.Clone(), ResourceVersion: out.ResourceVersion, data: data}, nil
+	return Loaded{Claims: next.Clone(), ResourceVersion: out.ResourceVersion, data: data}, nil
 }
 
 func ownedBy(cm *corev1.ConfigMap, uid string) bool {

@@ -1,12 +1,15 @@
-// Package labels computes a runner group's effective labels and decides, the
-// way Gitea does, whether a runner with those labels can take a job.
-package labels
+// Package runnerlabels computes a runner group's effective labels and
+// decides, the way Gitea does, whether a runner with those labels can take a
+// job. (Runner labels are act_runner's, not Kubernetes labels: hence the
+// name, which also keeps it apart from k8s.io/apimachinery/pkg/labels.)
+package runnerlabels
 
 import "strings"
 
 // DefaultLabels are the labels act_runner registers when it is given none
-// (act_runner 0.2.11 and later). The spec's node:16 images reached their end
-// of life, so we follow act_runner's current defaults instead.
+// (act_runner 0.2.11 and later). The original operator's defaults ran jobs
+// in node:16 images, which reached their end of life, so we follow
+// act_runner's current defaults instead.
 var DefaultLabels = []string{
 	"ubuntu-latest:docker://docker.gitea.com/runner-images:ubuntu-latest",
 	"ubuntu-24.04:docker://docker.gitea.com/runner-images:ubuntu-24.04",

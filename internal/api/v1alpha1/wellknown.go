@@ -1,0 +1,32 @@
+package v1alpha1
+
+// Names the scaler writes onto objects and that users, the Helm chart and
+// the tests read back. They are part of the product's interface: a runner
+// Job found by its label after an upgrade must still be found, so a value
+// here changes only with a migration.
+const (
+	// LabelRunnerGroupName is on every object the scaler creates for a
+	// group (runner Jobs, their pods, the state ConfigMap); its value is the
+	// group's name, and the scaler lists a group's runner Jobs by it.
+	LabelRunnerGroupName = Group + "/runnergroup-name"
+	// LabelManagedBy marks objects the scaler made, with value ManagedBy.
+	LabelManagedBy = Group + "/managed-by"
+	// ManagedBy is the value of LabelManagedBy (and of
+	// app.kubernetes.io/managed-by on runner Jobs).
+	ManagedBy = "gitea-runner-operator"
+	// LabelGiteaJobID is on every runner Job: the ID of the Gitea job it was
+	// started for. The scaler rebuilds its claims from it when the state
+	// ConfigMap is unreadable.
+	LabelGiteaJobID = Group + "/gitea-job-id"
+
+	// AnnotationSafeToEvict set to "false" on a runner pod keeps the
+	// cluster autoscaler from evicting it in the middle of a CI job.
+	AnnotationSafeToEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+	// FieldManager names the scaler in managedFields of what it creates and
+	// of the status it writes; it is also the Events' source component.
+	FieldManager = "gitea-runner-scaler"
+	// ReportingController is the Events' reportingController: a name
+	// qualified by the API group, as Kubernetes asks.
+	ReportingController = Group + "/" + FieldManager
+)

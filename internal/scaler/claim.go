@@ -1,0 +1,112 @@
+package scaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
+)
+
+// maxClaimAttempts bounds how often one pass re-plans after losing a race
+// for the state ConfigMap. Each loss means another pass made progress, so
+// a handful is plenty; past it the group is reported and the next pass
+// goes on.
+const maxClaimAttempts = 5
+
+// claim decides which queued jobs get a runner and stores those claims in
+// the group's state ConfigMap before any Job exists. The write is
+// conditional on the ConfigMap's resourceVersion: a pass that loses it to
+// another pass loads, observes and plans again, so the two never claim one
+// job twice nor together exceed the group's cap. It returns the new claims
+// (none in a dry run, which prints the plan instead of storing it) and the
+// last observation.
+func (s *Scaler) claim(ctx context.Context, g *groupRun) ([]plan.Claim, *observation, error) {
+	var obs *observation
+	for attempt := 1; ; attempt++ {
+		loaded, err := s.loadClaims(ctx, g)
+		if err != nil {
+			return nil, obs, err
+		}
+		if obs, err = s.observe(ctx, g); err != nil {
+			return nil, obs, err
+		}
+		if loaded.Corrupt != nil {
+			s.rebuildClaims(ctx, g, &loaded, obs)
+		}
+		p := s.makePlan(g, loaded.Claims, obs)
+		if s.cfg.DryRun {
+			s.printPlan(g.rg, p)
+			return nil, obs, nil
+		}
+		_, err = g.store.Save(ctx, g.owner, loaded, p.Claims)
+		switch {
+		case err == nil:
+			return p.New, obs, nil
+		case !errors.Is(err, state.ErrConflict):
+			return nil, obs, newGroupError(ReasonKubernetesError, "%w", err)
+		case attempt == maxClaimAttempts:
+			return nil, obs, newGroupError(ReasonStateConflict, "state ConfigMap %s kept changing under this pass (%d attempts); the next pass will try again", state.ConfigMapName(g.rg.Name), attempt)
+		}
+		g.log.Debug("state changed under this pass, planning again", "attempt", attempt)
+	}
+}
+
+// loadClaims reads the group's state ConfigMap. One of the same name that
+// the group does not own is never overwritten.
+func (s *Scaler) loadClaims(ctx context.Context, g *groupRun) (state.Loaded, error) {
+	loaded, err := g.store.Load(ctx, g.owner)
+	switch {
+	case errors.Is(err, state.ErrNotOurs):
+		return loaded, newGroupError(ReasonStateNotOwned, "%w", err)
+	case err != nil:
+		return loaded, newGroupError(ReasonKubernetesError, "%w", err)
+	}
+	return loaded, nil
+}
+
+// rebuildClaims replaces unreadable claims with those the runner Jobs
+// carry in their Gitea job label. Trusting nothing instead would start a
+// second runner for every job already served.
+func (s *Scaler) rebuildClaims(ctx context.Context, g *groupRun, loaded *state.Loaded, obs *observation) {
+	loaded.Claims = state.FromJobs(obs.jobs)
+	name := state.ConfigMapName(g.rg.Name)
+	g.log.Warn("state ConfigMap unreadable, rebuilt it from the runner Jobs", "configmap", name, "error", loaded.Corrupt, "claims", len(loaded.Claims))
+	s.event(ctx, g.rg, "Warning", ReasonStateRebuilt, fmt.Sprintf("state ConfigMap %s was unreadable (%v); rebuilt it from %d runner Jobs", name, loaded.Corrupt, len(obs.jobs)))
+}
+
+// makePlan is the pure decision (package plan) on what was loaded and seen.
+func (s *Scaler) makePlan(g *groupRun, claims state.Claims, obs *observation) plan.Result {
+	jobs := make([]plan.RunnerJob, 0, len(obs.jobs))
+	for i := range obs.jobs {
+		jobs = append(jobs, plan.RunnerJob{Name: obs.jobs[i].Name, Active: runnerjob.IsActive(&obs.jobs[i])})
+	}
+	p := plan.Make(plan.Input{
+		Now:        s.now(),
+		SpawnTTL:   s.cfg.SpawnTTL,
+		MaxActive:  int(g.rg.Spec.MaxActiveRunners),
+		Jobs:       jobs,
+		Claims:     claims,
+		Queued:     obs.queued,
+		Busy:       obs.busy,
+		SnapshotAt: obs.askedAt,
+		NewJobName: func() string { return s.newJobName(g.rg.Name) },
+	})
+	g.log.Debug("planned", "queued", len(obs.queued), "blocked", obs.blocked, "running", obs.running,
+		"active", p.Active, "slots", p.Slots, "claims", len(p.New), "waiting", p.Waiting, "dropped", p.Dropped)
+	return p
+}
+
+// printPlan is what a dry run shows instead of storing the claims.
+func (s *Scaler) printPlan(rg *v1alpha1.RunnerGroup, p plan.Result) {
+	fmt.Fprintf(s.out, "runnergroup %s/%s: %d active, %d slot(s), %d waiting\n", rg.Namespace, rg.Name, p.Active, p.Slots, p.Waiting)
+	for _, c := range p.New {
+		fmt.Fprintf(s.out, "  would create runner Job %s for Gitea job %d\n", c.JobName, c.GiteaJobID)
+	}
+	for _, id := range p.Dropped {
+		fmt.Fprintf(s.out, "  would forget Gitea job %d (no longer queued)\n", id)
+	}
+}

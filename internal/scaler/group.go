@@ -1,0 +1,122 @@
+package scaler
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
+)
+
+// groupRun is one RunnerGroup within a pass: what its steps share.
+type groupRun struct {
+	rg    *v1alpha1.RunnerGroup
+	log   *slog.Logger
+	store state.Store
+	owner state.Owner
+	// gitea and runnerLabels are set by validate.
+	gitea gitea.Client
+	// runnerLabels are the label names the group's runners offer Gitea.
+	runnerLabels runnerlabels.Set
+}
+
+// passGroup takes one group through its steps and always records the
+// outcome on the group, so a failure is visible on the object. It returns
+// how many runner Jobs it created.
+func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup) (int, error) {
+	g := &groupRun{
+		rg:    rg,
+		log:   s.log.With("runnergroup", rg.Namespace+"/"+rg.Name),
+		store: state.Store{Client: s.kube},
+		owner: stateOwner(rg),
+	}
+	created, obs, err := s.runSteps(ctx, g)
+	s.record(ctx, g, obs, created, err)
+	return created, err
+}
+
+// runSteps is one group's part of a pass: validate, then claim (which
+// observes, and observes again whenever it loses a race for the state),
+// then create. The observation, when there is one, is what the status
+// reports.
+func (s *Scaler) runSteps(ctx context.Context, g *groupRun) (int, *observation, error) {
+	if err := s.validate(ctx, g); err != nil {
+		return 0, nil, err
+	}
+	claims, obs, err := s.claim(ctx, g)
+	if err != nil {
+		return 0, obs, err
+	}
+	created, err := s.create(ctx, g, claims)
+	return created, obs, err
+}
+
+// validate checks the spec and both token Secrets, and makes the group's
+// Gitea client with the API token.
+func (s *Scaler) validate(ctx context.Context, g *groupRun) error {
+	spec := &g.rg.Spec
+	if err := spec.Validate(); err != nil {
+		return newGroupError(ReasonInvalidSpec, "invalid spec: %w", err)
+	}
+	// Both tokens usually live in one Secret; read each Secret once.
+	secrets := map[string]*corev1.Secret{}
+	token, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "authToken", spec.AuthToken.SecretRef)
+	if err != nil {
+		return err
+	}
+	// The registration token is only referenced by the runner Jobs, never
+	// read into the scaler's memory for use; checking it here turns a
+	// typo into a condition instead of runner pods stuck in
+	// CreateContainerConfigError.
+	if _, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "registrationToken", spec.RegistrationToken.SecretRef); err != nil {
+		return err
+	}
+	if g.gitea, err = s.gitea(spec.Gitea.URL, token); err != nil {
+		return newGroupError(ReasonGiteaUnavailable, "cannot create Gitea client for %s: %w", spec.Gitea.URL, err)
+	}
+	g.runnerLabels = runnerlabels.NewSet(runnerlabels.Effective(spec.Labels, s.cfg.Runner.DefaultLabels))
+	return nil
+}
+
+// readSecretKey returns one key of a Secret in the group's namespace,
+// reading the Secret only if read does not hold it yet. Errors name the
+// Secret and key, never the value.
+func (s *Scaler) readSecretKey(ctx context.Context, read map[string]*corev1.Secret, namespace, field string, ref v1alpha1.SecretRef) (string, error) {
+	sec, ok := read[ref.Name]
+	if !ok {
+		var err error
+		sec, err = s.kube.CoreV1().Secrets(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return "", newGroupError(ReasonSecretNotFound, "spec.%s: Secret %s/%s not found", field, namespace, ref.Name)
+		case err != nil:
+			return "", newGroupError(ReasonKubernetesError, "spec.%s: cannot read Secret %s/%s: %w", field, namespace, ref.Name, err)
+		}
+		read[ref.Name] = sec
+	}
+	v, ok := sec.Data[ref.Key]
+	if !ok || len(strings.TrimSpace(string(v))) == 0 {
+		return "", newGroupError(ReasonSecretKeyMissing, "spec.%s: Secret %s/%s has no key %q or it is empty", field, namespace, ref.Name, ref.Key)
+	}
+	return strings.TrimSpace(string(v)), nil
+}
+
+// stateOwner is the group as owner of its state ConfigMap.
+func stateOwner(rg *v1alpha1.RunnerGroup) state.Owner {
+	return state.Owner{
+		Namespace:  rg.Namespace,
+		Name:       rg.Name,
+		UID:        string(rg.UID),
+		APIVersion: v1alpha1.GroupVersion.String(),
+		Kind:       v1alpha1.Kind,
+		Labels:     runnerjob.GroupLabels(rg.Name),
+	}
+}

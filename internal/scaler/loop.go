@@ -1,0 +1,105 @@
+package scaler
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// RunOptions say whether Run passes once or keeps passing.
+type RunOptions struct {
+	// Loop starts a pass every Interval until a signal stops it.
+	Loop     bool
+	Interval time.Duration
+}
+
+// Run makes one pass, or with o.Loop one pass every o.Interval, and handles
+// SIGTERM and SIGINT. In a loop the first signal lets the pass in flight
+// finish and starts no other; a second one cancels that pass too. A single
+// pass is cancelled by the first signal.
+//
+// For a single pass Run returns an error when the pass could not run or a
+// group failed, so the CronJob's Job shows as failed. A loop returns nil
+// once a signal stopped it.
+func (s *Scaler) Run(ctx context.Context, o RunOptions) error {
+	if s.groups == nil {
+		return errNotMadeByNew
+	}
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+	return s.run(ctx, o, signals)
+}
+
+// run is Run with the signals given, so tests can send them.
+func (s *Scaler) run(ctx context.Context, o RunOptions, signals <-chan os.Signal) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopping := s.stopOnSignals(ctx, cancel, signals, o.Loop)
+	for {
+		start := time.Now()
+		err := s.loggedPass(ctx)
+		if !o.Loop {
+			return err
+		}
+		// A stop that came during the pass wins over a timer that is also
+		// due already (a pass longer than the interval): select would pick
+		// between two ready cases at random and might start one more pass.
+		select {
+		case <-stopping:
+			return nil
+		default:
+		}
+		select {
+		case <-stopping:
+			return nil
+		case <-time.After(time.Until(start.Add(o.Interval))):
+		}
+	}
+}
+
+// stopOnSignals watches for signals until ctx ends. Outside a loop the
+// first one cancels the pass. In a loop the first closes the returned
+// channel, which stops the loop after the pass in flight, and the second
+// cancels that pass.
+func (s *Scaler) stopOnSignals(ctx context.Context, cancel context.CancelFunc, signals <-chan os.Signal, loop bool) <-chan struct{} {
+	stopping := make(chan struct{})
+	go func() {
+		select {
+		case <-signals:
+		case <-ctx.Done():
+			return
+		}
+		if !loop {
+			cancel()
+			return
+		}
+		close(stopping)
+		s.log.Info("stopping after the pass in flight")
+		select {
+		case <-signals:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return stopping
+}
+
+// loggedPass makes one pass and logs how it went. Its error says the pass
+// could not run or a group failed.
+func (s *Scaler) loggedPass(ctx context.Context) error {
+	start := time.Now()
+	sum, err := s.Pass(ctx)
+	switch {
+	case err != nil:
+		s.log.Error("pass could not run", "error", err)
+		return err
+	case sum.Err() != nil:
+		s.log.Error("pass finished with failed RunnerGroups", "groups", sum.Groups, "created", sum.Created, "failed", sum.Failed, "duration", time.Since(start))
+		return sum.Err()
+	}
+	s.log.Info("pass finished", "groups", sum.Groups, "created", sum.Created, "duration", time.Since(start))
+	return nil
+}

@@ -1,0 +1,175 @@
+package scaler
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+)
+
+func TestPassServesQueuedMatchingJobsOnly(t *testing.T) {
+	rg := newGroup("ci", 5)
+	e := newEnv(t, rg)
+	e.gitea.snap = gitea.Snapshot{
+		Queued:  []gitea.Job{queued(1, "ubuntu-latest"), queued(2, "self-hosted", "gpu")},
+		Blocked: []gitea.Job{{ID: 3, Labels: []string{"ubuntu-latest"}}, {ID: 5, Labels: []string{"gpu"}}},
+		Running: []gitea.Job{{ID: 4, RunnerName: "ci-x2v7k"}, {ID: 6, RunnerName: "ci-gpu-x2v7k"}},
+	}
+
+	sum := e.pass()
+
+	assert.Equal(t, Summary{Groups: 1, Created: 1}, sum)
+	assert.Equal(t, map[int64]int{1: 1}, e.giteaJobsServed(), "one runner for the matching queued job; none for gpu or blocked jobs")
+	assert.Equal(t, []gitea.Target{{Scope: gitea.ScopeOrg, Owner: "acme"}}, e.gitea.seen)
+	assert.Equal(t, []string{secretToken}, e.tokens, "Gitea is asked with the authToken")
+
+	st := e.group("ci").Status
+	assert.EqualValues(t, 1, st.ActiveRunners)
+	assert.EqualValues(t, 1, st.QueuedJobs)
+	assert.EqualValues(t, 1, st.BlockedJobs, "only blocked jobs the group could serve")
+	assert.EqualValues(t, 1, st.RunningJobs, "only jobs on this group's runners (ci-gpu-x2v7k is not ours)")
+	assert.EqualValues(t, 3, st.ObservedGeneration)
+	require.NotNil(t, st.LastCheckTime)
+	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+	require.NotNil(t, ready)
+	assert.Equal(t, metav1.ConditionTrue, ready.Status)
+	assert.Equal(t, ReasonReconciled, ready.Reason)
+
+	claims := e.claims("ci")
+	require.Contains(t, claims, int64(1))
+	assert.Equal(t, e.jobs()[0].Name, claims[1].JobName)
+
+	evs := e.events()
+	require.Len(t, evs, 1)
+	assert.Equal(t, ReasonRunnerCreated, evs[0].Reason)
+	assert.Equal(t, "ci", evs[0].InvolvedObject.Name)
+}
+
+func TestSecondPassDoesNotDuplicate(t *testing.T) {
+	e := newEnv(t, newGroup("ci", 5))
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest"), queued(2, "ubuntu-latest")}}
+
+	e.pass()
+	e.pass()
+	e.pass()
+
+	assert.Equal(t, map[int64]int{1: 1, 2: 1}, e.giteaJobsServed())
+}
+
+func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
+	tests := []struct {
+		name       string
+		broken     *v1alpha1.RunnerGroup
+		giteaErr   error
+		wantReason string
+		wantMsg    string
+	}{
+		{
+			name:       "missing auth Secret",
+			broken:     newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.AuthToken.SecretRef.Name = "nope" }),
+			wantReason: ReasonSecretNotFound, wantMsg: "spec.authToken: Secret runners/nope not found",
+		},
+		{
+			name:       "missing key in the registration Secret",
+			broken:     newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.RegistrationToken.SecretRef.Key = "other" }),
+			wantReason: ReasonSecretKeyMissing, wantMsg: `spec.registrationToken: Secret runners/reg has no key "other"`,
+		},
+		{
+			name:       "invalid spec admitted before the CRD had a rule",
+			broken:     newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "" }),
+			wantReason: ReasonInvalidSpec, wantMsg: "spec.org is required for scope org",
+		},
+		{
+			name:       "Gitea refuses the token",
+			broken:     newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "other" }),
+			giteaErr:   &gitea.APIError{Kind: gitea.ErrUnauthorized, URL: "/api/v1/orgs/other/actions/jobs", Status: 401, Message: "invalid username, password or token"},
+			wantReason: ReasonGiteaUnauthorized, wantMsg: "cannot list Gitea jobs of org other at https://gitea.example.com",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, tt.broken, newGroup("good", 5))
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+			if tt.giteaErr != nil {
+				ok := e.gitea
+				e.gitea = &fakeGitea{err: tt.giteaErr}
+				defer func() { e.gitea = ok }()
+			}
+			bad := e.gitea
+			sum, err := e.scaler(func(d *Deps, _ *Config) {
+				d.Gitea = func(url, token string) (gitea.Client, error) {
+					return perOrg{"other": bad, "acme": &fakeGitea{snap: gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}}}, nil
+				}
+			}).Pass(context.Background())
+			require.NoError(t, err)
+
+			assert.Equal(t, []string{"runners/bad"}, sum.Failed)
+			assert.ErrorContains(t, sum.Err(), "1 of 2 RunnerGroups failed: runners/bad")
+			assert.Equal(t, 1, sum.Created, "the good group is served")
+			for _, j := range e.jobs() {
+				assert.Equal(t, "good", j.Labels[v1alpha1.LabelRunnerGroupName])
+			}
+
+			ready := meta.FindStatusCondition(e.group("bad").Status.Conditions, ConditionReady)
+			require.NotNil(t, ready)
+			assert.Equal(t, metav1.ConditionFalse, ready.Status)
+			assert.Equal(t, tt.wantReason, ready.Reason)
+			assert.Contains(t, ready.Message, tt.wantMsg)
+			assert.NotContains(t, ready.Message, secretToken)
+
+			var warned bool
+			for _, ev := range e.events() {
+				assert.NotContains(t, ev.Message, secretToken)
+				warned = warned || (ev.InvolvedObject.Name == "bad" && ev.Type == "Warning" && ev.Reason == tt.wantReason)
+			}
+			assert.True(t, warned, "a Warning event explains the failure")
+			assert.NotContains(t, e.logs.String(), secretToken)
+		})
+	}
+}
+
+// perOrg routes Snapshot calls by org, so one pass can see one failing and
+// one healthy Gitea target.
+type perOrg map[string]*fakeGitea
+
+func (p perOrg) Snapshot(ctx context.Context, t gitea.Target) (gitea.Snapshot, error) {
+	return p[t.Owner].Snapshot(ctx, t)
+}
+
+func TestSelectorsPickGroups(t *testing.T) {
+	label := func(k, v string) func(*v1alpha1.RunnerGroup) {
+		return func(rg *v1alpha1.RunnerGroup) { rg.Labels = map[string]string{k: v} }
+	}
+	tests := []struct {
+		name     string
+		selector string
+		excludes []string
+		want     []string
+	}{
+		{name: "all", want: []string{"a", "b", "c"}},
+		{name: "selector", selector: "pool=gpu", want: []string{"b"}},
+		{name: "excluded by an additional listener", excludes: []string{"pool=gpu"}, want: []string{"a", "c"}},
+		{name: "several excludes", excludes: []string{"pool=gpu", "pool in (arm)"}, want: []string{"a"}},
+		{name: "JSON selector", selector: `{"matchExpressions":[{"key":"pool","operator":"Exists"}]}`, want: []string{"b", "c"}},
+		{name: "JSON exclude", excludes: []string{`{"matchLabels":{"pool":"arm"}}`}, want: []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, newGroup("a", 1), newGroup("b", 1, label("pool", "gpu")), newGroup("c", 1, label("pool", "arm")))
+			e.pass(func(_ *Deps, c *Config) { c.Selector, c.ExcludeSelectors = tt.selector, tt.excludes })
+			var served []string
+			for _, name := range []string{"a", "b", "c"} {
+				if e.group(name).Status.LastCheckTime != nil {
+					served = append(served, name)
+				}
+			}
+			assert.Equal(t, tt.want, served)
+		})
+	}
+}

@@ -1,0 +1,142 @@
+package scaler
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+)
+
+// Condition types on a RunnerGroup.
+const (
+	// ConditionReady is True when the last pass served the group without error.
+	ConditionReady = "Ready"
+	// ConditionScalingActive is False when the group cannot start runners:
+	// paused, or at its maxActiveRunners while jobs wait.
+	ConditionScalingActive = "ScalingActive"
+)
+
+// record tells the group how its pass went: the status always, and for a
+// failure an error log and a Warning event too.
+func (s *Scaler) record(ctx context.Context, g *groupRun, obs *observation, created int, err error) {
+	s.recordStatus(ctx, g, obs, created, err)
+	if err != nil {
+		g.log.Error("pass failed for RunnerGroup", "reason", reasonOf(err), "error", err)
+		s.event(ctx, g.rg, "Warning", reasonOf(err), err.Error())
+	}
+}
+
+// recordStatus writes what the pass saw and how it went. What was not
+// observed (Gitea failed) keeps its last value, so a Gitea outage does not
+// show as an empty queue. A dry run writes nothing.
+func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation, created int, passErr error) {
+	rg := g.rg
+	st := rg.Status
+	st.Conditions = append([]metav1.Condition(nil), rg.Status.Conditions...)
+	st.ObservedGeneration = rg.Generation
+	if obs != nil {
+		observed(&st, obs, created)
+	}
+	// SetStatusCondition keeps the old transition time when the status did
+	// not change, and takes ours when it did.
+	now := metav1.NewTime(s.now())
+	meta.SetStatusCondition(&st.Conditions, readyCondition(rg, &st, created, passErr, now))
+	meta.SetStatusCondition(&st.Conditions, scalingCondition(rg, &st, now))
+
+	if s.cfg.DryRun {
+		return
+	}
+	rg.Status = st
+	if err := s.groups.PatchStatus(ctx, rg); err != nil {
+		g.log.Error("cannot update RunnerGroup status", "error", err)
+	}
+}
+
+// observed sets the counts of the status from what the pass saw. The Jobs
+// created in this pass are active, though the listing predates them.
+func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created int) {
+	active := int32(created)
+	for i := range obs.jobs {
+		if runnerjob.IsActive(&obs.jobs[i]) {
+			active++
+		}
+	}
+	st.ActiveRunners = active
+	st.QueuedJobs = int32(len(obs.queued))
+	st.BlockedJobs = int32(obs.blocked)
+	st.RunningJobs = int32(obs.running)
+	t := metav1.NewTime(obs.askedAt)
+	st.LastCheckTime = &t
+}
+
+// readyCondition says whether the pass served the group, or why not.
+func readyCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, created int, passErr error, now metav1.Time) metav1.Condition {
+	c := metav1.Condition{
+		Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReconciled,
+		ObservedGeneration: rg.Generation, LastTransitionTime: now,
+		Message: fmt.Sprintf("%d queued, %d blocked, %d running; %d runner Job(s) created", st.QueuedJobs, st.BlockedJobs, st.RunningJobs, created),
+	}
+	if passErr != nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reasonOf(passErr), passErr.Error()
+	}
+	return c
+}
+
+// scalingCondition says whether the group can start runners: not when it
+// is paused, nor when it is at its cap while jobs wait.
+func scalingCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, now metav1.Time) metav1.Condition {
+	c := metav1.Condition{
+		Type: ConditionScalingActive, Status: metav1.ConditionTrue, Reason: ReasonScaling,
+		ObservedGeneration: rg.Generation, LastTransitionTime: now,
+		Message: fmt.Sprintf("%d of %d runners active", st.ActiveRunners, rg.Spec.MaxActiveRunners),
+	}
+	switch {
+	case rg.Spec.MaxActiveRunners == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPaused, "maxActiveRunners is 0: the group starts no runners"
+	case st.ActiveRunners >= rg.Spec.MaxActiveRunners && st.QueuedJobs > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonAtCapacity
+		c.Message += "; queued jobs wait for a free slot"
+	}
+	return c
+}
+
+// event records a core/v1 Event on the RunnerGroup. It is written directly
+// rather than through client-go's broadcaster, whose asynchronous sink could
+// drop the last events when a short-lived pass exits. Failures are logged
+// and otherwise ignored: an event is a courtesy, the status is the record.
+// Messages are built from object names and errors only, never secret values.
+// A dry run writes none.
+func (s *Scaler) event(ctx context.Context, rg *v1alpha1.RunnerGroup, typ, reason, message string) {
+	if s.cfg.DryRun {
+		return
+	}
+	now := metav1.NewTime(s.now())
+	host, _ := os.Hostname()
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: rg.Name + ".", Namespace: rg.Namespace},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind,
+			Namespace: rg.Namespace, Name: rg.Name, UID: rg.UID, ResourceVersion: rg.ResourceVersion,
+		},
+		Type: typ, Reason: reason, Message: truncate(message, 1024),
+		Source:         corev1.EventSource{Component: v1alpha1.FieldManager},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: v1alpha1.ReportingController, ReportingInstance: host,
+	}
+	if _, err := s.kube.CoreV1().Events(rg.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		s.log.Warn("cannot record event", "runnergroup", rg.Namespace+"/"+rg.Name, "reason", reason, "error", err)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return fmt.Sprintf("%s…", s[:n])
+}
