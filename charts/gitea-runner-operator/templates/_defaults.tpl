@@ -10,8 +10,9 @@ gitea-runner-operator.listeners>.
 
 {{/*
 The scaler's configuration as env, one entry per setting the scaler reads
-(names in _reserved.tpl). Settings left at the scaler's own default are still
-set when the chart has a value for them, so the rendered pod says what runs.
+(files/reserved-env.txt names them). Settings left at the scaler's own
+default are still set when the chart has a value for them, so the rendered
+pod says what runs.
 */}}
 {{- define "gitea-runner-operator.listenerEnv" -}}
 {{- $v := .root.Values -}}
