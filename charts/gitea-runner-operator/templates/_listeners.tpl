@@ -5,8 +5,9 @@ The listeners this release runs, default listener first, as a JSON list
   path              the listener's value path, for messages
   workloadName      the CronJob or Deployment name, at most 52 characters
                     (the CronJob controller appends 11 to name its Jobs)
-  selector          SCALER_SELECTOR: the listener's selector in the string
-                    form ("" for the default listener; _selector.tpl)
+  selector          SCALER_SELECTOR: the listener's LabelSelector as compact
+                    JSON, keys sorted ("" for the default listener); the
+                    scaler parses it with metav1.LabelSelectorAsSelector
   exclude           SCALER_EXCLUDE_SELECTORS: the selectors of the listeners
                     before it
   schedule          the CronJob schedule
@@ -18,6 +19,11 @@ default listener serves every group that no additional listener matches.
 So each group has exactly one listener: the first that matches, else the
 default. hack/check-listener-routing.sh proves it on the rendered env.
 
+values.schema.json checks each selector's structure: at least one entry,
+the syntax of label keys and values, the operators, values for In and NotIn
+and none for Exists and DoesNotExist. The checks here are the ones it cannot
+make: unique listener names and workload names, and the length of a label
+key's prefix.
 */}}
 {{- define "gitea-runner-operator.listeners" -}}
 {{- $fullname := include "gitea-runner-operator.fullname" . -}}
@@ -40,16 +46,28 @@ default. hack/check-listener-routing.sh proves it on the rendered env.
 {{- fail (printf "%s.name: %q is already the name of %s; listener names must be unique" $path $name (get $names $name)) -}}
 {{- end -}}
 {{- $_ := set $names $name $path -}}
-{{- $selector := include "gitea-runner-operator.selectorString" (dict "selector" $l.selector "path" (printf "%s.selector" $path)) -}}
+{{- $selector := $l.selector -}}
+{{- $keys := list -}}
+{{- range $key, $_ := $selector.matchLabels -}}
+{{- $keys = append $keys (list (printf "%s.selector.matchLabels" $path) $key) -}}
+{{- end -}}
+{{- range $j, $e := $selector.matchExpressions -}}
+{{- $keys = append $keys (list (printf "%s.selector.matchExpressions[%d].key" $path $j) $e.key) -}}
+{{- end -}}
+{{- range $keys -}}
+{{- if gt (len (regexReplaceAll "/?[^/]*$" (last .) "")) 253 -}}
+{{- fail (printf "%s: label key %q has a prefix longer than 253 characters (a DNS subdomain)" (first .) (last .)) -}}
+{{- end -}}
+{{- end -}}
 {{- $additional = append $additional (dict
     "name" $name
     "path" $path
     "workloadName" (printf "%s-%s" $fullname $name | trunc 52 | trimSuffix "-")
-    "selector" $selector
+    "selector" (toJson $selector)
     "exclude" $selectors
     "schedule" ($l.schedule | default $.Values.cronjob.schedule)
     "listenerTemplate" ($l.listenerTemplate | default dict)) -}}
-{{- $selectors = append $selectors $selector -}}
+{{- $selectors = append $selectors (toJson $selector) -}}
 {{- end -}}
 {{- $all := list -}}
 {{- if .Values.defaultListener.enabled -}}
