@@ -28,7 +28,7 @@ func TestImageAgreesWithChartAndCode(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, yaml.Unmarshal(rawValues, &values))
 
-	defaults, err := os.ReadFile("../../charts/gitea-runner-operator/templates/_defaults.tpl")
+	defaults, err := os.ReadFile("../../charts/gitea-runner-operator/templates/_pod.tpl")
 	require.NoError(t, err)
 
 	tests := []struct {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Renders the chart with ci/listeners-values.yaml in both modes and checks,
-# with the Kubernetes selector parser, that every RunnerGroup label set in
-# hack/listener-routing-cases.yaml (and every combination of their labels) is
-# served by exactly one listener. The checker lives in the tools module
+# parsing each rendered selector as the scaler does (a JSON LabelSelector
+# through metav1.LabelSelectorAsSelector), that every RunnerGroup label set
+# in hack/listener-routing-cases.yaml (and every combination of their labels)
+# is served by exactly one listener. The checker lives in the tools module
 # (scripts/tools/helm/listenerrouting) so the main go.mod stays untouched.
 # Needs helm on PATH (eval "$(scripts/install-helm.sh --print-env)").
 set -euo pipefail

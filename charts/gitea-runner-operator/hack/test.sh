@@ -2,10 +2,11 @@
 # Runs every check of the chart and exits non-zero on the first failure:
 #   1. the chart's CRD copy matches crds/          (hack/sync-crds.sh --check)
 #   2. README values table == values.yaml keys      (hack/check-values-doc.sh)
-#   3. helm lint --strict, default values and each ci/*-values.yaml
-#   4. listener routing: each RunnerGroup label set has exactly one listener
-#   5. every rendered listener pod passes Pod Security Standards restricted
-#   6. helm unittest (tests/*_test.yaml)
+#   3. README merge table == templates/_merge.tpl   (hack/check-merge-rules.sh)
+#   4. helm lint --strict, default values and each ci/*-values.yaml
+#   5. listener routing: each RunnerGroup label set has exactly one listener
+#   6. every rendered listener pod passes Pod Security Standards restricted
+#   7. helm unittest (tests/*_test.yaml)
 #
 # helm and the unittest plugin come from scripts/install-helm.sh (built and
 # cached under .cache/ on first use), so this runs on a fresh machine too.
@@ -23,6 +24,9 @@ step "CRD copy matches crds/"
 
 step "values.yaml and README values table"
 "${chart_dir}/hack/check-values-doc.sh"
+
+step "README merge table and templates/_merge.tpl"
+"${chart_dir}/hack/check-merge-rules.sh"
 
 step "helm lint --strict (default values)"
 helm lint --strict "${chart_dir}"

@@ -1,6 +1,8 @@
 {{/*
-Names and labels shared by every template. Every helper carries the chart's
-name as a prefix so it cannot clash with a parent chart's helpers.
+Small helpers shared by the templates: names, labels, the ServiceAccount and
+the RBAC rules. Each carries the chart's name as a prefix, so it cannot clash
+with a parent chart's helpers. Labels are YAML lines: include them with
+nindent.
 */}}
 
 {{/* The chart name, or nameOverride; cut to 63 characters (a label value). */}}
@@ -26,63 +28,53 @@ gitea-runner-operator` does not give gitea-runner-operator-gitea-runner-operator
 {{- end -}}
 {{- end -}}
 
-{{/* chart-version, as helm.sh/chart wants it ('+' is not allowed in a label value). */}}
-{{- define "gitea-runner-operator.chart" -}}
-{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
-{{- end -}}
-
 {{/* The scaler image tag: image.tag, else the chart's appVersion. */}}
 {{- define "gitea-runner-operator.imageTag" -}}
 {{- default .Chart.AppVersion .Values.image.tag -}}
 {{- end -}}
 
 {{/*
-Labels that say which release an object belongs to; Deployments select on
-them, so they never change across upgrades.
-Returned as JSON; callers use fromJson and merge dicts, never paste text.
+The labels that say which release an object belongs to. A Deployment
+selects on them, so they never change across upgrades.
 */}}
 {{- define "gitea-runner-operator.selectorLabels" -}}
-{{- dict "app.kubernetes.io/name" (include "gitea-runner-operator.name" .) "app.kubernetes.io/instance" (.Release.Name | trunc 63 | trimSuffix "-") | toJson -}}
-{{- end -}}
-
-{{/* The recommended app.kubernetes.io/* set plus helm.sh/chart, as JSON. */}}
-{{- define "gitea-runner-operator.labels" -}}
-{{- $labels := include "gitea-runner-operator.selectorLabels" . | fromJson -}}
-{{- $_ := set $labels "helm.sh/chart" (include "gitea-runner-operator.chart" .) -}}
-{{- $_ := set $labels "app.kubernetes.io/version" (include "gitea-runner-operator.imageTag" . | trunc 63 | trimSuffix "-") -}}
-{{- $_ := set $labels "app.kubernetes.io/managed-by" .Release.Service -}}
-{{- $_ := set $labels "app.kubernetes.io/part-of" "gitea-runner-operator" -}}
-{{- toJson $labels -}}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/name: {{ include "gitea-runner-operator.name" . | quote }}
 {{- end -}}
 
 {{/*
-The label that tells listeners apart. A Deployment selects on it, so two
-listeners' Deployments never select each other's pods.
+The labels of every object: the recommended app.kubernetes.io/* set and
+helm.sh/chart ('+' is not allowed in a label value, so it becomes '_').
 */}}
-{{- define "gitea-runner-operator.listenerLabelKey" -}}
-gitea.bpg.pw/listener
+{{- define "gitea-runner-operator.labels" -}}
+{{ include "gitea-runner-operator.selectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gitea-runner-operator
+app.kubernetes.io/version: {{ include "gitea-runner-operator.imageTag" . | trunc 63 | trimSuffix "-" | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end -}}
 
 {{/*
-Selector labels of one listener's pods: the release's plus component and
-listener name. Argument: dict "root" $ "listener" <listener id>.
+The selector labels of one listener's pods: the release's, plus the
+component and the label that tells listeners apart, so two listeners'
+Deployments never select each other's pods.
+Argument: dict "root" $ "listener" <listener name>.
 */}}
 {{- define "gitea-runner-operator.listenerSelectorLabels" -}}
-{{- $labels := include "gitea-runner-operator.selectorLabels" .root | fromJson -}}
-{{- $_ := set $labels "app.kubernetes.io/component" "listener" -}}
-{{- $_ := set $labels (include "gitea-runner-operator.listenerLabelKey" .root) .listener -}}
-{{- toJson $labels -}}
+{{ include "gitea-runner-operator.selectorLabels" .root }}
+app.kubernetes.io/component: listener
+gitea.bpg.pw/listener: {{ .listener | quote }}
 {{- end -}}
 
 {{/*
-Every label the chart puts on a listener's objects and pods. These keys are
-the chart's identity: the same keys in listenerTemplate.metadata.labels are
-ignored. Argument: dict "root" $ "listener" <listener id>.
+Every label of a listener's workload, Jobs and pods. These keys are the
+chart's own: the same keys in listenerTemplate.metadata.labels are ignored.
+Argument: dict "root" $ "listener" <listener name>.
 */}}
 {{- define "gitea-runner-operator.listenerLabels" -}}
-{{- $labels := include "gitea-runner-operator.labels" .root | fromJson -}}
-{{- $labels = merge $labels (include "gitea-runner-operator.listenerSelectorLabels" . | fromJson) -}}
-{{- toJson $labels -}}
+{{ include "gitea-runner-operator.labels" .root }}
+app.kubernetes.io/component: listener
+gitea.bpg.pw/listener: {{ .listener | quote }}
 {{- end -}}
 
 {{/* The ServiceAccount the listeners run as. */}}
@@ -92,4 +84,32 @@ ignored. Argument: dict "root" $ "listener" <listener id>.
 {{- else -}}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+What the scaler does, and nothing more: read RunnerGroups and patch their
+status, create/list/get/delete runner Jobs, keep its per-group state
+ConfigMap, read the registration and API token Secrets, and record Events.
+The ClusterRole and the namespaced Roles share these rules, so the two
+scopes cannot drift apart.
+*/}}
+{{- define "gitea-runner-operator.rules" -}}
+- apiGroups: ["gitea.bpg.pw"]
+  resources: ["runnergroups"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["gitea.bpg.pw"]
+  resources: ["runnergroups/status"]
+  verbs: ["patch"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["create", "list", "get", "delete"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "create", "update"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
 {{- end -}}

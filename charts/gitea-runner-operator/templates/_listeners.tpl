@@ -1,29 +1,36 @@
 {{/*
-The listeners this release runs, as a JSON list (fromJsonArray), default
-listener first. Each entry:
-  id            listener name: "default" or listeners[i].name
-  path          value path of the listener, for messages
-  workloadName  the CronJob/Deployment name (at most 52 characters: the
-                CronJob controller appends 11 to name its Jobs)
-  selector      SCALER_SELECTOR ("" for the default listener)
-  exclude       SCALER_EXCLUDE_SELECTORS entries
-  schedule      the CronJob schedule
-  templates     listenerTemplates applied in order over the default pod:
-                the top-level listenerTemplate, then the listener's own
+The listeners this release runs, default listener first, as a JSON list
+(callers: fromJsonArray). Each entry:
+  name              "default" or listeners[i].name
+  path              the listener's value path, for messages
+  workloadName      the CronJob or Deployment name, at most 52 characters
+                    (the CronJob controller appends 11 to name its Jobs)
+  selector          SCALER_SELECTOR: the listener's LabelSelector as compact
+                    JSON, keys sorted ("" for the default listener); the
+                    scaler parses it with metav1.LabelSelectorAsSelector
+  exclude           SCALER_EXCLUDE_SELECTORS: the selectors of the listeners
+                    before it
+  schedule          the CronJob schedule
+  listenerTemplate  the listener's own listenerTemplate
 
 Who serves a RunnerGroup: additional listener i serves the groups its
-selector matches minus those matched by listeners 0..i-1; the default
-listener serves every group no additional listener matches. So each group
-has exactly one listener: the first that matches, else the default.
+selector matches minus those the selectors of listeners 0..i-1 match; the
+default listener serves every group that no additional listener matches.
+So each group has exactly one listener: the first that matches, else the
+default. hack/check-listener-routing.sh proves it on the rendered env.
+
+values.schema.json checks each selector's structure: at least one entry,
+the syntax of label keys and values, the operators, values for In and NotIn
+and none for Exists and DoesNotExist. The checks here are the ones it cannot
+make: unique listener names and workload names, and the length of a label
+key's prefix.
 */}}
 {{- define "gitea-runner-operator.listeners" -}}
-{{- $root := . -}}
 {{- $fullname := include "gitea-runner-operator.fullname" . -}}
-{{- $shared := dict "path" "listenerTemplate" "value" (.Values.listenerTemplate | default dict) -}}
 {{- $additional := list -}}
 {{- $selectors := list -}}
-{{- $ids := dict -}}
-{{- range $i, $l := (.Values.listeners | default list) -}}
+{{- $names := dict -}}
+{{- range $i, $l := .Values.listeners | default list -}}
 {{- $path := printf "listeners[%d]" $i -}}
 {{- $name := $l.name | default "" | toString -}}
 {{- if not $name -}}
@@ -35,32 +42,43 @@ has exactly one listener: the first that matches, else the default.
 {{- if eq $name "default" -}}
 {{- fail (printf "%s.name: \"default\" is the default listener's name; choose another" $path) -}}
 {{- end -}}
-{{- if hasKey $ids $name -}}
-{{- fail (printf "%s.name: %q is already the name of %s; listener names must be unique" $path $name (get $ids $name)) -}}
+{{- if hasKey $names $name -}}
+{{- fail (printf "%s.name: %q is already the name of %s; listener names must be unique" $path $name (get $names $name)) -}}
 {{- end -}}
-{{- $_ := set $ids $name $path -}}
-{{- $selector := include "gitea-runner-operator.selectorString" (dict "selector" $l.selector "path" (printf "%s.selector" $path)) -}}
-{{- $own := dict "path" (printf "%s.listenerTemplate" $path) "value" ($l.listenerTemplate | default dict) -}}
+{{- $_ := set $names $name $path -}}
+{{- $selector := $l.selector -}}
+{{- $keys := list -}}
+{{- range $key, $_ := $selector.matchLabels -}}
+{{- $keys = append $keys (list (printf "%s.selector.matchLabels" $path) $key) -}}
+{{- end -}}
+{{- range $j, $e := $selector.matchExpressions -}}
+{{- $keys = append $keys (list (printf "%s.selector.matchExpressions[%d].key" $path $j) $e.key) -}}
+{{- end -}}
+{{- range $keys -}}
+{{- if gt (len (regexReplaceAll "/?[^/]*$" (last .) "")) 253 -}}
+{{- fail (printf "%s: label key %q has a prefix longer than 253 characters (a DNS subdomain)" (first .) (last .)) -}}
+{{- end -}}
+{{- end -}}
 {{- $additional = append $additional (dict
-    "id" $name
+    "name" $name
     "path" $path
     "workloadName" (printf "%s-%s" $fullname $name | trunc 52 | trimSuffix "-")
-    "selector" $selector
+    "selector" (toJson $selector)
     "exclude" $selectors
-    "schedule" ($l.schedule | default $root.Values.cronjob.schedule)
-    "templates" (list $shared $own)) -}}
-{{- $selectors = append $selectors $selector -}}
+    "schedule" ($l.schedule | default $.Values.cronjob.schedule)
+    "listenerTemplate" ($l.listenerTemplate | default dict)) -}}
+{{- $selectors = append $selectors (toJson $selector) -}}
 {{- end -}}
 {{- $all := list -}}
 {{- if .Values.defaultListener.enabled -}}
 {{- $all = append $all (dict
-    "id" "default"
+    "name" "default"
     "path" "defaultListener"
     "workloadName" ($fullname | trunc 52 | trimSuffix "-")
     "selector" ""
     "exclude" $selectors
     "schedule" .Values.cronjob.schedule
-    "templates" (list $shared)) -}}
+    "listenerTemplate" dict) -}}
 {{- end -}}
 {{- $all = concat $all $additional -}}
 {{- if not $all -}}

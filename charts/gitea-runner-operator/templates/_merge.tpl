@@ -1,14 +1,185 @@
 {{/*
-Generic merge helpers. They work on dicts and lists parsed from JSON, never on
-.Values itself: sprig's set changes a dict in place, and .Values is shared by
-every listener.
+The listenerTemplate merge rules: how a user's pod template changes the
+default listener pod (_pod.tpl). Pod fields are applied by the rules a
+listener's controller must keep (its ServiceAccount, its identity labels,
+the env that says what it serves); everything else is the user's.
 
-"Empty" in this chart means null, "", [] or {}: such a template field keeps
-the default. false and 0 are values and do apply (sprig's `empty` would drop
-them, so a user could never turn a default flag off).
+Each comment line `| field | rule |` below is a row of the merge table in
+README.md, in the table's order and in the same words
+(hack/check-merge-rules.sh fails when they differ). The code under a row is
+that rule. tests/listener_pod_merge_test.yaml has a case per row.
+
+"Empty" means null, "", [] or {}: an empty field keeps the default. false
+and 0 are values and apply (sprig's `empty` would drop them, so a user could
+never turn a default flag off). So a rule tests with `with` only where its
+field cannot be false or 0 (strings, lists, maps), and with isEmpty where it
+can.
+
+The helpers change the pod in place. They never change .Values: each
+template is deep-copied first, because sprig's set changes a dict in place
+and .Values is shared by every listener.
 */}}
 
-{{/* "true" when the argument is null, "", [] or {}; "" otherwise. */}}
+{{/*
+The merged listener pod (metadata and spec), as YAML.
+Argument: dict "root" $ "listener" <an entry of gitea-runner-operator.listeners>.
+*/}}
+{{- define "gitea-runner-operator.listenerPod" -}}
+{{- $pod := include "gitea-runner-operator.defaultListenerPod" . | fromYaml -}}
+{{- /* What the chart reserves: its labels, and the scaler's env names. */ -}}
+{{- $reservedLabels := deepCopy $pod.metadata.labels -}}
+{{- $reservedEnv := list -}}
+{{- range .root.Files.Lines "files/reserved-env.txt" -}}
+{{- $line := trim . -}}
+{{- if and $line (not (hasPrefix "#" $line)) -}}
+{{- $reservedEnv = append $reservedEnv $line -}}
+{{- end -}}
+{{- end -}}
+{{- if not $reservedEnv -}}
+{{- fail "files/reserved-env.txt is missing from the chart or lists no env name" -}}
+{{- end -}}
+{{- /* | `listenerTemplate`, then `listeners[i].listenerTemplate` | merged over the default pod in that order, each by the rules below (`tests/listeners_template_test.yaml`) | */ -}}
+{{- $templates := list
+    (dict "path" "listenerTemplate" "value" .root.Values.listenerTemplate)
+    (dict "path" (printf "%s.listenerTemplate" .listener.path) "value" .listener.listenerTemplate) -}}
+{{- range $templates -}}
+{{- include "gitea-runner-operator.mergeListenerTemplate" (dict
+    "pod" $pod
+    "template" (deepCopy (.value | default dict))
+    "path" .path
+    "mode" $.root.Values.mode
+    "reservedLabels" $reservedLabels
+    "reservedEnv" $reservedEnv) -}}
+{{- end -}}
+{{- toYaml $pod -}}
+{{- end -}}
+
+{{/*
+Merges one listenerTemplate into .pod, in place.
+Argument: dict "pod" "template" "path" (its value path, for messages) "mode"
+"reservedLabels" "reservedEnv".
+*/}}
+{{- define "gitea-runner-operator.mergeListenerTemplate" -}}
+{{- $pod := .pod -}}
+{{- $spec := .pod.spec -}}
+{{- $meta := .template.metadata | default dict -}}
+{{- $tspec := .template.spec | default dict -}}
+{{- /* | `metadata.name` | ignored (the workload names its pods) | */ -}}
+{{- /* | `metadata.namespace` | ignored (pods run in the release namespace) | */ -}}
+{{- /* | `metadata.labels` | added key by key; keys the chart sets are ignored: `app.kubernetes.io/name`, `app.kubernetes.io/instance`, `app.kubernetes.io/component`, `app.kubernetes.io/version`, `app.kubernetes.io/managed-by`, `app.kubernetes.io/part-of`, `helm.sh/chart`, `gitea.bpg.pw/listener` | */ -}}
+{{- range $k, $v := $meta.labels -}}
+{{- if not (hasKey $.reservedLabels $k) -}}
+{{- $_ := set $pod.metadata.labels $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- /* | `metadata.annotations` | added key by key (pod annotations) | */ -}}
+{{- with $meta.annotations -}}
+{{- $annotations := $pod.metadata.annotations | default dict -}}
+{{- range $k, $v := . -}}
+{{- $_ := set $annotations $k $v -}}
+{{- end -}}
+{{- $_ := set $pod.metadata "annotations" $annotations -}}
+{{- end -}}
+{{- /* | `spec.serviceAccountName`, `spec.serviceAccount` | ignored (the listener needs the chart's ServiceAccount and RBAC) | */ -}}
+{{- /* | `spec.restartPolicy` | applies when it fits the mode (`Never`/`OnFailure` under a CronJob, `Always` under a Deployment); any other value fails the render (`tests/listener_pod_validation_test.yaml`) | */ -}}
+{{- with $tspec.restartPolicy -}}
+{{- if eq $.mode "deployment" -}}
+{{- if ne . "Always" -}}
+{{- fail (printf "%s.spec.restartPolicy: %q does not fit mode deployment: a Deployment's pods must use Always" $.path .) -}}
+{{- end -}}
+{{- else if not (has . (list "Never" "OnFailure")) -}}
+{{- fail (printf "%s.spec.restartPolicy: %q does not fit mode cronjob: a Job's pods must use Never or OnFailure" $.path .) -}}
+{{- end -}}
+{{- $_ := set $spec "restartPolicy" . -}}
+{{- end -}}
+{{- /* | `spec.nodeSelector` | merged key by key over `kubernetes.io/os: linux`; a key already there takes the template's value | */ -}}
+{{- with $tspec.nodeSelector -}}
+{{- $_ := set $spec "nodeSelector" (merge . $spec.nodeSelector) -}}
+{{- end -}}
+{{- /* | `spec.securityContext` | merged key by key, recursively; the defaults it does not name stay | */ -}}
+{{- with $tspec.securityContext -}}
+{{- include "gitea-runner-operator.mergeDeep" (dict "into" $spec "field" "securityContext" "over" .) -}}
+{{- end -}}
+{{- /* | `spec.tolerations` | appended | */ -}}
+{{- with $tspec.tolerations -}}
+{{- $_ := set $spec "tolerations" (concat ($spec.tolerations | default list) .) -}}
+{{- end -}}
+{{- /* | `spec.volumes` | added; one with the name of a volume already there replaces it | */ -}}
+{{- with $tspec.volumes -}}
+{{- include "gitea-runner-operator.mergeByKey" (dict "into" $spec "field" "volumes" "over" . "key" "name") -}}
+{{- end -}}
+{{- /* | `spec.imagePullSecrets` | added; one with a name already there replaces it | */ -}}
+{{- with $tspec.imagePullSecrets -}}
+{{- include "gitea-runner-operator.mergeByKey" (dict "into" $spec "field" "imagePullSecrets" "over" . "key" "name") -}}
+{{- end -}}
+{{- /* | `spec.initContainers` | added unchanged; one with a name already there replaces it | */ -}}
+{{- with $tspec.initContainers -}}
+{{- include "gitea-runner-operator.mergeByKey" (dict "into" $spec "field" "initContainers" "over" . "key" "name") -}}
+{{- end -}}
+{{- /* | `spec.containers[]` named other than `listener` | added unchanged after the listener container; one with a name already there replaces it | */ -}}
+{{- range $tspec.containers -}}
+{{- if ne (.name | default "") "listener" -}}
+{{- include "gitea-runner-operator.mergeByKey" (dict "into" $spec "field" "containers" "over" (list .) "key" "name") -}}
+{{- end -}}
+{{- end -}}
+{{- /* | every other `spec` field (`affinity`, `priorityClassName`, `topologySpreadConstraints`, `dnsPolicy`, `terminationGracePeriodSeconds`, `runtimeClassName`, `hostAliases`, …) | applies, replacing the default; applies whether or not the template has a `containers` entry | */ -}}
+{{- range $k, $v := omit $tspec "serviceAccountName" "serviceAccount" "restartPolicy" "nodeSelector" "securityContext" "tolerations" "volumes" "imagePullSecrets" "initContainers" "containers" -}}
+{{- if not (include "gitea-runner-operator.isEmpty" $v) -}}
+{{- $_ := set $spec $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- /* | `spec.automountServiceAccountToken` | applies like any other field (`false` too: then mount a token yourself) | */ -}}
+{{- /* | empty fields | keep the default | */ -}}
+{{- /* (Every rule above and below skips an empty field: see the top of this file.) */ -}}
+{{- /* | `spec.containers[]` named `listener` | merged into the default listener container by the rows below; it stays named `listener` and first | */ -}}
+{{- range $tspec.containers -}}
+{{- if eq (.name | default "") "listener" -}}
+{{- include "gitea-runner-operator.mergeListenerContainer" (dict "container" (first $spec.containers) "override" . "reservedEnv" $.reservedEnv) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Merges a template's container named "listener" into the default listener
+container, in place. Its name stays "listener".
+Argument: dict "container" "override" "reservedEnv".
+*/}}
+{{- define "gitea-runner-operator.mergeListenerContainer" -}}
+{{- $c := .container -}}
+{{- $o := .override -}}
+{{- /* | listener `env` | merged by name after the chart's env; reserved names are ignored: `KUBECONFIG` and every `SCALER_*` name the scaler reads (`files/reserved-env.txt`) | */ -}}
+{{- $env := list -}}
+{{- range $o.env -}}
+{{- if not (has (.name | default "") $.reservedEnv) -}}
+{{- $env = append $env . -}}
+{{- end -}}
+{{- end -}}
+{{- include "gitea-runner-operator.mergeByKey" (dict "into" $c "field" "env" "over" $env "key" "name") -}}
+{{- /* | listener `envFrom` | appended (explicit env, so the chart's `SCALER_*`, still wins over it) | */ -}}
+{{- with $o.envFrom -}}
+{{- $_ := set $c "envFrom" (concat ($c.envFrom | default list) .) -}}
+{{- end -}}
+{{- /* | listener `volumeMounts` | added; one with a mountPath already there replaces it | */ -}}
+{{- with $o.volumeMounts -}}
+{{- include "gitea-runner-operator.mergeByKey" (dict "into" $c "field" "volumeMounts" "over" . "key" "mountPath") -}}
+{{- end -}}
+{{- /* | listener `resources` | merged key by key, recursively (`limits.memory` alone keeps `limits.cpu` and the requests) | */ -}}
+{{- with $o.resources -}}
+{{- include "gitea-runner-operator.mergeDeep" (dict "into" $c "field" "resources" "over" .) -}}
+{{- end -}}
+{{- /* | listener `securityContext` | merged key by key, recursively (`capabilities.add` keeps `drop: [ALL]`) | */ -}}
+{{- with $o.securityContext -}}
+{{- include "gitea-runner-operator.mergeDeep" (dict "into" $c "field" "securityContext" "over" .) -}}
+{{- end -}}
+{{- /* | listener, every other field (`image`, `imagePullPolicy`, `command`, `args`, probes, `ports`, `workingDir`, …) | applies, replacing the default | */ -}}
+{{- range $k, $v := omit $o "name" "env" "envFrom" "volumeMounts" "resources" "securityContext" -}}
+{{- if not (include "gitea-runner-operator.isEmpty" $v) -}}
+{{- $_ := set $c $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the argument is empty (null, "", [] or {}); "" otherwise. */}}
 {{- define "gitea-runner-operator.isEmpty" -}}
 {{- if kindIs "invalid" . -}}true
 {{- else if and (kindIs "string" .) (eq . "") -}}true
@@ -18,53 +189,54 @@ them, so a user could never turn a default flag off).
 {{- end -}}
 
 {{/*
-Deep merge of two dicts, key by key: a dict meets a dict recursively, any
-other non-empty value replaces (lists are replaced, not appended). Argument:
-list base override. Returns JSON (fromJson).
+Merges the dict .over into the dict at .into.<field>, in place, key by key:
+a dict meets a dict recursively; any other non-empty value replaces (a list
+is replaced, not appended).
+Argument: dict "into" <dict> "field" <key> "over" <dict>.
 */}}
-{{- define "gitea-runner-operator.deepMerge" -}}
-{{- $base := deepCopy (index . 0 | default dict) -}}
-{{- range $k, $v := (index . 1 | default dict) -}}
+{{- define "gitea-runner-operator.mergeDeep" -}}
+{{- $base := get .into .field | default dict -}}
+{{- range $k, $v := .over -}}
 {{- if include "gitea-runner-operator.isEmpty" $v -}}
 {{- else if and (kindIs "map" $v) (kindIs "map" (get $base $k)) -}}
-{{- $_ := set $base $k (include "gitea-runner-operator.deepMerge" (list (get $base $k) $v) | fromJson) -}}
+{{- include "gitea-runner-operator.mergeDeep" (dict "into" $base "field" $k "over" $v) -}}
 {{- else -}}
 {{- $_ := set $base $k $v -}}
 {{- end -}}
 {{- end -}}
-{{- toJson $base -}}
+{{- $_ := set .into .field $base -}}
 {{- end -}}
 
 {{/*
-Merges two lists of objects by one key (name for containers and volumes,
-mountPath for volumeMounts): an override item whose key is already in the
-base replaces that item in place; the others are appended in order.
-Argument: dict "base" list "over" list "key" string. Returns JSON (fromJsonArray).
+Merges the list .over into the list at .into.<field>, in place, by one key
+of its items (name, or mountPath for volumeMounts): an item whose key is
+already there replaces that item where it stands; the others are appended
+in order.
+Argument: dict "into" <dict> "field" <key> "over" <list> "key" <item key>.
 */}}
 {{- define "gitea-runner-operator.mergeByKey" -}}
 {{- $key := .key -}}
-{{- $over := .over | default list -}}
 {{- $byKey := dict -}}
-{{- range $over -}}
+{{- range .over -}}
 {{- $_ := set $byKey (get . $key | toString) . -}}
 {{- end -}}
-{{- $out := list -}}
+{{- $merged := list -}}
 {{- $placed := dict -}}
-{{- range (.base | default list) -}}
+{{- range get .into .field | default list -}}
 {{- $k := get . $key | toString -}}
 {{- if hasKey $byKey $k -}}
-{{- $out = append $out (get $byKey $k) -}}
+{{- $merged = append $merged (get $byKey $k) -}}
 {{- $_ := set $placed $k true -}}
 {{- else -}}
-{{- $out = append $out . -}}
+{{- $merged = append $merged . -}}
 {{- end -}}
 {{- end -}}
-{{- range $over -}}
+{{- range .over -}}
 {{- $k := get . $key | toString -}}
 {{- if not (hasKey $placed $k) -}}
-{{- $out = append $out (get $byKey $k) -}}
+{{- $merged = append $merged (get $byKey $k) -}}
 {{- $_ := set $placed $k true -}}
 {{- end -}}
 {{- end -}}
-{{- toJson $out -}}
+{{- $_ := set .into .field $merged -}}
 {{- end -}}

@@ -1,10 +1,12 @@
 // Command listenerrouting proves, on a rendered chart, that every RunnerGroup
 // is served by exactly one listener. It reads the manifests `helm template`
-// prints on stdin, takes each listener's SCALER_SELECTOR and
-// SCALER_EXCLUDE_SELECTORS from its listener container, parses them with the
-// same Kubernetes selector parser the scaler uses, and evaluates them the way
-// the contract says the scaler does (served = matches the selector, empty
-// meaning all, and matches none of the ';'-separated exclusions).
+// prints on stdin and takes each listener's SCALER_SELECTOR and
+// SCALER_EXCLUDE_SELECTORS from its listener container. The chart renders
+// each selector as a JSON LabelSelector; this parses it as the scaler does
+// (metav1.LabelSelectorAsSelector) and evaluates the selectors the way the
+// scaler serves groups: a group is served when it matches SCALER_SELECTOR
+// (unset meaning every group) and none of the ';'-separated
+// SCALER_EXCLUDE_SELECTORS.
 //
 // Usage: listenerrouting CASES_FILE < manifests.yaml
 //
@@ -15,6 +17,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +27,7 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -210,14 +215,14 @@ func readListeners(r io.Reader) ([]listener, error) {
 			for _, e := range c.Env {
 				switch e.Name {
 				case "SCALER_SELECTOR":
-					sel, err := labels.Parse(e.Value)
+					sel, err := parseSelector(e.Value)
 					if err != nil {
 						return nil, fmt.Errorf("%s: SCALER_SELECTOR %q: %w", m.Metadata.Name, e.Value, err)
 					}
 					l.selector = sel
 				case "SCALER_EXCLUDE_SELECTORS":
 					for _, part := range strings.Split(e.Value, ";") {
-						sel, err := labels.Parse(part)
+						sel, err := parseSelector(part)
 						if err != nil {
 							return nil, fmt.Errorf("%s: SCALER_EXCLUDE_SELECTORS entry %q: %w", m.Metadata.Name, part, err)
 						}
@@ -228,4 +233,24 @@ func readListeners(r io.Reader) ([]listener, error) {
 			out = append(out, l)
 		}
 	}
+}
+
+// parseSelector reads one selector as the chart renders it: a JSON
+// LabelSelector, turned into a selector by the function the scaler uses.
+// Unknown fields are refused, so a misspelt key in the chart's rendering
+// fails here instead of silently matching more groups.
+func parseSelector(text string) (labels.Selector, error) {
+	if !strings.HasPrefix(text, "{") {
+		return nil, errors.New("not a JSON LabelSelector (the chart renders selectors as JSON)")
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(text)))
+	dec.DisallowUnknownFields()
+	var ls metav1.LabelSelector
+	if err := dec.Decode(&ls); err != nil {
+		return nil, fmt.Errorf("cannot parse the LabelSelector: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("text after the LabelSelector")
+	}
+	return metav1.LabelSelectorAsSelector(&ls)
 }

@@ -1,0 +1,100 @@
+{{/*
+The default listener pod: what every listener runs before its
+listenerTemplate is merged in (by the rules in _merge.tpl). It passes Pod
+Security Admission `restricted` and the usual admission policies as it is:
+non-root UID 65532 (the image's user), read-only root filesystem, no
+privilege escalation, every capability dropped, RuntimeDefault seccomp,
+requests and limits set.
+
+The listener container's env is the scaler's configuration, one entry per
+setting it reads (files/reserved-env.txt lists the names; a template cannot
+set them). A setting left at the scaler's own default is still set when the
+chart has a value for it, so the rendered pod says what runs.
+
+Argument: dict "root" $ "listener" <an entry of gitea-runner-operator.listeners>.
+*/}}
+{{- define "gitea-runner-operator.defaultListenerPod" -}}
+{{- $v := .root.Values -}}
+{{- $s := $v.scaler -}}
+metadata:
+  labels:
+    {{- include "gitea-runner-operator.listenerLabels" (dict "root" .root "listener" .listener.name) | nindent 4 }}
+spec:
+  serviceAccountName: {{ include "gitea-runner-operator.serviceAccountName" .root | quote }}
+  # The scaler talks to the API server with this token.
+  automountServiceAccountToken: true
+  # Under a CronJob a failed pass is not retried in place: the next tick runs
+  # a fresh one.
+  restartPolicy: {{ ternary "Always" "Never" (eq $v.mode "deployment") }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 65532
+    runAsGroup: 65532
+    seccompProfile:
+      type: RuntimeDefault
+  nodeSelector:
+    kubernetes.io/os: linux
+  containers:
+    - name: listener
+      image: {{ printf "%s:%s" $v.image.repository (include "gitea-runner-operator.imageTag" .root) | quote }}
+      imagePullPolicy: {{ $v.image.pullPolicy }}
+      command: [gitea-runner-scaler, run]
+      env:
+        - name: SCALER_LOG_FORMAT
+          value: {{ $s.logFormat | toString | quote }}
+        - name: SCALER_LOG_LEVEL
+          value: {{ $s.logLevel | toString | quote }}
+        {{- if eq $v.mode "deployment" }}
+        - name: SCALER_LOOP
+          value: "true"
+        - name: SCALER_INTERVAL
+          value: {{ $s.interval | toString | quote }}
+        {{- else }}
+        - name: SCALER_LOOP
+          value: "false"
+        {{- end }}
+        {{- with $v.watchNamespaces }}
+        - name: SCALER_NAMESPACES
+          value: {{ join "," . | quote }}
+        {{- end }}
+        {{- with .listener.selector }}
+        - name: SCALER_SELECTOR
+          value: {{ . | quote }}
+        {{- end }}
+        {{- with .listener.exclude }}
+        - name: SCALER_EXCLUDE_SELECTORS
+          value: {{ join ";" . | quote }}
+        {{- end }}
+        - name: SCALER_DRY_RUN
+          value: {{ ternary "true" "false" (eq ($s.dryRun | toString) "true") | quote }}
+        {{- with $s.runnerImage }}
+        - name: SCALER_RUNNER_IMAGE
+          value: {{ . | toString | quote }}
+        {{- end }}
+        {{- with $s.defaultLabels }}
+        - name: SCALER_DEFAULT_LABELS
+          value: {{ join "," . | quote }}
+        {{- end }}
+        - name: SCALER_SPAWN_TTL
+          value: {{ $s.spawnTTL | toString | quote }}
+        - name: SCALER_GITEA_TIMEOUT
+          value: {{ $s.giteaTimeout | toString | quote }}
+        - name: SCALER_WORKERS
+          value: {{ printf "%d" (int64 $s.workers) | quote }}
+        - name: SCALER_RUNNER_JOB_TTL
+          value: {{ printf "%d" (int64 $s.runnerJobTTL) | quote }}
+      resources:
+        {{- toYaml $v.resources | nindent 8 }}
+      securityContext:
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        runAsNonRoot: true
+        runAsUser: 65532
+        runAsGroup: 65532
+        capabilities:
+          drop: [ALL]
+        seccompProfile:
+          type: RuntimeDefault
+      # A failed pass shows its last log lines in `kubectl describe pod`.
+      terminationMessagePolicy: FallbackToLogsOnError
+{{- end -}}
