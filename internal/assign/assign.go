@@ -1,0 +1,188 @@
+// Package assign decides which RunnerGroup serves a queued Gitea job when
+// more than one could.
+//
+// Two groups can often run the same job: a `[gpu]` group and a plain group in
+// one org both carry the default `ubuntu-*` labels, and a `global` group
+// contains every org's repositories. Each group keeps its claims in its own
+// ConfigMap, so without one rule both would start a runner for the job and
+// one of the two would sit idle. Every pass, in every listener, computes the
+// same answer from the RunnerGroups it lists, so the rule is a pure function
+// of the groups' specs and of what their own passes last recorded:
+//
+//  1. Only groups on the same Gitea instance (scheme, host, port and path
+//     compared after normalising) whose scope contains the job's repository
+//     and whose label names cover the job's runs-on labels are candidates.
+//  2. A group that cannot serve is no candidate: it is paused
+//     (maxActiveRunners 0), or its last pass recorded a configuration
+//     failure that no retry will fix (see Group.Eligible). A group with a
+//     transient failure (Gitea timed out) stays a candidate, so an outage
+//     does not move jobs back and forth between groups.
+//  3. Among candidates, the most specific scope wins (repo, then org or
+//     user, then global), then the group with the fewest label names (the
+//     plain group before the `[gpu]` one for an `ubuntu-latest` job), then
+//     the smallest "namespace/name".
+//
+// A group at capacity keeps the jobs it was assigned: moving them to another
+// group would race with its own runners taking them once a slot frees.
+package assign
+
+import (
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/labels"
+)
+
+// Group is what the rule needs to know of one RunnerGroup.
+type Group struct {
+	// Key is "namespace/name".
+	Key string
+	// URL is the group's spec.gitea.url, as written.
+	URL string
+	// Scope, Owner and Repo say which repositories the group contains:
+	// Owner is the org or user (empty for global), Repo the repository name
+	// (scope repo only).
+	Scope v1alpha1.Scope
+	Owner string
+	Repo  string
+	// Labels are the group's effective runner labels.
+	Labels []string
+	// Eligible is false when the group cannot serve (see the package doc).
+	Eligible bool
+}
+
+// Job is what the rule needs to know of one queued Gitea job.
+type Job struct {
+	// Repo is the job's repository as "owner/name".
+	Repo string
+	// Labels are its runs-on labels.
+	Labels []string
+}
+
+// Rule answers which group serves a job. It is safe for concurrent use: the
+// workers of a pass share one Rule, and its answers are cached per distinct
+// repository and label set, because a burst of jobs repeats a few of them.
+type Rule struct {
+	ranked []candidate
+
+	mu    sync.Mutex
+	cache map[string]string
+}
+
+type candidate struct {
+	key, instance string
+	specificity   int
+	owner, repo   string
+	names         labels.Set
+}
+
+// New ranks the groups once; ineligible groups are left out.
+func New(groups []Group) *Rule {
+	r := &Rule{cache: map[string]string{}}
+	for _, g := range groups {
+		if !g.Eligible {
+			continue
+		}
+		r.ranked = append(r.ranked, candidate{
+			key:         g.Key,
+			instance:    Instance(g.URL),
+			specificity: specificity(g.Scope),
+			owner:       strings.ToLower(g.Owner),
+			repo:        strings.ToLower(g.Repo),
+			names:       labels.NewSet(g.Labels),
+		})
+	}
+	sort.SliceStable(r.ranked, func(i, j int) bool {
+		a, b := r.ranked[i], r.ranked[j]
+		if a.specificity != b.specificity {
+			return a.specificity > b.specificity
+		}
+		if len(a.names) != len(b.names) {
+			return len(a.names) < len(b.names)
+		}
+		return a.key < b.key
+	})
+	return r
+}
+
+// Owner returns the key of the group that serves the job on the Gitea at
+// url, or "" when no eligible group can.
+func (r *Rule) Owner(url string, job Job) string {
+	instance := Instance(url)
+	sortedLabels := append([]string(nil), job.Labels...)
+	sort.Strings(sortedLabels)
+	cacheKey := instance + "\x00" + strings.ToLower(job.Repo) + "\x00" + strings.Join(sortedLabels, "\x00")
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if key, ok := r.cache[cacheKey]; ok {
+		return key
+	}
+	owner, name, _ := strings.Cut(strings.ToLower(job.Repo), "/")
+	key := ""
+	for _, c := range r.ranked {
+		if c.instance == instance && c.contains(owner, name) && c.names.CanRun(job.Labels) {
+			key = c.key
+			break
+		}
+	}
+	r.cache[cacheKey] = key
+	return key
+}
+
+// contains reports whether the candidate's scope holds the repository. Gitea
+// compares owner and repository names without regard to case.
+func (c candidate) contains(owner, name string) bool {
+	switch c.specificity {
+	case scopeGlobal:
+		return true
+	case scopeOwner:
+		return owner != "" && owner == c.owner
+	default:
+		return owner != "" && owner == c.owner && name == c.repo
+	}
+}
+
+const (
+	scopeGlobal = iota
+	scopeOwner
+	scopeRepo
+)
+
+func specificity(s v1alpha1.Scope) int {
+	switch s {
+	case v1alpha1.ScopeRepo:
+		return scopeRepo
+	case v1alpha1.ScopeOrg, v1alpha1.ScopeUser:
+		return scopeOwner
+	default:
+		return scopeGlobal
+	}
+}
+
+// Instance normalises a Gitea base URL so that two spellings of one instance
+// compare equal: the scheme and host lowercased, the scheme's default port
+// dropped, and the path without a trailing slash. A URL that does not parse
+// is returned as it is (the CRD refuses such URLs at admission).
+func Instance(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.Host == "" {
+		return raw
+	}
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.ToLower(u.Hostname())
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	port := u.Port()
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
+}

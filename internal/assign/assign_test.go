@@ -1,0 +1,138 @@
+package assign
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+)
+
+const giteaURL = "https://gitea.example.com"
+
+var ubuntu = []string{
+	"ubuntu-latest:docker://docker.gitea.com/runner-images:ubuntu-latest",
+	"ubuntu-24.04:docker://docker.gitea.com/runner-images:ubuntu-24.04",
+	"ubuntu-22.04:docker://docker.gitea.com/runner-images:ubuntu-22.04",
+}
+
+func withLabels(extra ...string) []string { return append(extra, ubuntu...) }
+
+func group(key string, scope v1alpha1.Scope, owner, repo string, lbls []string) Group {
+	return Group{Key: key, URL: giteaURL, Scope: scope, Owner: owner, Repo: repo, Labels: lbls, Eligible: true}
+}
+
+func TestOwner(t *testing.T) {
+	plain := group("ci/plain", v1alpha1.ScopeOrg, "acme", "", withLabels())
+	gpu := group("ci/gpu", v1alpha1.ScopeOrg, "acme", "", withLabels("gpu"))
+	global := group("platform/all", v1alpha1.ScopeGlobal, "", "", withLabels())
+	repo := group("app/app", v1alpha1.ScopeRepo, "acme", "app", withLabels("gpu", "big"))
+	alice := group("alice/alice", v1alpha1.ScopeUser, "alice", "", withLabels())
+	paused := group("ci/aaa-paused", v1alpha1.ScopeOrg, "acme", "", withLabels())
+	paused.Eligible = false
+	otherInstance := group("ci/other", v1alpha1.ScopeRepo, "acme", "app", withLabels())
+	otherInstance.URL = "https://other.example.com"
+
+	tests := []struct {
+		name   string
+		groups []Group
+		url    string
+		job    Job
+		want   string
+	}{
+		{"the only group that can run it", []Group{plain}, giteaURL, Job{"acme/app", []string{"ubuntu-latest"}}, "ci/plain"},
+		{"fewest labels wins: the plain group over the gpu group", []Group{gpu, plain}, giteaURL, Job{"acme/app", []string{"ubuntu-latest"}}, "ci/plain"},
+		{"a gpu job goes to the only group with gpu", []Group{gpu, plain}, giteaURL, Job{"acme/app", []string{"gpu"}}, "ci/gpu"},
+		{"org before global", []Group{global, plain}, giteaURL, Job{"acme/app", []string{"ubuntu-latest"}}, "ci/plain"},
+		{"repo before org, even with more labels", []Group{plain, repo, global}, giteaURL, Job{"acme/app", []string{"ubuntu-latest"}}, "app/app"},
+		{"repo group does not contain another repo", []Group{repo, global}, giteaURL, Job{"acme/web", []string{"ubuntu-latest"}}, "platform/all"},
+		{"user scope contains the user's repositories", []Group{alice, global}, giteaURL, Job{"alice/tool", []string{"ubuntu-22.04"}}, "alice/alice"},
+		{"names compare without regard to case, as Gitea's do", []Group{alice}, giteaURL, Job{"Alice/Tool", []string{"ubuntu-latest"}}, "alice/alice"},
+		{"org scope does not contain another owner", []Group{plain}, giteaURL, Job{"alice/tool", []string{"ubuntu-latest"}}, ""},
+		{"labels no group offers", []Group{plain, gpu, global}, giteaURL, Job{"acme/app", []string{"windows"}}, ""},
+		{"a paused group takes nothing away", []Group{paused, plain}, giteaURL, Job{"acme/app", []string{"ubuntu-latest"}}, "ci/plain"},
+		{"only a paused group: nobody", []Group{paused}, giteaURL, Job{"acme/app", []string{"ubuntu-latest"}}, ""},
+		{"a group on another Gitea never competes", []Group{otherInstance, plain}, giteaURL, Job{"acme/app", []string{"ubuntu-latest"}}, "ci/plain"},
+		{"the same Gitea spelt differently", []Group{plain}, "HTTPS://Gitea.Example.com:443/", Job{"acme/app", []string{"ubuntu-latest"}}, "ci/plain"},
+		{"ties go to the smallest namespace/name", []Group{group("b/x", v1alpha1.ScopeOrg, "acme", "", withLabels()), group("a/y", v1alpha1.ScopeOrg, "acme", "", withLabels())}, giteaURL, Job{"acme/app", []string{"ubuntu-latest"}}, "a/y"},
+		{"a job without a repository only reaches global groups", []Group{plain, global}, giteaURL, Job{"", []string{"ubuntu-latest"}}, "platform/all"},
+		{"a job without labels matches nothing, as in Gitea", []Group{global}, giteaURL, Job{"acme/app", nil}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, New(tt.groups).Owner(tt.url, tt.job))
+			// The answer must not depend on the order the groups were listed in.
+			reversed := make([]Group, len(tt.groups))
+			for i, g := range tt.groups {
+				reversed[len(tt.groups)-1-i] = g
+			}
+			assert.Equal(t, tt.want, New(reversed).Owner(tt.url, tt.job), "reversed listing order")
+		})
+	}
+}
+
+func TestOwnerCachesPerRepoAndLabelsNotPerOrder(t *testing.T) {
+	r := New([]Group{group("ci/gpu", v1alpha1.ScopeOrg, "acme", "", withLabels("gpu"))})
+	assert.Equal(t, "ci/gpu", r.Owner(giteaURL, Job{"acme/app", []string{"gpu", "ubuntu-latest"}}))
+	assert.Equal(t, "ci/gpu", r.Owner(giteaURL, Job{"acme/app", []string{"ubuntu-latest", "gpu"}}))
+	assert.Equal(t, "", r.Owner(giteaURL, Job{"acme/app", []string{"ubuntu-latest", "gpu", "arm"}}))
+	assert.Len(t, r.cache, 2)
+}
+
+func TestOwnerConcurrentUse(t *testing.T) {
+	r := New([]Group{group("ci/plain", v1alpha1.ScopeOrg, "acme", "", withLabels())})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 200 {
+				assert.Equal(t, "ci/plain", r.Owner(giteaURL, Job{fmt.Sprintf("acme/r%d", (i*j)%7), []string{"ubuntu-latest"}}))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestInstance(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://gitea.example.com", "https://gitea.example.com"},
+		{"https://gitea.example.com/", "https://gitea.example.com"},
+		{"HTTPS://GITEA.example.com:443", "https://gitea.example.com"},
+		{"http://gitea.example.com:80/git/", "http://gitea.example.com/git"},
+		{"http://gitea.example.com:3000", "http://gitea.example.com:3000"},
+		{"https://gitea.example.com:80", "https://gitea.example.com:80"},
+		{"http://[::1]:3000/", "http://[::1]:3000"},
+		{"not a url", "not a url"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, Instance(tt.in), tt.in)
+	}
+}
+
+func FuzzOwner(f *testing.F) {
+	f.Add("acme/app", "ubuntu-latest", "acme", "app", "gpu")
+	f.Add("Alice/x", "gpu,ubuntu-latest", "alice", "", "")
+	f.Fuzz(func(t *testing.T, repo, jobLabels, owner, name, extra string) {
+		groups := []Group{
+			group("ns/global", v1alpha1.ScopeGlobal, "", "", withLabels(extra)),
+			group("ns/owner", v1alpha1.ScopeOrg, owner, "", withLabels()),
+			group("ns/repo", v1alpha1.ScopeRepo, owner, name, withLabels(extra)),
+		}
+		job := Job{Repo: repo, Labels: strings.FieldsFunc(jobLabels, func(r rune) bool { return r == ',' })}
+		got := New(groups).Owner(giteaURL, job)
+		// Whatever it picks must be able to run the job; and when the global
+		// group can run it, somebody must be picked.
+		for _, g := range groups {
+			if g.Key == got {
+				assert.True(t, New([]Group{g}).Owner(giteaURL, job) == g.Key, "picked %s, which cannot run %+v", got, job)
+			}
+		}
+		if New(groups[:1]).Owner(giteaURL, job) != "" {
+			assert.NotEmpty(t, got)
+		}
+	})
+}
