@@ -33,7 +33,7 @@ import (
 	"sync"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/labels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 )
 
 // Group is what the rule needs to know of one RunnerGroup.
@@ -76,7 +76,7 @@ type candidate struct {
 	key, instance string
 	specificity   int
 	owner, repo   string
-	names         labels.Set
+	names         runnerlabels.Set
 }
 
 // New ranks the groups once; ineligible groups are left out.
@@ -92,7 +92,7 @@ func New(groups []Group) *Rule {
 			specificity: specificity(g.Scope),
 			owner:       strings.ToLower(g.Owner),
 			repo:        strings.ToLower(g.Repo),
-			names:       labels.NewSet(g.Labels),
+			names:       runnerlabels.NewSet(g.Labels),
 		})
 	}
 	sort.SliceStable(r.ranked, func(i, j int) bool {

@@ -1,32 +1,27 @@
-// Package plan decides, without any I/O, which queued Gitea jobs get a new
-// runner Job in this pass and what the claims become.
+// Package plan decides, without any I/O, how many new runner Jobs a group
+// starts in this pass, and what its claims become.
 //
-// A claim says that a runner Job was started for a Gitea job, and when; it
-// keeps the next pass from starting a second one. The original operator kept
-// such a record in memory for a fixed time (a "spawned jobs cache"); here it
-// is stored (internal/state) and the rules are made safe for several passes
-// at once and for passes that die half-way:
+// Runners of one group are interchangeable: Gitea gives a queued job to
+// whichever matching runner asks first (the job updated longest ago, not the
+// one the runner was started for), and pods start in random order. So the
+// plan counts, it does not pair:
 //
-//   - A queued job claimed within the spawn TTL is skipped: its runner is
-//     starting.
-//   - A claim is spent, and its job claimed again at once, when its runner
-//     can no longer take it: the runner Job finished while the job is still
-//     queued, or the runner is running another job. Gitea gives a runner the
-//     queued job updated longest ago, not the one the runner was started for,
-//     so a job that just left "waiting" (its needs: finished) often sees its
-//     runner take an older job. Waiting out the TTL then would leave it queued
-//     with a slot free.
-//   - A queued job whose claim is older than the TTL is retried, but only
-//     when its runner Job has finished or is gone. A runner Job that is still
-//     active is slow (image pull, a full cluster), not lost; a second runner
-//     for the same Gitea job would sit idle for ever once the first takes it.
-//   - Slots are maxActiveRunners minus the active runner Jobs minus the
-//     claims whose Job does not exist yet (claimed by a pass that is creating
-//     it right now). Counting those claims is what keeps two racing passes
-//     under the cap.
-//   - Claims of jobs that are no longer queued are dropped, unless the claim
-//     is newer than the Gitea snapshot this pass planned from: another pass
-//     may have seen a job this snapshot had not yet seen.
+//   - Demand is the queued Gitea jobs assigned to the group.
+//   - Supply is the group's runner Jobs that are active and whose runner is
+//     not running a job (starting, or registered and idle: each will take
+//     one queued job), plus the claims whose Job is not listed yet (a pass
+//     is creating it right now).
+//   - The group starts demand − supply runners, within its slots:
+//     maxActiveRunners minus the active runner Jobs minus those claims.
+//     Counting the claims is what keeps two racing passes under the cap and
+//     from serving one job twice: they write their claims to one ConfigMap
+//     under its resourceVersion, and the loser plans again with the winner's
+//     claims in its supply.
+//
+// A claim exists only until its Job is seen: from then on the Job speaks for
+// itself, so a runner Job deleted by hand or evicted is replaced by the next
+// pass. A claim whose Job never appears (the create failed with an outcome
+// the pass could not learn) stops counting after the claim TTL.
 package plan
 
 import (
@@ -41,141 +36,154 @@ type RunnerJob struct {
 	Name string
 	// Active is true until the Job has a Complete or Failed condition.
 	Active bool
+	// Busy is true while Gitea shows its runner running a job.
+	Busy bool
+	// GiteaJobID is the Gitea job the Job was started for (its label), or 0.
+	GiteaJobID int64
 }
 
 // Input is everything one plan is made from.
 type Input struct {
-	Now      time.Time
-	SpawnTTL time.Duration
+	Now time.Time
+	// ClaimTTL is how long a claim whose Job is not listed holds its slot.
+	ClaimTTL time.Duration
 	// MaxActive is the group's maxActiveRunners.
 	MaxActive int
 	// Jobs are the group's runner Jobs as listed in this pass.
 	Jobs []RunnerJob
 	// Claims are the claims as loaded in this pass.
 	Claims state.Claims
-	// Queued are the IDs of the queued Gitea jobs the group can serve.
+	// Queued are the IDs of the queued Gitea jobs the group serves.
 	Queued []int64
-	// Busy maps the group's runners (by name) to the Gitea job each is
-	// running now.
-	Busy map[string]int64
-	// SnapshotAt is when the pass began to ask Gitea for Queued.
-	SnapshotAt time.Time
 	// NewJobName returns a fresh runner Job name.
 	NewJobName func() string
 }
 
-// Claim is a new claim: a runner Job to create for a Gitea job.
+// Claim is a runner Job to create. GiteaJobID names the queued job it was
+// started for; any queued job the group serves may end up on it.
 type Claim struct {
 	GiteaJobID int64
 	JobName    string
-	// Retry is true when an earlier claim for this Gitea job expired or
-	// was spent on another job.
-	Retry bool
 }
 
 // Result is the plan.
 type Result struct {
-	// New are the claims this plan makes, oldest Gitea job first: one
-	// runner Job to create for each.
+	// New are the claims this plan makes, one per runner Job to create,
+	// oldest Gitea job first.
 	New []Claim
-	// Claims are all the claims to store (those kept and the new ones)
-	// before any Job is created.
+	// Claims are what to store before any Job is created: the claims still
+	// in flight plus the new ones.
 	Claims state.Claims
-	// Active counts active runner Jobs plus claims whose Job is not there yet.
+	// Active counts active runner Jobs plus claims whose Job is not listed.
 	Active int
+	// Idle counts active runner Jobs whose runner is not running a job.
+	Idle int
+	// InFlight counts claims whose Job is not listed yet.
+	InFlight int
 	// Slots is how many runners the group could start before this plan.
 	Slots int
-	// Waiting counts queued jobs left for a later pass: claimed and still
-	// within the TTL or with a runner still starting, or beyond the slots.
+	// Demand is the number of distinct queued jobs.
+	Demand int
+	// Waiting counts queued jobs left without a runner for want of a slot.
 	Waiting int
-	// Dropped are the Gitea job IDs whose claims were removed.
+	// Surplus counts runners beyond the demand: idle or starting runners
+	// and claims in flight that no queued job waits for.
+	Surplus int
+	// Dropped are the Gitea job IDs whose claims were removed: their Job
+	// was seen, or never appeared within the claim TTL.
 	Dropped []int64
 }
 
 // Make computes the plan.
 func Make(in Input) Result {
-	jobs := make(map[string]RunnerJob, len(in.Jobs))
-	active := 0
+	listed := make(map[string]bool, len(in.Jobs))
+	covered := map[int64]bool{}
+	var res Result
 	for _, j := range in.Jobs {
-		jobs[j.Name] = j
-		if j.Active {
-			active++
+		listed[j.Name] = true
+		if !j.Active {
+			continue
+		}
+		res.Active++
+		if !j.Busy {
+			res.Idle++
+			covered[j.GiteaJobID] = true
 		}
 	}
-	kept, dropped := keepClaims(in)
-	// A claim whose Job is not listed is a Job being created right now, or
-	// one whose creation failed; within the TTL it holds its slot either way.
-	for _, e := range kept {
-		if _, listed := jobs[e.JobName]; !listed && in.Now.Sub(e.ClaimedAt) < in.SpawnTTL {
-			active++
+
+	next := state.Claims{}
+	for id, c := range in.Claims {
+		if !listed[c.JobName] && inFlight(in, c) {
+			next[id] = c
+			continue
 		}
+		res.Dropped = append(res.Dropped, id)
 	}
-	res := Result{Active: active, Slots: max(in.MaxActive-active, 0), Dropped: dropped}
-	res.New, res.Waiting = claimQueued(in, kept, jobs, res.Slots)
-	res.Claims = kept
+	sort.Slice(res.Dropped, func(i, j int) bool { return res.Dropped[i] < res.Dropped[j] })
+	res.InFlight = len(next)
+	res.Active += res.InFlight
+	res.Slots = max(0, in.MaxActive-res.Active)
+
+	ids := unique(in.Queued)
+	res.Demand = len(ids)
+	supply := res.Idle + res.InFlight
+	need := max(0, res.Demand-supply)
+	res.Surplus = max(0, supply-res.Demand)
+	create := min(need, res.Slots)
+	res.Waiting = need - create
+
+	for _, id := range pick(ids, next, covered, create) {
+		c := Claim{GiteaJobID: id, JobName: in.NewJobName()}
+		next[id] = state.Entry{ClaimedAt: in.Now, JobName: c.JobName}
+		res.New = append(res.New, c)
+	}
+	res.Claims = next
 	return res
 }
 
-// keepClaims returns the claims still worth keeping, and the sorted IDs of
-// those dropped: a claim goes once its job is no longer queued, unless the
-// claim is newer than the listing that says so.
-func keepClaims(in Input) (state.Claims, []int64) {
-	queued := make(map[int64]bool, len(in.Queued))
-	for _, id := range in.Queued {
-		queued[id] = true
-	}
-	kept := state.Claims{}
-	var dropped []int64
-	for id, e := range in.Claims {
-		if queued[id] || e.ClaimedAt.After(in.SnapshotAt) {
-			kept[id] = e
-			continue
-		}
-		dropped = append(dropped, id)
-	}
-	sort.Slice(dropped, func(i, j int) bool { return dropped[i] < dropped[j] })
-	return kept, dropped
+// inFlight reports whether a claim whose Job is not listed still holds its
+// slot. A claim from the future (the claiming pass ran on a node whose clock
+// is ahead) is treated as fresh: skipping one create is better than a
+// duplicate runner.
+func inFlight(in Input, c state.Entry) bool {
+	age := in.Now.Sub(c.ClaimedAt)
+	return age < in.ClaimTTL
 }
 
-// claimQueued claims the queued jobs that need a runner, oldest first and
-// at most slots of them, adding the new claims to claims. It returns them
-// and how many queued jobs are left waiting.
-func claimQueued(in Input, claims state.Claims, jobs map[string]RunnerJob, slots int) ([]Claim, int) {
-	var (
-		made    []Claim
-		waiting int
-	)
-	ids := append([]int64(nil), in.Queued...)
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for i, id := range ids {
-		if i > 0 && ids[i-1] == id {
+// pick chooses which queued jobs the n new runners are started for: the
+// oldest jobs that neither a claim in flight nor an idle runner was started
+// for, then, when runners took each other's jobs, the oldest unclaimed ones.
+// The choice only labels the Jobs (and so the rebuild of lost state); any
+// runner of the group may take any of its jobs.
+func pick(ids []int64, claimed state.Claims, covered map[int64]bool, n int) []int64 {
+	var first, rest []int64
+	for _, id := range ids {
+		if _, ok := claimed[id]; ok {
 			continue
 		}
-		prev, claimed := claims[id]
-		if claimed && !spent(in, prev, id, jobs) {
-			j, listed := jobs[prev.JobName]
-			if in.Now.Sub(prev.ClaimedAt) < in.SpawnTTL || (listed && j.Active) {
-				waiting++
-				continue
-			}
+		if covered[id] {
+			rest = append(rest, id)
+		} else {
+			first = append(first, id)
 		}
-		if len(made) == slots {
-			waiting++
-			continue
-		}
-		c := Claim{GiteaJobID: id, JobName: in.NewJobName(), Retry: claimed}
-		claims[id] = state.Entry{ClaimedAt: in.Now, JobName: c.JobName}
-		made = append(made, c)
 	}
-	return made, waiting
+	out := append(first, rest...)
+	if len(out) > n {
+		out = out[:n]
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
-// spent reports whether a claim's runner can no longer serve the claimed,
-// still queued, job: its Job finished, or it runs another job.
-func spent(in Input, e state.Entry, id int64, jobs map[string]RunnerJob) bool {
-	if j, ok := jobs[e.JobName]; ok && !j.Active {
-		return true
+func unique(ids []int64) []int64 {
+	out := append([]int64(nil), ids...)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	n := 0
+	for i, id := range out {
+		if i == 0 || out[i-1] != id {
+			out[n] = id
+			n++
+		}
 	}
-	other, busy := in.Busy[e.JobName]
-	return busy && other != id
+	return out[:n]
 }

@@ -21,6 +21,14 @@ func at(d time.Duration, job string) state.Entry {
 	return state.Entry{ClaimedAt: t0.Add(d), JobName: job}
 }
 
+func starting(name string, id int64) RunnerJob {
+	return RunnerJob{Name: name, Active: true, GiteaJobID: id}
+}
+
+func busy(name string, id int64) RunnerJob {
+	return RunnerJob{Name: name, Active: true, Busy: true, GiteaJobID: id}
+}
+
 func TestMake(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -28,28 +36,27 @@ func TestMake(t *testing.T) {
 		jobs        []RunnerJob
 		claims      state.Claims
 		queued      []int64
-		busy        map[string]int64
-		snapshotAt  time.Duration // relative to t0; the pass runs at t0
-		wantNew     []Claim
-		wantClaims  state.Claims
+		wantClaims  []Claim
+		wantState   state.Claims
 		wantActive  int
 		wantWaiting int
+		wantSurplus int
 		wantDropped []int64
 	}{
 		{
-			name:       "spawns one runner per queued job, oldest first",
+			name:       "one runner per queued job, oldest first",
 			max:        5,
 			queued:     []int64{7, 3},
-			wantNew:    []Claim{{GiteaJobID: 3, JobName: "rg-00001"}, {GiteaJobID: 7, JobName: "rg-00002"}},
-			wantClaims: state.Claims{3: at(0, "rg-00001"), 7: at(0, "rg-00002")},
+			wantClaims: []Claim{{3, "rg-00001"}, {7, "rg-00002"}},
+			wantState:  state.Claims{3: at(0, "rg-00001"), 7: at(0, "rg-00002")},
 		},
 		{
 			name:        "no slots beyond maxActiveRunners",
 			max:         2,
-			jobs:        []RunnerJob{{Name: "old", Active: true}},
+			jobs:        []RunnerJob{busy("old", 99)},
 			queued:      []int64{1, 2, 3},
-			wantNew:     []Claim{{GiteaJobID: 1, JobName: "rg-00001"}},
-			wantClaims:  state.Claims{1: at(0, "rg-00001")},
+			wantClaims:  []Claim{{1, "rg-00001"}},
+			wantState:   state.Claims{1: at(0, "rg-00001")},
 			wantActive:  1,
 			wantWaiting: 2,
 		},
@@ -57,139 +64,146 @@ func TestMake(t *testing.T) {
 			name:        "maxActiveRunners 0 pauses the group",
 			max:         0,
 			queued:      []int64{1},
-			wantClaims:  state.Claims{},
+			wantState:   state.Claims{},
 			wantWaiting: 1,
 		},
 		{
-			name:       "finished runner Jobs free their slots",
+			name:       "finished runner Jobs free their slots and are no supply",
 			max:        1,
-			jobs:       []RunnerJob{{Name: "done", Active: false}},
+			jobs:       []RunnerJob{{Name: "done", GiteaJobID: 1}},
 			queued:     []int64{1},
-			wantNew:    []Claim{{GiteaJobID: 1, JobName: "rg-00001"}},
-			wantClaims: state.Claims{1: at(0, "rg-00001")},
+			wantClaims: []Claim{{1, "rg-00001"}},
+			wantState:  state.Claims{1: at(0, "rg-00001")},
 		},
 		{
-			name:        "a claim within the TTL is skipped",
-			max:         5,
-			jobs:        []RunnerJob{{Name: "a", Active: true}},
-			claims:      state.Claims{1: at(-4*time.Minute, "a")},
-			queued:      []int64{1},
-			wantClaims:  state.Claims{1: at(-4*time.Minute, "a")},
-			wantActive:  1,
-			wantWaiting: 1,
-		},
-		{
-			name:       "an expired claim whose runner Job failed is retried",
+			name:       "a starting runner covers one queued job, whichever it was started for",
 			max:        5,
-			jobs:       []RunnerJob{{Name: "a", Active: false}},
-			claims:     state.Claims{1: at(-6*time.Minute, "a")},
-			queued:     []int64{1},
-			wantNew:    []Claim{{GiteaJobID: 1, JobName: "rg-00001", Retry: true}},
-			wantClaims: state.Claims{1: at(0, "rg-00001")},
-		},
-		{
-			name:       "an expired claim whose runner Job is gone is retried",
-			max:        5,
-			claims:     state.Claims{1: at(-6*time.Minute, "gone")},
-			queued:     []int64{1},
-			wantNew:    []Claim{{GiteaJobID: 1, JobName: "rg-00001", Retry: true}},
-			wantClaims: state.Claims{1: at(0, "rg-00001")},
-		},
-		{
-			name:        "an expired claim whose runner Job is still active waits for it",
-			max:         5,
-			jobs:        []RunnerJob{{Name: "slow", Active: true}},
-			claims:      state.Claims{1: at(-6*time.Minute, "slow")},
-			queued:      []int64{1},
-			wantClaims:  state.Claims{1: at(-6*time.Minute, "slow")},
-			wantActive:  1,
-			wantWaiting: 1,
-		},
-		{
-			// Regression: a job that left "waiting" after its needs: finished
-			// saw its runner take an older queued job and then sat queued for a
-			// whole spawn TTL with a slot free.
-			name:       "a claim whose runner finished while the job is still queued is spent: retried at once",
-			max:        1,
-			jobs:       []RunnerJob{{Name: "took-another", Active: false}},
-			claims:     state.Claims{1: at(-time.Minute, "took-another")},
-			queued:     []int64{1},
-			wantNew:    []Claim{{GiteaJobID: 1, JobName: "rg-00001", Retry: true}},
-			wantClaims: state.Claims{1: at(0, "rg-00001")},
-		},
-		{
-			name:       "a claim whose runner runs another job is spent: retried at once if a slot is free",
-			max:        2,
-			jobs:       []RunnerJob{{Name: "r1", Active: true}},
-			claims:     state.Claims{1: at(-time.Minute, "r1")},
-			queued:     []int64{1},
-			busy:       map[string]int64{"r1": 9},
-			wantNew:    []Claim{{GiteaJobID: 1, JobName: "rg-00001", Retry: true}},
-			wantClaims: state.Claims{1: at(0, "rg-00001")},
+			jobs:       []RunnerJob{starting("a", 1)},
+			queued:     []int64{1, 2},
+			wantClaims: []Claim{{2, "rg-00001"}},
+			wantState:  state.Claims{2: at(0, "rg-00001")},
 			wantActive: 1,
 		},
 		{
-			name:        "a spent claim waits for a slot like any other job",
-			max:         1,
-			jobs:        []RunnerJob{{Name: "r1", Active: true}},
-			claims:      state.Claims{1: at(-time.Minute, "r1")},
-			queued:      []int64{1},
-			busy:        map[string]int64{"r1": 9},
-			wantClaims:  state.Claims{1: at(-time.Minute, "r1")},
-			wantActive:  1,
-			wantWaiting: 1,
+			// Jobs 7 and 8 got runners r7 and r8; Gitea gave job 8 to r7.
+			// r8 is still starting and will take job 7: no third runner.
+			name:       "runners that swapped jobs leave no surplus",
+			max:        5,
+			jobs:       []RunnerJob{busy("r7", 7), starting("r8", 8)},
+			queued:     []int64{7},
+			wantState:  state.Claims{},
+			wantActive: 2,
 		},
 		{
-			name:        "claims of jobs no longer queued are dropped",
+			// Regression: a job that left "waiting" after its needs: finished
+			// saw its runner take an older queued job; it must get a runner at
+			// once, not after a TTL.
+			name:       "a runner busy with another job is no supply: the job gets a runner at once",
+			max:        2,
+			jobs:       []RunnerJob{busy("r1", 1)},
+			queued:     []int64{1},
+			wantClaims: []Claim{{1, "rg-00001"}},
+			wantState:  state.Claims{1: at(0, "rg-00001")},
+			wantActive: 1,
+		},
+		{
+			name:        "a job missed by one listing keeps its runner: nothing is dropped or started",
 			max:         5,
-			claims:      state.Claims{1: at(-time.Minute, "a"), 2: at(-10*time.Minute, "b")},
-			queued:      nil,
-			wantClaims:  state.Claims{},
-			wantDropped: []int64{1, 2},
-		},
-		{
-			name:        "a claim newer than the snapshot is kept: another pass saw a job this one had not",
-			max:         1,
-			claims:      state.Claims{9: at(-time.Second, "other")},
-			snapshotAt:  -2 * time.Second,
-			queued:      []int64{1},
-			wantClaims:  state.Claims{9: at(-time.Second, "other")},
-			wantActive:  1,
-			wantWaiting: 1,
-		},
-		{
-			name:        "claims whose Job is being created hold their slots",
-			max:         2,
-			claims:      state.Claims{1: at(-time.Second, "creating-1"), 2: at(-time.Second, "creating-2")},
-			queued:      []int64{1, 2, 3},
-			wantClaims:  state.Claims{1: at(-time.Second, "creating-1"), 2: at(-time.Second, "creating-2")},
+			jobs:        []RunnerJob{starting("a", 1), starting("b", 2)},
+			queued:      []int64{2},
+			wantState:   state.Claims{},
 			wantActive:  2,
-			wantWaiting: 3,
+			wantSurplus: 1,
 		},
 		{
-			name:        "a claim whose Job never appeared stops holding a slot after the TTL",
+			name:        "a claim whose Job is listed is dropped: the Job speaks for itself",
+			max:         5,
+			jobs:        []RunnerJob{starting("a", 1)},
+			claims:      state.Claims{1: at(-time.Minute, "a")},
+			queued:      []int64{1},
+			wantState:   state.Claims{},
+			wantActive:  1,
+			wantDropped: []int64{1},
+		},
+		{
+			// A user deleted one of a group's runner Jobs while its job is
+			// still queued: the next pass replaces it, it does not wait out a TTL.
+			name:        "a runner Job deleted after it was seen is replaced at once",
+			max:         4,
+			jobs:        []RunnerJob{starting("a", 1), starting("b", 2), starting("c", 3)},
+			queued:      []int64{1, 2, 3, 4},
+			wantClaims:  []Claim{{4, "rg-00001"}},
+			wantState:   state.Claims{4: at(0, "rg-00001")},
+			wantActive:  3,
+			wantDropped: nil,
+		},
+		{
+			name:       "claims whose Job is being created are supply and hold their slots",
+			max:        3,
+			claims:     state.Claims{1: at(-time.Second, "creating-1"), 2: at(-time.Second, "creating-2")},
+			queued:     []int64{1, 2, 3},
+			wantClaims: []Claim{{3, "rg-00001"}},
+			wantState:  state.Claims{1: at(-time.Second, "creating-1"), 2: at(-time.Second, "creating-2"), 3: at(0, "rg-00001")},
+			wantActive: 2,
+		},
+		{
+			name:        "a claim in flight for a job no longer queued is still supply until its Job shows",
+			max:         2,
+			claims:      state.Claims{9: at(-time.Second, "other")},
+			queued:      []int64{1},
+			wantState:   state.Claims{9: at(-time.Second, "other")},
+			wantActive:  1,
+			wantDropped: nil,
+		},
+		{
+			name:        "a claim whose Job never appeared stops counting after the TTL",
 			max:         1,
 			claims:      state.Claims{1: at(-6*time.Minute, "never")},
 			queued:      []int64{2},
-			wantNew:     []Claim{{GiteaJobID: 2, JobName: "rg-00001"}},
-			wantClaims:  state.Claims{2: at(0, "rg-00001")},
+			wantClaims:  []Claim{{2, "rg-00001"}},
+			wantState:   state.Claims{2: at(0, "rg-00001")},
 			wantDropped: []int64{1},
+		},
+		{
+			name:       "a claim from the future (clock skew) counts as fresh",
+			max:        1,
+			claims:     state.Claims{1: at(10*time.Minute, "ahead")},
+			queued:     []int64{1, 2},
+			wantState:  state.Claims{1: at(10*time.Minute, "ahead")},
+			wantActive: 1, wantWaiting: 1,
 		},
 		{
 			name:       "a Gitea job listed twice gets one runner",
 			max:        5,
 			queued:     []int64{4, 4},
-			wantNew:    []Claim{{GiteaJobID: 4, JobName: "rg-00001"}},
-			wantClaims: state.Claims{4: at(0, "rg-00001")},
+			wantClaims: []Claim{{4, "rg-00001"}},
+			wantState:  state.Claims{4: at(0, "rg-00001")},
 		},
 		{
 			name:        "more active Jobs than the cap leave no slot and nothing negative",
 			max:         1,
-			jobs:        []RunnerJob{{Name: "a", Active: true}, {Name: "b", Active: true}},
+			jobs:        []RunnerJob{busy("a", 8), busy("b", 9)},
 			queued:      []int64{1},
-			wantClaims:  state.Claims{},
+			wantState:   state.Claims{},
 			wantActive:  2,
 			wantWaiting: 1,
+		},
+		{
+			name:        "idle runners beyond the demand are surplus",
+			max:         5,
+			jobs:        []RunnerJob{starting("a", 1), starting("b", 2), busy("c", 3)},
+			wantState:   state.Claims{},
+			wantActive:  3,
+			wantSurplus: 2,
+		},
+		{
+			name:       "when every queued job has a runner started for it, new runners still get a job to name",
+			max:        5,
+			jobs:       []RunnerJob{busy("a", 1), busy("b", 2)},
+			queued:     []int64{1, 2},
+			wantClaims: []Claim{{1, "rg-00001"}, {2, "rg-00002"}},
+			wantState:  state.Claims{1: at(0, "rg-00001"), 2: at(0, "rg-00002")},
+			wantActive: 2,
 		},
 	}
 	for _, tt := range tests {
@@ -200,16 +214,16 @@ func TestMake(t *testing.T) {
 			}
 			before := claims.Clone()
 			got := Make(Input{
-				Now: t0, SpawnTTL: 5 * time.Minute, MaxActive: tt.max,
-				Jobs: tt.jobs, Claims: claims, Queued: tt.queued, Busy: tt.busy,
-				SnapshotAt: t0.Add(tt.snapshotAt), NewJobName: names(),
+				Now: t0, ClaimTTL: 5 * time.Minute, MaxActive: tt.max,
+				Jobs: tt.jobs, Claims: claims, Queued: tt.queued, NewJobName: names(),
 			})
-			assert.Equal(t, tt.wantNew, got.New, "new claims")
-			assert.Equal(t, tt.wantClaims, got.Claims, "claims to store")
+			assert.Equal(t, tt.wantClaims, got.New)
+			assert.Equal(t, tt.wantState, got.Claims)
 			assert.Equal(t, tt.wantActive, got.Active, "active")
 			assert.Equal(t, tt.wantWaiting, got.Waiting, "waiting")
+			assert.Equal(t, tt.wantSurplus, got.Surplus, "surplus")
 			assert.Equal(t, tt.wantDropped, got.Dropped, "dropped")
-			assert.Equal(t, before, claims, "the input claims must not change")
+			assert.Equal(t, before, claims, "the input state must not change")
 		})
 	}
 }
