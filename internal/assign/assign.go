@@ -12,11 +12,13 @@
 //  1. Only groups on the same Gitea instance (scheme, host, port and path
 //     compared after normalising) whose scope contains the job's repository
 //     and whose label names cover the job's runs-on labels are candidates.
-//  2. A group that cannot serve is no candidate: it is paused
-//     (maxActiveRunners 0), or its last pass recorded a configuration
-//     failure that no retry will fix (see Group.Eligible). A group with a
-//     transient failure (Gitea timed out) stays a candidate, so an outage
-//     does not move jobs back and forth between groups.
+//  2. A group that cannot serve comes after every group that can: it is
+//     paused (maxActiveRunners 0), or its last pass recorded a
+//     configuration failure that no retry will fix (see Group.Eligible). It
+//     is chosen only when no group that can serve would run the job, so the
+//     job still has exactly one owner, who will serve it once fixed. A group
+//     with a transient failure (Gitea timed out) stays eligible, so an
+//     outage does not move jobs back and forth between groups.
 //  3. Among candidates, the most specific scope wins (repo, then org or
 //     user, then global), then the group with the fewest label names (the
 //     plain group before the `[gpu]` one for an `ubuntu-latest` job), then
@@ -73,20 +75,19 @@ type Rule struct {
 }
 
 type candidate struct {
+	eligible      bool
 	key, instance string
 	specificity   int
 	owner, repo   string
 	names         runnerlabels.Set
 }
 
-// New ranks the groups once; ineligible groups are left out.
+// New ranks the groups once.
 func New(groups []Group) *Rule {
 	r := &Rule{cache: map[string]string{}}
 	for _, g := range groups {
-		if !g.Eligible {
-			continue
-		}
 		r.ranked = append(r.ranked, candidate{
+			eligible:    g.Eligible,
 			key:         g.Key,
 			instance:    Instance(g.URL),
 			specificity: specificity(g.Scope),
@@ -97,6 +98,9 @@ func New(groups []Group) *Rule {
 	}
 	sort.SliceStable(r.ranked, func(i, j int) bool {
 		a, b := r.ranked[i], r.ranked[j]
+		if a.eligible != b.eligible {
+			return a.eligible
+		}
 		if a.specificity != b.specificity {
 			return a.specificity > b.specificity
 		}
@@ -109,7 +113,7 @@ func New(groups []Group) *Rule {
 }
 
 // Owner returns the key of the group that serves the job on the Gitea at
-// url, or "" when no eligible group can.
+// url, or "" when no group can.
 func (r *Rule) Owner(url string, job Job) string {
 	instance := Instance(url)
 	sortedLabels := append([]string(nil), job.Labels...)

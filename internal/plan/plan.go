@@ -57,6 +57,10 @@ type Input struct {
 	Queued []int64
 	// NewJobName returns a fresh runner Job name.
 	NewJobName func() string
+	// Hold makes no new claim: the loaded claims could not be trusted, and
+	// a pass creating runners right now may have written claims this one
+	// cannot see. Its Jobs are listed by the next pass.
+	Hold bool
 }
 
 // Claim is a runner Job to create. GiteaJobID names the queued job it was
@@ -130,6 +134,9 @@ func Make(in Input) Result {
 	need := max(0, res.Demand-supply)
 	res.Surplus = max(0, supply-res.Demand)
 	create := min(need, res.Slots)
+	if in.Hold {
+		create = 0
+	}
 	res.Waiting = need - create
 
 	for _, id := range pick(ids, next, covered, create) {

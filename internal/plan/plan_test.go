@@ -212,6 +212,13 @@ func TestMake(t *testing.T) {
 			if claims == nil {
 				claims = state.Claims{}
 			}
+			held := Make(Input{Now: t0, ClaimTTL: 5 * time.Minute, MaxActive: tt.max, Jobs: tt.jobs, Claims: claims, Queued: tt.queued, NewJobName: names(), Hold: true})
+			assert.Empty(t, held.New, "a held plan claims nothing")
+			assert.Equal(t, tt.wantWaiting+len(tt.wantClaims), held.Waiting, "a held plan leaves its claims waiting")
+
+			if claims == nil {
+				claims = state.Claims{}
+			}
 			before := claims.Clone()
 			got := Make(Input{
 				Now: t0, ClaimTTL: 5 * time.Minute, MaxActive: tt.max,

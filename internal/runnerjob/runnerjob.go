@@ -147,7 +147,7 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 							}},
 							{Name: "GITEA_RUNNER_EPHEMERAL", Value: "true"},
 							{Name: "GITEA_RUNNER_NAME", Value: name},
-							{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(runnerlabels.Effective(rg.Spec.Labels, opts.DefaultLabels), ",")},
+							{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(runnerlabels.ForGroup(&rg.Spec, opts.DefaultLabels), ",")},
 						},
 						// The dind-rootless image runs its own Docker daemon,
 						// which needs a privileged container; runner
@@ -170,4 +170,14 @@ func IsActive(j *batchv1.Job) bool {
 		}
 	}
 	return true
+}
+
+// GiteaJobID is the Gitea job a runner Job was started for, from its label,
+// or 0 when the label is missing or unreadable.
+func GiteaJobID(j *batchv1.Job) int64 {
+	id, err := strconv.ParseInt(j.Labels[v1alpha1.LabelGiteaJobID], 10, 64)
+	if err != nil || id <= 0 {
+		return 0
+	}
+	return id
 }

@@ -4,7 +4,11 @@
 // name, which also keeps it apart from k8s.io/apimachinery/pkg/labels.)
 package runnerlabels
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+)
 
 // DefaultLabels are the labels act_runner registers when it is given none
 // (act_runner 0.2.11 and later). The original operator's defaults ran jobs
@@ -72,4 +76,13 @@ func (s Set) CanRun(jobLabels []string) bool {
 		}
 	}
 	return true
+}
+
+// ForGroup returns a group's effective labels: its own, then the defaults
+// unless the group opted out of them (spec.defaultLabels: false).
+func ForGroup(spec *v1alpha1.RunnerGroupSpec, defaults []string) []string {
+	if !spec.UsesDefaultLabels() {
+		defaults = nil
+	}
+	return Effective(spec.Labels, defaults)
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
 func TestName(t *testing.T) {
@@ -76,6 +78,27 @@ func TestCanRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, runner.CanRun(tt.job))
+		})
+	}
+}
+
+func TestForGroup(t *testing.T) {
+	defaults := []string{"ubuntu-latest:docker://img", "ubuntu-22.04:docker://img2"}
+	no, yes := false, true
+	tests := []struct {
+		name          string
+		labels        []string
+		defaultLabels *bool
+		want          []string
+	}{
+		{"defaults added when unset", []string{"gpu"}, nil, []string{"gpu", "ubuntu-latest:docker://img", "ubuntu-22.04:docker://img2"}},
+		{"defaults added when true", []string{"gpu"}, &yes, []string{"gpu", "ubuntu-latest:docker://img", "ubuntu-22.04:docker://img2"}},
+		{"own labels only when false", []string{"gpu"}, &no, []string{"gpu"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := &v1alpha1.RunnerGroupSpec{Labels: tt.labels, DefaultLabels: tt.defaultLabels}
+			assert.Equal(t, tt.want, ForGroup(spec, defaults))
 		})
 	}
 }

@@ -34,10 +34,11 @@ func (s *Scaler) claim(ctx context.Context, g *groupRun) ([]plan.Claim, *observa
 		if obs, err = s.observe(ctx, g); err != nil {
 			return nil, obs, err
 		}
-		if loaded.Corrupt != nil {
-			s.rebuildClaims(ctx, g, &loaded, obs)
+		untrusted := untrustedState(g.rg, loaded)
+		if untrusted != "" {
+			s.rebuildClaims(ctx, g, &loaded, obs, untrusted)
 		}
-		p := s.makePlan(g, loaded.Claims, obs)
+		p := s.makePlan(g, loaded.Claims, obs, untrusted != "")
 		if s.cfg.DryRun {
 			s.printPlan(g.rg, p)
 			return nil, obs, nil
@@ -68,35 +69,52 @@ func (s *Scaler) loadClaims(ctx context.Context, g *groupRun) (state.Loaded, err
 	return loaded, nil
 }
 
-// rebuildClaims replaces unreadable claims with those the runner Jobs
-// carry in their Gitea job label. Trusting nothing instead would start a
-// second runner for every job already served.
-func (s *Scaler) rebuildClaims(ctx context.Context, g *groupRun, loaded *state.Loaded, obs *observation) {
+// untrustedState says why the loaded claims cannot be trusted, or "" when
+// they can: the ConfigMap held garbage or lost its key, or it is gone though
+// the group was served before (someone deleted it).
+func untrustedState(rg *v1alpha1.RunnerGroup, loaded state.Loaded) string {
+	switch {
+	case loaded.Corrupt != nil:
+		return fmt.Sprintf("was unreadable (%v)", loaded.Corrupt)
+	case loaded.ResourceVersion == "" && rg.Status.LastCheckTime != nil:
+		return "was missing though the group was served before"
+	}
+	return ""
+}
+
+// rebuildClaims replaces untrusted claims with those the runner Jobs carry
+// in their Gitea job label, and says so on the group.
+func (s *Scaler) rebuildClaims(ctx context.Context, g *groupRun, loaded *state.Loaded, obs *observation, why string) {
 	loaded.Claims = state.FromJobs(obs.jobs)
 	name := state.ConfigMapName(g.rg.Name)
-	g.log.Warn("state ConfigMap unreadable, rebuilt it from the runner Jobs", "configmap", name, "error", loaded.Corrupt, "claims", len(loaded.Claims))
-	s.event(ctx, g.rg, "Warning", ReasonStateRebuilt, fmt.Sprintf("state ConfigMap %s was unreadable (%v); rebuilt it from %d runner Jobs", name, loaded.Corrupt, len(obs.jobs)))
+	g.log.Warn("state ConfigMap untrusted, rebuilt it from the runner Jobs; no runner is created in this pass", "configmap", name, "why", why, "claims", len(loaded.Claims))
+	s.event(ctx, g.rg, "Warning", ReasonStateRebuilt, fmt.Sprintf("state ConfigMap %s %s; rebuilt it from %d runner Jobs, and the next pass creates runners again", name, why, len(obs.jobs)))
 }
 
 // makePlan is the pure decision (package plan) on what was loaded and seen.
-func (s *Scaler) makePlan(g *groupRun, claims state.Claims, obs *observation) plan.Result {
+func (s *Scaler) makePlan(g *groupRun, claims state.Claims, obs *observation, hold bool) plan.Result {
 	jobs := make([]plan.RunnerJob, 0, len(obs.jobs))
 	for i := range obs.jobs {
-		jobs = append(jobs, plan.RunnerJob{Name: obs.jobs[i].Name, Active: runnerjob.IsActive(&obs.jobs[i])})
+		j := &obs.jobs[i]
+		jobs = append(jobs, plan.RunnerJob{
+			Name:       j.Name,
+			Active:     runnerjob.IsActive(j),
+			Busy:       obs.busy[j.Name],
+			GiteaJobID: runnerjob.GiteaJobID(j),
+		})
 	}
 	p := plan.Make(plan.Input{
 		Now:        s.now(),
-		SpawnTTL:   s.cfg.SpawnTTL,
+		ClaimTTL:   s.cfg.SpawnTTL,
 		MaxActive:  int(g.rg.Spec.MaxActiveRunners),
 		Jobs:       jobs,
 		Claims:     claims,
 		Queued:     obs.queued,
-		Busy:       obs.busy,
-		SnapshotAt: obs.askedAt,
 		NewJobName: func() string { return s.newJobName(g.rg.Name) },
+		Hold:       hold,
 	})
-	g.log.Debug("planned", "queued", len(obs.queued), "blocked", obs.blocked, "running", obs.running,
-		"active", p.Active, "slots", p.Slots, "claims", len(p.New), "waiting", p.Waiting, "dropped", p.Dropped)
+	g.log.Debug("planned", "queued", len(obs.queued), "leftToOthers", obs.leftToOthers, "blocked", obs.blocked, "running", obs.running,
+		"active", p.Active, "idle", p.Idle, "inFlight", p.InFlight, "slots", p.Slots, "claims", len(p.New), "waiting", p.Waiting, "surplus", p.Surplus, "dropped", p.Dropped)
 	return p
 }
 
@@ -107,6 +125,6 @@ func (s *Scaler) printPlan(rg *v1alpha1.RunnerGroup, p plan.Result) {
 		fmt.Fprintf(s.out, "  would create runner Job %s for Gitea job %d\n", c.JobName, c.GiteaJobID)
 	}
 	for _, id := range p.Dropped {
-		fmt.Fprintf(s.out, "  would forget Gitea job %d (no longer queued)\n", id)
+		fmt.Fprintf(s.out, "  would forget the claim for Gitea job %d (its runner Job exists, or never appeared)\n", id)
 	}
 }

@@ -71,29 +71,55 @@ func TestClaimSpentOnAnotherJobIsServedAgainAtOnce(t *testing.T) {
 	assert.EqualValues(t, 1, e.group("ci").Status.RunningJobs)
 }
 
-func TestCorruptStateIsRebuiltFromJobs(t *testing.T) {
-	rg := newGroup("ci", 5)
-	e := newEnv(t, rg)
-	e.addJob(rg, "ci-old01", 1, t0.Add(-time.Minute))
-	e.cms.write(t, e.kube, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: state.ConfigMapName("ci"), Namespace: ns,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "gitea.bpg.pw/v1alpha1", Kind: "RunnerGroup", Name: "ci", UID: rg.UID}}},
-		Data: map[string]string{state.DataKey: "}}garbage{{"},
-	})
-	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest"), queued(2, "ubuntu-latest")}}
-
-	sum := e.pass()
-
-	assert.NoError(t, sum.Err())
-	assert.Equal(t, map[int64]int{1: 1, 2: 1}, e.giteaJobsServed(), "job 1 already had a runner: no second one")
-	claims := e.claims("ci")
-	assert.Equal(t, "ci-old01", claims[1].JobName)
-	assert.Contains(t, claims, int64(2))
-	var rebuilt bool
-	for _, ev := range e.events() {
-		rebuilt = rebuilt || ev.Reason == ReasonStateRebuilt
+// Untrusted state (garbage, its key gone, or the ConfigMap deleted after the
+// group was served) is rebuilt from the Jobs, and the pass that finds it
+// creates nothing: a pass creating runners right now wrote claims it can no
+// longer see. The next pass serves what is still missing, once.
+func TestUntrustedStateIsRebuiltAndNothingIsServedTwice(t *testing.T) {
+	owner := func(rg *v1alpha1.RunnerGroup) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "gitea.bpg.pw/v1alpha1", Kind: "RunnerGroup", Name: rg.Name, UID: rg.UID}}
 	}
-	assert.True(t, rebuilt)
+	tests := []struct {
+		name  string
+		spoil func(e *env, rg *v1alpha1.RunnerGroup)
+	}{
+		{"garbage", func(e *env, rg *v1alpha1.RunnerGroup) {
+			e.cms.write(e.t.(*testing.T), e.kube, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: state.ConfigMapName("ci"), Namespace: ns, OwnerReferences: owner(rg)},
+				Data: map[string]string{state.DataKey: "}}garbage{{"}})
+		}},
+		{"its key removed", func(e *env, rg *v1alpha1.RunnerGroup) {
+			e.cms.write(e.t.(*testing.T), e.kube, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: state.ConfigMapName("ci"), Namespace: ns, OwnerReferences: owner(rg)}})
+		}},
+		{"deleted", func(e *env, rg *v1alpha1.RunnerGroup) {
+			require.NoError(e.t, e.kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), state.ConfigMapName("ci"), metav1.DeleteOptions{}))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rg := newGroup("ci", 5)
+			e := newEnv(t, rg)
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+			require.Equal(t, 1, e.pass().Created, "the first pass of a new group serves at once")
+			tt.spoil(e, rg)
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest"), queued(2, "ubuntu-latest")}}
+
+			sum := e.pass()
+			assert.NoError(t, sum.Err())
+			assert.Zero(t, sum.Created, "the pass that finds the state untrusted creates nothing")
+			assert.Equal(t, map[int64]int{1: 1}, e.giteaJobsServed())
+			assert.Empty(t, e.claims("ci"), "the rebuilt state is readable again")
+			var rebuilt bool
+			for _, ev := range e.events() {
+				rebuilt = rebuilt || ev.Reason == ReasonStateRebuilt
+			}
+			assert.True(t, rebuilt, "a StateRebuilt event says what happened")
+
+			sum = e.pass()
+			assert.Equal(t, 1, sum.Created, "the next pass serves the job still missing a runner")
+			assert.Equal(t, map[int64]int{1: 1, 2: 1}, e.giteaJobsServed())
+			assert.Zero(t, e.pass().Created, "and then nothing more")
+		})
+	}
 }
 
 func TestStateConfigMapOfSomeoneElseIsLeftAlone(t *testing.T) {

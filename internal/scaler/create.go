@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
@@ -15,44 +18,73 @@ import (
 )
 
 // create makes one runner Job per claim and returns how many it made.
-// Claims whose Job could not be created are released, so the next pass
-// retries them at once instead of after the spawn TTL.
+// A claim is released only when the API server definitely refused its Job,
+// so the next pass retries it at once. When the outcome is unknown (a
+// timeout, a 5xx, a lost response) the Job may exist: the claim stays, and
+// the Job, if it was written, is listed by the next pass; if it was not,
+// the claim stops counting after the spawn TTL.
 func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim) (int, error) {
 	var (
-		failed []plan.Claim
-		causes []any
+		refused []plan.Claim
+		causes  []any
 	)
+	created := 0
 	for _, c := range claims {
-		if err := s.createJob(ctx, g, c); err != nil {
-			failed = append(failed, c)
-			//lint:ignore ST1005 it continues the sentence of the group's error, below
-			causes = append(causes, fmt.Errorf("Job %s for Gitea job %d: %w", c.JobName, c.GiteaJobID, err))
+		err := s.createJob(ctx, g, c)
+		if err == nil {
+			created++
+			continue
+		}
+		//lint:ignore ST1005 it continues the sentence of the group's error, below
+		causes = append(causes, fmt.Errorf("Job %s for Gitea job %d: %w", c.JobName, c.GiteaJobID, err))
+		if refusedForSure(err) {
+			refused = append(refused, c)
 		}
 	}
-	created := len(claims) - len(failed)
-	if len(failed) == 0 {
+	if len(causes) == 0 {
 		return created, nil
 	}
-	if err := s.release(ctx, g, failed); err != nil {
-		g.log.Warn("cannot release failed claims; they expire after the spawn TTL", "error", err)
+	if len(refused) > 0 {
+		// A cancelled pass (SIGTERM, the CronJob's deadline) still releases:
+		// otherwise its claims would hold slots for the whole spawn TTL.
+		cleanup, cancel := detached(ctx)
+		defer cancel()
+		if err := s.release(cleanup, g, refused); err != nil {
+			g.log.Warn("cannot release refused claims; they expire after the spawn TTL", "error", err)
+		}
 	}
 	// One %w per cause, so that each stays testable with errors.Is.
 	format := "cannot create %d runner Job(s): " + strings.TrimSuffix(strings.Repeat("%w; ", len(causes)), "; ")
-	return created, newGroupError(ReasonJobCreateFailed, format, append([]any{len(failed)}, causes...)...)
+	return created, newGroupError(ReasonJobCreateFailed, format, append([]any{len(causes)}, causes...)...)
 }
 
-// createJob creates the runner Job of one claim and tells the group.
+// refusedForSure reports whether the API server answered a create with a
+// refusal, so no Job was written: forbidden (RBAC, quota, admission),
+// invalid, a bad request, or a name already taken by something else.
+func refusedForSure(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) || apierrors.IsUnauthorized(err) ||
+		apierrors.IsMethodNotSupported(err) || apierrors.IsRequestEntityTooLargeError(err)
+}
+
+// createJob creates the runner Job of one claim and tells the group. When
+// the answer is lost, it asks for the Job by name: a Job that is there,
+// and ours, was created.
 func (s *Scaler) createJob(ctx context.Context, g *groupRun, c plan.Claim) error {
 	job := runnerjob.Build(g.rg, c.JobName, c.GiteaJobID, s.cfg.Runner)
-	if _, err := s.kube.BatchV1().Jobs(g.rg.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
+	jobs := s.kube.BatchV1().Jobs(g.rg.Namespace)
+	_, err := jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
+	if err != nil && !refusedForSure(err) && ctx.Err() == nil {
+		if got, gerr := jobs.Get(ctx, c.JobName, metav1.GetOptions{}); gerr == nil && ownedBy(got, g.rg) {
+			g.log.Warn("the answer to a runner Job create was lost, but the Job exists", "job", c.JobName, "error", err)
+			err = nil
+		}
+	}
+	if err != nil {
 		return err
 	}
-	g.log.Info("created runner Job", "job", c.JobName, "giteaJob", c.GiteaJobID, "retry", c.Retry)
-	msg := fmt.Sprintf("Created runner Job %s for Gitea job %d", c.JobName, c.GiteaJobID)
-	if c.Retry {
-		msg += " (retry: the earlier runner took another job, ended, or did not start within the spawn TTL)"
-	}
-	s.event(ctx, g.rg, "Normal", ReasonRunnerCreated, msg)
+	g.log.Info("created runner Job", "job", c.JobName, "giteaJob", c.GiteaJobID)
+	s.event(ctx, g.rg, "Normal", ReasonRunnerCreated, fmt.Sprintf("Created runner Job %s for Gitea job %d", c.JobName, c.GiteaJobID))
 	return nil
 }
 
@@ -75,4 +107,14 @@ func (s *Scaler) release(ctx context.Context, g *groupRun, claims []plan.Claim) 
 			return err
 		}
 	}
+}
+
+// detachedTimeout bounds the clean-up a pass does after its context ended.
+const detachedTimeout = 10 * time.Second
+
+// detached returns a context that outlives ctx's cancellation for a short
+// clean-up (releasing claims, recording the status), so a pass cut off by
+// SIGTERM or a deadline leaves the group in a state the next pass can use.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), detachedTimeout)
 }

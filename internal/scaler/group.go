@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
@@ -26,37 +28,50 @@ type groupRun struct {
 	gitea gitea.Client
 	// runnerLabels are the label names the group's runners offer Gitea.
 	runnerLabels runnerlabels.Set
+	// rule says which group serves a job that several groups could run.
+	rule *assign.Rule
+	// invalid is why the validate step failed, if it did.
+	invalid error
 }
 
-// passGroup takes one group through its steps and always records the
-// outcome on the group, so a failure is visible on the object. It returns
-// how many runner Jobs it created.
-func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup) (int, error) {
+// passGroup takes one group through every step of a pass on its own.
+func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *assign.Rule) (int, error) {
+	g := s.prepare(ctx, rg)
+	g.rule = rule
+	return s.finish(ctx, g)
+}
+
+// prepare starts a group's part of the pass: the validate step. Its outcome
+// is kept in the groupRun for finish, and tells the assignment rule whether
+// the group can serve.
+func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup) *groupRun {
 	g := &groupRun{
 		rg:    rg,
-		log:   s.log.With("runnergroup", rg.Namespace+"/"+rg.Name),
+		log:   s.log.With("runnergroup", groupKey(rg)),
 		store: state.Store{Client: s.kube},
 		owner: stateOwner(rg),
 	}
-	created, obs, err := s.runSteps(ctx, g)
-	s.record(ctx, g, obs, created, err)
-	return created, err
+	g.invalid = s.validate(ctx, g)
+	return g
 }
 
-// runSteps is one group's part of a pass: validate, then claim (which
-// observes, and observes again whenever it loses a race for the state),
-// then create. The observation, when there is one, is what the status
-// reports.
-func (s *Scaler) runSteps(ctx context.Context, g *groupRun) (int, *observation, error) {
-	if err := s.validate(ctx, g); err != nil {
-		return 0, nil, err
+// finish takes a prepared group through claim (which observes, and observes
+// again whenever it loses a race for the state) and create, and always
+// records the outcome on the group, so a failure is visible on the object.
+// It returns how many runner Jobs it created.
+func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
+	created, obs, err := 0, (*observation)(nil), g.invalid
+	if err == nil {
+		var claims []plan.Claim
+		if claims, obs, err = s.claim(ctx, g); err == nil {
+			created, err = s.create(ctx, g, claims)
+		}
 	}
-	claims, obs, err := s.claim(ctx, g)
-	if err != nil {
-		return 0, obs, err
-	}
-	created, err := s.create(ctx, g, claims)
-	return created, obs, err
+	// Record even when the pass was cancelled: the group must show why.
+	rctx, cancel := detached(ctx)
+	defer cancel()
+	s.record(rctx, g, obs, created, err)
+	return created, err
 }
 
 // validate checks the spec and both token Secrets, and makes the group's
@@ -82,7 +97,7 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun) error {
 	if g.gitea, err = s.gitea(spec.Gitea.URL, token); err != nil {
 		return newGroupError(ReasonGiteaUnavailable, "cannot create Gitea client for %s: %w", spec.Gitea.URL, err)
 	}
-	g.runnerLabels = runnerlabels.NewSet(runnerlabels.Effective(spec.Labels, s.cfg.Runner.DefaultLabels))
+	g.runnerLabels = runnerlabels.NewSet(runnerlabels.ForGroup(spec, s.cfg.Runner.DefaultLabels))
 	return nil
 }
 

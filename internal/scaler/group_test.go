@@ -13,6 +13,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
 
@@ -78,7 +79,7 @@ func TestGroupErrorsKeepTheirCause(t *testing.T) {
 			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
 			tt.breakIt(e)
 
-			_, err := e.scaler().passGroup(context.Background(), rg)
+			_, err := e.scaler().passGroup(context.Background(), rg, assign.New(nil))
 
 			require.ErrorIs(t, err, context.Canceled)
 			assert.Equal(t, tt.wantReason, reasonOf(err))

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
@@ -16,22 +17,26 @@ import (
 type observation struct {
 	// jobs are the group's runner Jobs.
 	jobs []batchv1.Job
-	// askedAt is when the pass began to ask Gitea. Claims made after it
-	// may be for jobs the listing never saw, so they must not be judged
-	// by it (see plan.Input.SnapshotAt).
+	// askedAt is when the pass began to ask Gitea.
 	askedAt time.Time
-	// queued are the IDs of the queued Gitea jobs the group can run.
+	// queued are the IDs of the queued Gitea jobs the group serves: those
+	// its runners can run and the assignment rule gives it.
 	queued []int64
+	// leftToOthers counts queued jobs the group could run but the rule
+	// gives to another group.
+	leftToOthers int
 	// blocked counts the jobs the group could run once their needs: are
 	// done; running counts the jobs its runners run now.
 	blocked int
 	running int
-	// busy maps the group's runners to the Gitea job each runs.
-	busy map[string]int64
+	// busy names the group's runners that are running a Gitea job.
+	busy map[string]bool
 }
 
-// observe lists the group's runner Jobs and asks Gitea for the jobs of its
-// scope, keeping those the group's runners could take.
+// observe lists the group's runner Jobs and then asks Gitea for the jobs of
+// its scope, keeping those the group serves. The order matters: a runner Job
+// seen finished had its Gitea job finished before Gitea was asked, so the
+// listing never shows as queued a job whose runner is already gone.
 func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error) {
 	rg := g.rg
 	list, err := s.kube.BatchV1().Jobs(rg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runnerjob.Selector(rg.Name)})
@@ -44,9 +49,13 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 	if err != nil {
 		return nil, newGroupError(giteaReason(err), "cannot list Gitea jobs of %s at %s: %w", target, rg.Spec.Gitea.URL, err)
 	}
-	obs := &observation{jobs: ownJobs(rg, list.Items), askedAt: askedAt, busy: map[string]int64{}}
+	obs := &observation{jobs: ownJobs(rg, list.Items), askedAt: askedAt, busy: map[string]bool{}}
 	for _, j := range snap.Queued {
-		if g.runnerLabels.CanRun(j.Labels) {
+		switch {
+		case !g.runnerLabels.CanRun(j.Labels):
+		case !g.serves(j):
+			obs.leftToOthers++
+		default:
 			obs.queued = append(obs.queued, j.ID)
 		}
 	}
@@ -58,10 +67,27 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 	for _, j := range snap.Running {
 		if runnerjob.IsRunnerName(rg.Name, j.RunnerName) {
 			obs.running++
-			obs.busy[j.RunnerName] = j.ID
+			obs.busy[j.RunnerName] = true
 		}
 	}
 	return obs, nil
+}
+
+// serves reports whether the assignment rule gives this queued job, which
+// the group can run, to the group. A job the rule gives to nobody (the group
+// was created after the pass listed every group) came from the group's own
+// listing, so it is in the group's scope: the group serves it.
+func (g *groupRun) serves(j gitea.Job) bool {
+	if g.rule == nil {
+		return true
+	}
+	repo := j.Repo
+	if repo == "" && g.rg.Spec.Scope != v1alpha1.ScopeGlobal {
+		// The group's own listing returned it, so its owner is the group's.
+		repo = g.rg.Spec.Owner() + "/" + g.rg.Spec.Repo
+	}
+	owner := g.rule.Owner(g.rg.Spec.Gitea.URL, assign.Job{Repo: repo, Labels: j.Labels})
+	return owner == "" || owner == groupKey(g.rg)
 }
 
 // ownJobs keeps the Jobs this group controls: a Job carrying the group's
@@ -69,12 +95,18 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 // was deleted and made again) is not ours to count.
 func ownJobs(rg *v1alpha1.RunnerGroup, jobs []batchv1.Job) []batchv1.Job {
 	out := jobs[:0:0]
-	for _, j := range jobs {
-		if ref := metav1.GetControllerOf(&j); ref != nil && ref.UID == rg.UID {
-			out = append(out, j)
+	for i := range jobs {
+		if ownedBy(&jobs[i], rg) {
+			out = append(out, jobs[i])
 		}
 	}
 	return out
+}
+
+// ownedBy reports whether the group is the Job's controller.
+func ownedBy(j *batchv1.Job, rg *v1alpha1.RunnerGroup) bool {
+	ref := metav1.GetControllerOf(j)
+	return ref != nil && ref.UID == rg.UID
 }
 
 // targetOf says which part of Gitea a group serves. For scope repo the

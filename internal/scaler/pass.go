@@ -53,29 +53,22 @@ func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 		sum.Failed = append(sum.Failed, b.Namespace+"/"+b.Name)
 	}
 
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		work = make(chan *v1alpha1.RunnerGroup)
-	)
-	for range min(s.cfg.Workers, max(len(groups), 1)) {
-		wg.Go(func() {
-			for rg := range work {
-				created, err := s.passGroup(ctx, rg)
-				mu.Lock()
-				sum.Created += created
-				if err != nil {
-					sum.Failed = append(sum.Failed, rg.Namespace+"/"+rg.Name)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for i := range groups {
-		work <- &groups[i]
-	}
-	close(work)
-	wg.Wait()
+	// Validate every group first, so the assignment rule knows which of the
+	// groups this pass serves can serve, before any of them plans.
+	runs := make([]*groupRun, len(groups))
+	s.forEachGroup(len(groups), func(i int) { runs[i] = s.prepare(ctx, &groups[i]) })
+	rule := s.assignment(ctx, groups, runs)
+	var mu sync.Mutex
+	s.forEachGroup(len(groups), func(i int) {
+		runs[i].rule = rule
+		created, err := s.finish(ctx, runs[i])
+		mu.Lock()
+		defer mu.Unlock()
+		sum.Created += created
+		if err != nil {
+			sum.Failed = append(sum.Failed, groupKey(runs[i].rg))
+		}
+	})
 	sort.Strings(sum.Failed)
 	return sum, nil
 }
@@ -121,4 +114,22 @@ func (s *Scaler) excluded(l map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// forEachGroup calls fn for 0..n-1 on at most cfg.Workers goroutines.
+func (s *Scaler) forEachGroup(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range min(s.cfg.Workers, max(n, 1)) {
+		wg.Go(func() {
+			for i := range work {
+				fn(i)
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
 }

@@ -71,6 +71,7 @@ func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created int) {
 	st.QueuedJobs = int32(len(obs.queued))
 	st.BlockedJobs = int32(obs.blocked)
 	st.RunningJobs = int32(obs.running)
+	st.JobsLeftToOtherGroups = int32(obs.leftToOthers)
 	t := metav1.NewTime(obs.askedAt)
 	st.LastCheckTime = &t
 }

@@ -19,7 +19,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
 const (
@@ -65,13 +65,15 @@ type document struct {
 	Claims  map[string]Entry `json:"spawned"`
 }
 
-// Decode reads the state from a ConfigMap's data. Missing data is an empty
-// state; anything unreadable is an error, so the caller can rebuild the
-// state from the Jobs instead of trusting it.
+// Decode reads the state from a ConfigMap's data. Anything unreadable,
+// missing data included, is an error, so the caller can rebuild the state
+// from the Jobs instead of trusting it.
 func Decode(data map[string]string) (Claims, error) {
 	raw, ok := data[DataKey]
 	if !ok || raw == "" {
-		return Claims{}, nil
+		// The scaler always writes the key, even for no claims: a
+		// ConfigMap without it was emptied by someone else.
+		return nil, fmt.Errorf("cannot decode: the ConfigMap has no %s", DataKey)
 	}
 	var doc document
 	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
@@ -141,8 +143,8 @@ func Bound(s Claims, max int) Claims {
 func FromJobs(jobs []batchv1.Job) Claims {
 	out := Claims{}
 	for _, j := range jobs {
-		id, err := strconv.ParseInt(j.Labels[v1alpha1.LabelGiteaJobID], 10, 64)
-		if err != nil || id <= 0 {
+		id := runnerjob.GiteaJobID(&j)
+		if id == 0 {
 			continue
 		}
 		at := j.CreationTimestamp.Time

@@ -29,8 +29,8 @@ func TestDecode(t *testing.T) {
 		want    Claims
 		wantErr string
 	}{
-		{name: "no data is an empty state", data: nil, want: Claims{}},
-		{name: "empty value is an empty state", data: map[string]string{DataKey: ""}, want: Claims{}},
+		{name: "no data: someone emptied the ConfigMap", data: nil, wantErr: "has no spawned.json"},
+		{name: "an empty value", data: map[string]string{DataKey: ""}, wantErr: "has no spawned.json"},
 		{name: "garbage", data: map[string]string{DataKey: "{not json"}, wantErr: "cannot decode"},
 		{name: "unknown version", data: map[string]string{DataKey: `{"version":9,"spawned":{}}`}, wantErr: "unknown format version 9"},
 		{name: "bad id", data: map[string]string{DataKey: `{"version":1,"spawned":{"x":{"spawnedAt":"2026-11-21T12:00:00Z","jobName":"a"}}}`}, wantErr: `bad Gitea job id "x"`},

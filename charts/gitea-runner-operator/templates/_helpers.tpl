@@ -113,3 +113,16 @@ scopes cannot drift apart.
   resources: ["events"]
   verbs: ["create"]
 {{- end -}}
+
+{{/*
+The ClusterRole's name: the full one when it holds every rule (no
+watchNamespaces), "-runnergroup-reader" when it only reads RunnerGroups.
+*/}}
+{{- define "gitea-runner-operator.clusterRoleName" -}}
+{{- $name := include "gitea-runner-operator.fullname" . -}}
+{{- if .Values.watchNamespaces -}}
+{{- printf "%s-runnergroup-reader" ($name | trunc 44 | trimSuffix "-") -}}
+{{- else -}}
+{{- $name -}}
+{{- end -}}
+{{- end -}}

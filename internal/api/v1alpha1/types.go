@@ -100,6 +100,7 @@ type RunnerGroupList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.org) || self.scope in ['org', 'repo']",message="spec.org is allowed only with spec.scope org or repo",messageExpression="'spec.org is not allowed with spec.scope ' + self.scope + ': only scopes org and repo name an organization'",fieldPath=".org",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.user) || self.scope in ['user', 'repo']",message="spec.user is allowed only with spec.scope user or repo",messageExpression="'spec.user is not allowed with spec.scope ' + self.scope + ': only scopes user and repo name a user'",fieldPath=".user",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.repo) || self.scope == 'repo'",message="spec.repo is allowed only with spec.scope repo",messageExpression="'spec.repo is not allowed with spec.scope ' + self.scope + ': only scope repo names a repository'",fieldPath=".repo",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.defaultLabels) || self.defaultLabels || (has(self.labels) && size(self.labels) > 0)",message="spec.labels must name at least one label when spec.defaultLabels is false: a runner with no labels would get act_runner's own defaults",fieldPath=".labels",reason=FieldValueRequired
 type RunnerGroupSpec struct {
 	// Scope says at which level the runners register in Gitea and so whose
 	// jobs they serve: global (the whole instance, needs an instance-wide
@@ -158,6 +159,13 @@ type RunnerGroupSpec struct {
 	// scaler's default labels are added, except those whose name a label
 	// here already has. At most 50 labels of at most 256 characters.
 	Labels []string `json:"labels,omitempty"`
+
+	// DefaultLabels, when false, leaves out the scaler's default labels
+	// (ubuntu-latest and the like): the group's runners offer only
+	// spec.labels. A `[gpu]` group that sets it false never competes with
+	// a plain group for `ubuntu-latest` jobs. Default true.
+	// +optional
+	DefaultLabels *bool `json:"defaultLabels,omitempty"`
 
 	// MaxActiveRunners caps the group's unfinished runner Jobs; 0 pauses the
 	// group (no new runner Jobs; running ones finish). From 0 to 1000: each
@@ -244,6 +252,13 @@ type RunnerGroupStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	RunningJobs int32 `json:"runningJobs"`
+
+	// JobsLeftToOtherGroups counts queued Gitea jobs this group could run
+	// but left to another group that the assignment rule prefers (a more
+	// specific scope, fewer labels, or a smaller namespace/name).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	JobsLeftToOtherGroups int32 `json:"jobsLeftToOtherGroups"`
 
 	// LastCheckTime is when the scaler last asked Gitea for this group's
 	// jobs.

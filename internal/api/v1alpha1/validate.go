@@ -66,6 +66,9 @@ func (s *RunnerGroupSpec) Validate() error {
 		}
 		seen[name] = true
 	}
+	if !s.UsesDefaultLabels() && len(s.Labels) == 0 {
+		bad("spec.labels must name at least one label when spec.defaultLabels is false")
+	}
 	if r := s.RegistrationToken.SecretRef; r.Name == "" || r.Key == "" {
 		bad("spec.registrationToken.secretRef needs both name and key")
 	}
@@ -81,4 +84,10 @@ func (s *RunnerGroupSpec) Owner() string {
 		return s.Org
 	}
 	return s.User
+}
+
+// UsesDefaultLabels reports whether the scaler's default labels are added
+// to the group's own: unless spec.defaultLabels is false.
+func (s *RunnerGroupSpec) UsesDefaultLabels() bool {
+	return s.DefaultLabels == nil || *s.DefaultLabels
 }

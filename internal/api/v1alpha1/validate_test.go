@@ -36,8 +36,14 @@ func TestValidate(t *testing.T) {
 		"repo owned by a user": {change: func(s *v1alpha1.RunnerGroupSpec) {
 			s.Scope, s.Org, s.User, s.Repo = v1alpha1.ScopeRepo, "", "alice", "dotfiles"
 		}},
-		"paused":                {change: func(s *v1alpha1.RunnerGroupSpec) { s.MaxActiveRunners = 0 }},
-		"no labels":             {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = nil }},
+		"paused":                 {change: func(s *v1alpha1.RunnerGroupSpec) { s.MaxActiveRunners = 0 }},
+		"no labels":              {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = nil }},
+		"own labels only":        {change: func(s *v1alpha1.RunnerGroupSpec) { s.DefaultLabels = ptr(false) }},
+		"defaults said out loud": {change: func(s *v1alpha1.RunnerGroupSpec) { s.DefaultLabels, s.Labels = ptr(true), nil }},
+		"no labels at all": {
+			change: func(s *v1alpha1.RunnerGroupSpec) { s.DefaultLabels, s.Labels = ptr(false), nil },
+			want:   "spec.labels must name at least one label when spec.defaultLabels is false",
+		},
 		"http with a path":      {change: func(s *v1alpha1.RunnerGroupSpec) { s.Gitea.URL = "http://10.0.0.1:3000/gitea" }},
 		"scope missing":         {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope = "" }, want: "spec.scope must be one of"},
 		"scope unknown":         {change: func(s *v1alpha1.RunnerGroupSpec) { s.Scope = "team" }, want: `not "team"`},
@@ -86,3 +92,5 @@ func TestOwner(t *testing.T) {
 	assert.Equal(t, "alice", (&v1alpha1.RunnerGroupSpec{User: "alice"}).Owner())
 	assert.Empty(t, (&v1alpha1.RunnerGroupSpec{}).Owner())
 }
+
+func ptr[T any](v T) *T { return &v }

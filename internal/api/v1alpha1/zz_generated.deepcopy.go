@@ -92,6 +92,11 @@ func (in *RunnerGroupSpec) DeepCopyInto(out *RunnerGroupSpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.DefaultLabels != nil {
+		in, out := &in.DefaultLabels, &out.DefaultLabels
+		*out = new(bool)
+		**out = **in
+	}
 	out.RegistrationToken = in.RegistrationToken
 	out.AuthToken = in.AuthToken
 }
