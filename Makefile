@@ -83,7 +83,18 @@ test-e2e: testbed-up ## End-to-end tests against the test bed.
 	  exit $${PIPESTATUS[0]}
 
 .PHONY: test
-test: verify-generated lint test-unit test-chart test-e2e ## Everything CI runs.
+# Each fuzz target runs briefly: long enough to catch a regression on
+# malformed input, short enough for every CI run.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := ./internal/selector:FuzzParse ./internal/assign:FuzzOwner ./internal/state:FuzzDecode ./internal/runnerlabels:FuzzCanRun
+
+.PHONY: fuzz
+fuzz: ## Run every Go fuzz target for FUZZTIME each.
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
+	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; done
+
+test: verify-generated lint test-unit fuzz test-chart test-e2e ## Everything CI runs.
 
 .PHONY: demo
 demo: ## One command: test bed, Gitea org/repo/workflow, chart install, runners at work.
