@@ -115,13 +115,16 @@ scopes cannot drift apart.
 {{- end -}}
 
 {{/*
-The ClusterRole's name: the full one when it holds every rule (no
-watchNamespaces), "-runnergroup-reader" when it only reads RunnerGroups.
+The ClusterRole's name: the full name when it holds every rule (no
+watchNamespaces); with watchNamespaces, where it only reads RunnerGroups,
+the release namespace is part of it, so that namespaced releases of the same
+name in several namespaces (one per team) do not fight over one
+cluster-scoped object.
 */}}
 {{- define "gitea-runner-operator.clusterRoleName" -}}
 {{- $name := include "gitea-runner-operator.fullname" . -}}
 {{- if .Values.watchNamespaces -}}
-{{- printf "%s-runnergroup-reader" ($name | trunc 44 | trimSuffix "-") -}}
+{{- printf "%s-%s-runnergroup-reader" $name .Release.Namespace -}}
 {{- else -}}
 {{- $name -}}
 {{- end -}}
