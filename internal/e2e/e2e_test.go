@@ -13,7 +13,10 @@
 // run in parallel. Every test file uses the one bed (bed_test.go) and the
 // helpers beside it, one file per concern: names, redaction, waits, cluster
 // objects, RunnerGroups, the usual scene (scene_test.go: servedGroup),
-// manifests, helm, serving and dumps. Gitea is set up through giteasetup,
+// manifests, helm, serving and dumps. The fault tests (faults_*_test.go)
+// run scaler passes themselves (scalerpass_test.go) in a scene of their own
+// (faultscene_test.go), through proxies in front of Gitea
+// (faultproxy_test.go) and the API server (apiproxy_test.go). Gitea is set up through giteasetup,
 // the client scripts/testbed and scripts/demo share; gitea_test.go fits it
 // to tests. Run with:
 //

@@ -1,0 +1,177 @@
+//go:build e2e
+
+// Scaler passes run by the test itself: bin/gitea-runner-scaler (the binary
+// the bed's agent runs for listener pods) started as a local process, so a
+// fault test decides when each pass runs, reads its exit code and log, and
+// measures its peak memory.
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+const (
+	// passGiteaTimeout is the scaler's --gitea-timeout in these passes:
+	// short, so that a Gitea that hangs costs a test seconds, not the
+	// default 10s.
+	passGiteaTimeout = 2 * time.Second
+	// passDeadline bounds one pass; a pass that runs longer fails the test.
+	passDeadline = time.Minute
+)
+
+// passOpts says how a pass runs.
+type passOpts struct {
+	// namespaces are served (-n); at least one, so that a pass never
+	// touches another test's groups.
+	namespaces []string
+	// kubeconfig is the scaler's; empty means the bed's admin kubeconfig.
+	kubeconfig string
+}
+
+// passRun is a pass in flight.
+type passRun struct {
+	cmd    *exec.Cmd
+	out    *bytes.Buffer
+	start  time.Time
+	cancel context.CancelFunc
+}
+
+// passResult is how a pass ended.
+type passResult struct {
+	exit int
+	log  string
+	took time.Duration
+	// peakRSS is the process's peak resident memory in bytes: the kernel's
+	// high-water mark (VmHWM in /proc/<pid>/status), as getrusage reports
+	// it once the process has ended, so a spike just before the exit is
+	// not missed by sampling.
+	peakRSS int64
+}
+
+// startPass starts one pass of the scaler over the namespaces.
+func (b *bed) startPass(ctx context.Context, t *testing.T, o passOpts) *passRun {
+	t.Helper()
+	require.NotEmpty(t, o.namespaces, "a pass serves the test's namespaces only")
+	kubeconfig := o.kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = b.kubeconfig
+	}
+	args := []string{"run", "--kubeconfig", kubeconfig, "--log-format", "text", "--log-level", "debug",
+		"--gitea-timeout", passGiteaTimeout.String()}
+	for _, ns := range o.namespaces {
+		args = append(args, "-n", ns)
+	}
+	pctx, cancel := context.WithTimeout(ctx, passDeadline)
+	cmd := exec.CommandContext(pctx, filepath.Join(b.root, "bin", "gitea-runner-scaler"), args...)
+	// Nothing of the test's environment (KUBECONFIG, SCALER_*) reaches it.
+	cmd.Env = []string{"HOME=" + t.TempDir()}
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	r := &passRun{cmd: cmd, out: out, start: time.Now(), cancel: cancel}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start the scaler (is bin/gitea-runner-scaler built? scripts/testbed up builds it): %v", err)
+	}
+	return r
+}
+
+// wait waits for the pass to end. A pass that outlived passDeadline fails
+// the test.
+func (r *passRun) wait(t *testing.T) passResult {
+	t.Helper()
+	defer r.cancel()
+	err := r.cmd.Wait()
+	res := passResult{exit: r.cmd.ProcessState.ExitCode(), log: r.out.String(), took: time.Since(r.start)}
+	if ru, ok := r.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		res.peakRSS = ru.Maxrss * 1024 // KiB on Linux
+	}
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Fatalf("scaler pass: %v\n%s", err, redact(tail(res.log, 40)))
+	}
+	if res.exit < 0 {
+		t.Fatalf("scaler pass killed after %s (deadline %s)\n%s", res.took.Round(time.Millisecond), passDeadline, redact(tail(res.log, 40)))
+	}
+	return res
+}
+
+// pass runs one pass and waits for it.
+func (b *bed) pass(ctx context.Context, t *testing.T, o passOpts) passResult {
+	t.Helper()
+	return b.startPass(ctx, t, o).wait(t)
+}
+
+// requireSanePass checks what every pass must do whatever it met: end with
+// 0 (every group served) or 1 (a group failed), never 2 (usage, or Go's
+// exit code for a panic), log no panic and no secret.
+func requireSanePass(t *testing.T, r passResult, what string) {
+	t.Helper()
+	require.Contains(t, []int{0, 1}, r.exit, "%s: exit code %d\n%s", what, r.exit, redact(tail(r.log, 40)))
+	for _, bad := range []string{"panic", "goroutine "} {
+		require.NotContains(t, r.log, bad, "%s: the log shows a %q\n%s", what, bad, redact(tail(r.log, 60)))
+	}
+	require.Equal(t, redact(r.log), r.log, "%s: the log holds a token", what)
+}
+
+// passFailures are the reasons the pass logged for its failed groups,
+// by group name.
+func passFailures(r passResult) map[string]string {
+	out := map[string]string{}
+	for _, l := range lines(r.log, `msg="pass failed for RunnerGroup"`) {
+		out[logField(l, "runnergroup")] = logField(l, "reason")
+	}
+	return out
+}
+
+// logField is the value of key in a text-format slog line.
+func logField(line, key string) string {
+	i := strings.Index(line, " "+key+"=")
+	if i < 0 {
+		return ""
+	}
+	v := line[i+len(key)+2:]
+	if strings.HasPrefix(v, `"`) {
+		if end := strings.Index(v[1:], `"`); end >= 0 {
+			return v[1 : end+1]
+		}
+	}
+	v, _, _ = strings.Cut(v, " ")
+	return v
+}
+
+// listenerMemoryLimit is the chart's default memory limit of the listener
+// container, read from its values, so the figure a test holds a pass to is
+// the one a platform team installs.
+func (b *bed) listenerMemoryLimit(t *testing.T) int64 {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(b.root, "charts", chartName, "values.yaml"))
+	require.NoError(t, err)
+	var values struct {
+		Resources struct {
+			Limits struct {
+				Memory string `yaml:"memory"`
+			} `yaml:"limits"`
+		} `yaml:"resources"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &values))
+	q, err := resource.ParseQuantity(values.Resources.Limits.Memory)
+	require.NoError(t, err, "resources.limits.memory in the chart's values")
+	return q.Value()
+}
+
+// mib formats bytes as MiB for figures.
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
