@@ -396,7 +396,7 @@ func TestFaultKubeLostCreateResponseStartsNoSecondRunner(t *testing.T) {
 			second := b.pass(ctx, t, passOpts{namespaces: []string{ns}})
 			requireSanePass(t, second, "next pass")
 			b.requireOneRunnerEach(ctx, t, ns, "unheard", ids, "after a pass whose Job creates were carried out but their answers lost"+
-				"\nKNOWN PRODUCT BUG (issue 8, item 5): a create whose outcome is unknown releases its claim, so the next pass starts a second runner")
+				"\n(a create whose outcome is unknown must keep its claim, or look the Job up by name: see internal/scaler/create.go)")
 			require.Equal(t, 0, second.exit, redact(tail(second.log, 30)))
 			b.requireReady(ctx, t, ns, "unheard", "after the next pass")
 		})
