@@ -1,8 +1,10 @@
 package scaler
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
@@ -21,6 +23,7 @@ const (
 	ReasonGiteaBadResponse  = "GiteaBadResponse"
 	ReasonGiteaUnavailable  = "GiteaUnavailable"
 	ReasonKubernetesError   = "KubernetesError"
+	ReasonGroupTimeout      = "GroupTimeout"
 	ReasonStateConflict     = "StateConflict"
 	ReasonStateNotOwned     = "StateNotOwned"
 	ReasonStateRebuilt      = "StateRebuilt"
@@ -55,6 +58,20 @@ func reasonOf(err error) string {
 		return ge.reason
 	}
 	return ReasonKubernetesError
+}
+
+// failure is the reason and message a failed group shows. A group whose
+// deadline passed shows GroupTimeout, unless Gitea was what it waited for:
+// GiteaTimeout says where to look. ctx is the group's context: client-go
+// does not always wrap its deadline (its rate limiter words its own), so
+// the context, not the error, tells a timeout.
+func failure(ctx context.Context, timeout time.Duration, err error) (reason, message string) {
+	reason, message = reasonOf(err), err.Error()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && reason != ReasonGiteaTimeout {
+		reason = ReasonGroupTimeout
+		message = fmt.Sprintf("not done within the group timeout of %s: %s", timeout, message)
+	}
+	return reason, message
 }
 
 // giteaReason maps a failed Gitea listing to its reason.

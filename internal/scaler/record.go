@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,20 +23,34 @@ const (
 	ConditionScalingActive = "ScalingActive"
 )
 
+// recordTimeout bounds the writes that record a group's outcome.
+const recordTimeout = 5 * time.Second
+
 // record tells the group how its pass went: the status always, and for a
 // failure an error log and a Warning event too.
+//
+// It writes on a context of its own, detached from the group's: a pass
+// cancelled by SIGTERM or a group past its deadline still has its outcome
+// recorded, within recordTimeout.
 func (s *Scaler) record(ctx context.Context, g *groupRun, obs *observation, created int, err error) {
-	s.recordStatus(ctx, g, obs, created, err)
+	var reason, message string
 	if err != nil {
-		g.log.Error("pass failed for RunnerGroup", "reason", reasonOf(err), "error", err)
-		s.event(ctx, g.rg, "Warning", reasonOf(err), err.Error())
+		reason, message = failure(ctx, s.cfg.GroupTimeout, err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	s.recordStatus(ctx, g, obs, created, reason, message)
+	if err != nil {
+		g.log.Error("pass failed for RunnerGroup", "reason", reason, "error", message)
+		s.event(ctx, g.rg, "Warning", reason, message)
 	}
 }
 
-// recordStatus writes what the pass saw and how it went. What was not
-// observed (Gitea failed) keeps its last value, so a Gitea outage does not
-// show as an empty queue. A dry run writes nothing.
-func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation, created int, passErr error) {
+// recordStatus writes what the pass saw and how it went: a failure's
+// reason and message, or none. What was not observed (Gitea failed) keeps
+// its last value, so a Gitea outage does not show as an empty queue. A dry
+// run writes nothing.
+func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation, created int, reason, message string) {
 	rg := g.rg
 	st := rg.Status
 	st.Conditions = append([]metav1.Condition(nil), rg.Status.Conditions...)
@@ -46,7 +61,7 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 	// SetStatusCondition keeps the old transition time when the status did
 	// not change, and takes ours when it did.
 	now := metav1.NewTime(s.now())
-	meta.SetStatusCondition(&st.Conditions, readyCondition(rg, &st, created, passErr, now))
+	meta.SetStatusCondition(&st.Conditions, readyCondition(rg, &st, created, reason, message, now))
 	meta.SetStatusCondition(&st.Conditions, scalingCondition(rg, &st, now))
 
 	if s.cfg.DryRun {
@@ -75,15 +90,16 @@ func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created int) {
 	st.LastCheckTime = &t
 }
 
-// readyCondition says whether the pass served the group, or why not.
-func readyCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, created int, passErr error, now metav1.Time) metav1.Condition {
+// readyCondition says whether the pass served the group, or why not: a
+// failure's reason is not empty.
+func readyCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, created int, reason, message string, now metav1.Time) metav1.Condition {
 	c := metav1.Condition{
 		Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReconciled,
 		ObservedGeneration: rg.Generation, LastTransitionTime: now,
 		Message: fmt.Sprintf("%d queued, %d blocked, %d running; %d runner Job(s) created", st.QueuedJobs, st.BlockedJobs, st.RunningJobs, created),
 	}
-	if passErr != nil {
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reasonOf(passErr), passErr.Error()
+	if reason != "" {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reason, message
 	}
 	return c
 }
