@@ -27,7 +27,7 @@ const (
 const recordTimeout = 5 * time.Second
 
 // record tells the group how its pass went: the status always, and for a
-// failure an error log and a Warning event too.
+// failure an error log and, when the failure is news, a Warning event.
 //
 // It writes on a context of its own, detached from the group's: a pass
 // cancelled by SIGTERM or a group past its deadline still has its outcome
@@ -39,10 +39,18 @@ func (s *Scaler) record(ctx context.Context, g *groupRun, obs *observation, crea
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	// What the status said before this pass decides whether the failure
+	// is news.
+	before := meta.FindStatusCondition(g.rg.Status.Conditions, ConditionReady)
+	news := before == nil || before.Status != metav1.ConditionFalse || before.Reason != reason || before.Message != message
 	s.recordStatus(ctx, g, obs, created, reason, message)
 	if err != nil {
 		g.log.Error("pass failed for RunnerGroup", "reason", reason, "error", message)
-		s.event(ctx, g.rg, "Warning", reason, message)
+		// A failure that repeats is in the status already; an event every
+		// pass would be thousands an hour at a few hundred groups.
+		if news {
+			s.event(ctx, g.rg, "Warning", reason, message)
+		}
 	}
 }
 
@@ -126,8 +134,8 @@ func scalingCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, 
 // rather than through client-go's broadcaster, whose asynchronous sink could
 // drop the last events when a short-lived pass exits. Failures are logged
 // and otherwise ignored: an event is a courtesy, the status is the record.
-// Messages are built from object names and errors only, never secret values.
-// A dry run writes none.
+// Messages are built from object names and errors only, never secret values,
+// and are cut to maxMessageRunes. A dry run writes none.
 func (s *Scaler) event(ctx context.Context, rg *v1alpha1.RunnerGroup, typ, reason, message string) {
 	if s.cfg.DryRun {
 		return
@@ -140,7 +148,7 @@ func (s *Scaler) event(ctx context.Context, rg *v1alpha1.RunnerGroup, typ, reaso
 			APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind,
 			Namespace: rg.Namespace, Name: rg.Name, UID: rg.UID, ResourceVersion: rg.ResourceVersion,
 		},
-		Type: typ, Reason: reason, Message: truncate(message, 1024),
+		Type: typ, Reason: reason, Message: cutRunes(message, maxMessageRunes),
 		Source:         corev1.EventSource{Component: v1alpha1.FieldManager},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		ReportingController: v1alpha1.ReportingController, ReportingInstance: host,
@@ -148,11 +156,4 @@ func (s *Scaler) event(ctx context.Context, rg *v1alpha1.RunnerGroup, typ, reaso
 	if _, err := s.kube.CoreV1().Events(rg.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		s.log.Warn("cannot record event", "runnergroup", rg.Namespace+"/"+rg.Name, "reason", reason, "error", err)
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return fmt.Sprintf("%s…", s[:n])
 }
