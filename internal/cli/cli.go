@@ -64,8 +64,8 @@ type RunCmd struct {
 	Workers         int           `env:"SCALER_WORKERS" default:"4" help:"RunnerGroups served at once."`
 	RunnerJobTTL    int32         `env:"SCALER_RUNNER_JOB_TTL" default:"600" help:"ttlSecondsAfterFinished of runner Jobs."`
 	GroupTimeout    time.Duration `env:"SCALER_GROUP_TIMEOUT" default:"30s" help:"Time one RunnerGroup's part of a pass may take; must be longer than --gitea-timeout."`
-	// 4 MiB is gitea.DefaultMaxResponseBytes; see there why.
-	GiteaMaxResponseBytes int64 `env:"SCALER_GITEA_MAX_RESPONSE_BYTES" default:"4194304" placeholder:"BYTES" help:"Largest answer read from Gitea; a larger one fails its group (GiteaBadResponse)."`
+	// 2 MiB is gitea.DefaultMaxResponseBytes; see there why.
+	GiteaMaxResponseBytes int64 `env:"SCALER_GITEA_MAX_RESPONSE_BYTES" default:"2097152" placeholder:"BYTES" help:"Largest answer read from Gitea; a larger one fails its group (GiteaBadResponse)."`
 	// A group costs about 5 requests in a pass that creates nothing (its
 	// Secrets, state ConfigMap, Jobs list and status patch), so 500 groups
 	// need about 2,500: some 50 s at 50/s, inside a CronJob pass's 100 s.

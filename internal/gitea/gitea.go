@@ -155,12 +155,13 @@ const (
 	DefaultTimeout   = 10 * time.Second
 	DefaultPageSize  = 50
 	DefaultUserAgent = "gitea-runner-operator"
-	// DefaultMaxResponseBytes is 4 MiB. A full page of 50 jobs or 50
-	// repositories is about 100-300 KiB, so real answers have ten times
-	// the room they need. The 12 listings a pass reads at once (4 workers,
-	// 3 listings each) then hold at most about 50 MiB of bodies, inside the
-	// listener's default 128 MiB memory limit.
-	DefaultMaxResponseBytes = 4 << 20
+	// DefaultMaxResponseBytes is 2 MiB. A full page of 50 jobs or 50
+	// repositories is about 100-300 KiB, so real answers have several times
+	// the room they need. Reading up to the limit costs a few times the
+	// limit while the body grows: with the default 4 workers all refusing
+	// oversized answers at once (3 listings each) the heap peaked at about
+	// 25 MiB (53 MiB at 4 MiB), inside the listener's default 128 MiB.
+	DefaultMaxResponseBytes = 2 << 20
 )
 
 func (o Options) withDefaults() Options {

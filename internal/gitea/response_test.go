@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -103,6 +105,71 @@ func TestLargeResponseAllocatesLittle(t *testing.T) {
 	// Up to three listings run at once and each may read to the limit,
 	// growing its buffer as it goes: about 2 MiB, 4 with -race.
 	assert.Less(t, allocated, uint64(body/10), "allocations stay far below the answer's size")
+}
+
+// TestRefusingLargeAnswersEverywhereKeepsTheHeapSmall is the worst case of
+// a broken Gitea or proxy: every listing of the default 4 workers gets a
+// 64 MiB answer at once. The heap, sampled while they run, stays below the
+// size of one answer; its peak is the figure the default limit is chosen by.
+func TestRefusingLargeAnswersEverywhereKeepsTheHeapSmall(t *testing.T) {
+	const (
+		body    = 64 * mib
+		workers = 4
+	)
+	f := newFake(t, fixtureScene())
+	c := newTestClient(t, f.URL, adminToken, Options{})
+	org := Target{Scope: ScopeOrg, Owner: "acme"}
+	_, err := c.Snapshot(t.Context(), org)
+	require.NoError(t, err)
+	f.InjectFault(workers*maxConcurrentListings*3, giteatest.Fault{LargeBody: body})
+
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	peak := sampleHeapPeak(t, func() {
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for range 3 {
+					_, err := c.Snapshot(t.Context(), org)
+					assert.ErrorIs(t, err, ErrBadResponse)
+				}
+			})
+		}
+		wg.Wait()
+	})
+
+	t.Logf("%d workers refusing %d MiB answers with the default %d MiB limit: heap peaked at %.1f MiB (%.1f MiB before)",
+		workers, body/mib, DefaultMaxResponseBytes/mib, float64(peak)/mib, float64(base.HeapAlloc)/mib)
+	assert.Less(t, peak, uint64(body), "no answer was read whole")
+}
+
+// sampleHeapPeak runs f and returns the largest heap seen while it ran.
+func sampleHeapPeak(t *testing.T, f func()) uint64 {
+	t.Helper()
+	done := make(chan struct{})
+	peak := make(chan uint64)
+	go func() {
+		var (
+			m       runtime.MemStats
+			highest uint64
+		)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			runtime.ReadMemStats(&m)
+			highest = max(highest, m.HeapAlloc)
+			select {
+			case <-done:
+				peak <- highest
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	f()
+	close(done)
+	return <-peak
 }
 
 // TestErrorMessagesEchoOnlyGiteasOwn: a status, condition or event shows
