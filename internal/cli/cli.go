@@ -63,7 +63,20 @@ type RunCmd struct {
 	GiteaTimeout    time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
 	Workers         int           `env:"SCALER_WORKERS" default:"4" help:"RunnerGroups served at once."`
 	RunnerJobTTL    int32         `env:"SCALER_RUNNER_JOB_TTL" default:"600" help:"ttlSecondsAfterFinished of runner Jobs."`
+	GroupTimeout    time.Duration `env:"SCALER_GROUP_TIMEOUT" default:"30s" help:"Time one RunnerGroup's part of a pass may take; must be longer than --gitea-timeout."`
+	// 2 MiB is gitea.DefaultMaxResponseBytes; see there why.
+	GiteaMaxResponseBytes int64 `env:"SCALER_GITEA_MAX_RESPONSE_BYTES" default:"2097152" placeholder:"BYTES" help:"Largest answer read from Gitea; a larger one fails its group (GiteaBadResponse)."`
+	// A group costs about 5 requests in a pass that creates nothing (its
+	// Secrets, state ConfigMap, Jobs list and status patch), so 500 groups
+	// need about 2,500: some 50 s at 50/s, inside a CronJob pass's 100 s.
+	// client-go's default of 5/s would take over 8 minutes.
+	KubeQPS   float64 `env:"SCALER_KUBE_QPS" default:"50" help:"Requests per second to the Kubernetes API, sustained."`
+	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"100" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
 }
+
+// minGiteaResponseBytes is the smallest --gitea-max-response-bytes: below
+// it, ordinary pages of jobs or repositories would be refused.
+const minGiteaResponseBytes = 64 << 10
 
 // VersionCmd is `gitea-runner-scaler version`.
 type VersionCmd struct{}
@@ -83,6 +96,18 @@ func (r *RunCmd) Validate() error {
 	}
 	if r.Workers < 1 || r.Workers > 64 {
 		errs = append(errs, fmt.Errorf("--workers must be between 1 and 64, got %d", r.Workers))
+	}
+	if r.GroupTimeout <= r.GiteaTimeout {
+		errs = append(errs, fmt.Errorf("--group-timeout (%s) must be longer than --gitea-timeout (%s), or a group could never finish a slow request", r.GroupTimeout, r.GiteaTimeout))
+	}
+	if r.GiteaMaxResponseBytes < minGiteaResponseBytes {
+		errs = append(errs, fmt.Errorf("--gitea-max-response-bytes must be at least %d, got %d", minGiteaResponseBytes, r.GiteaMaxResponseBytes))
+	}
+	if r.KubeQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-qps must be positive, got %g", r.KubeQPS))
+	}
+	if r.KubeBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-burst must be at least 1, got %d", r.KubeBurst))
 	}
 	if r.RunnerJobTTL < 0 {
 		errs = append(errs, fmt.Errorf("--runner-job-ttl must be 0 or more, got %d", r.RunnerJobTTL))
@@ -159,12 +184,11 @@ func Main(args []string, streams IO) int {
 
 func (r *RunCmd) run(streams IO) int {
 	log := newLogger(streams.Err, r.LogFormat, r.LogLevel)
-	cfg, err := restConfig(r.Kubeconfig)
+	cfg, err := r.kubeConfig()
 	if err != nil {
 		log.Error("cannot load Kubernetes client config", "error", err)
 		return ExitFailed
 	}
-	cfg.UserAgent = "gitea-runner-scaler/" + Version
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		log.Error("cannot create Kubernetes client", "error", err)
@@ -180,32 +204,51 @@ func (r *RunCmd) run(streams IO) int {
 	})
 }
 
+// kubeConfig is the Kubernetes client config, at the flags' rate.
+func (r *RunCmd) kubeConfig() (*rest.Config, error) {
+	cfg, err := restConfig(r.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "gitea-runner-scaler/" + Version
+	cfg.QPS, cfg.Burst = float32(r.KubeQPS), r.KubeBurst
+	return cfg, nil
+}
+
 // giteaFactory makes the clients of real Gitea instances.
 func (r *RunCmd) giteaFactory() scaler.GiteaFactory {
 	return func(baseURL, token string) (gitea.Client, error) {
-		return gitea.NewClient(baseURL, token, gitea.Options{Timeout: r.GiteaTimeout, UserAgent: "gitea-runner-scaler/" + Version})
+		return gitea.NewClient(baseURL, token, gitea.Options{
+			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
+		})
 	}
 }
 
-// runWith runs the scaler on the given clients (tests pass fakes) and
-// returns the exit code.
-func (r *RunCmd) runWith(deps scaler.Deps) int {
+// scalerConfig is the scaler's part of the flags.
+func (r *RunCmd) scalerConfig() scaler.Config {
 	opts := runnerjob.DefaultOptions()
 	opts.Image = r.RunnerImage
 	opts.TTLSecondsAfterFinished = r.RunnerJobTTL
 	if len(r.DefaultLabels) > 0 {
 		opts.DefaultLabels = r.DefaultLabels
 	}
-	sc, err := scaler.New(deps, scaler.Config{
+	return scaler.Config{
 		Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
-		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, Runner: opts,
-	})
+		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, GroupTimeout: r.GroupTimeout, Runner: opts,
+	}
+}
+
+// runWith runs the scaler on the given clients (tests pass fakes) and
+// returns the exit code.
+func (r *RunCmd) runWith(deps scaler.Deps) int {
+	sc, err := scaler.New(deps, r.scalerConfig())
 	if err != nil {
 		deps.Log.Error("invalid configuration", "error", err)
 		return ExitUsage
 	}
 	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
-		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun)
+		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
+		"groupTimeout", r.GroupTimeout, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst)
 	if err := sc.Run(context.Background(), scaler.RunOptions{Loop: r.Loop, Interval: r.Interval}); err != nil {
 		return ExitFailed
 	}

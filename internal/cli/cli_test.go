@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 )
@@ -82,6 +84,65 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, "json", r.LogFormat)
 	assert.Equal(t, "info", r.LogLevel)
 	assert.Empty(t, r.Namespace, "all namespaces")
+	assert.Equal(t, 30*time.Second, r.GroupTimeout)
+	assert.EqualValues(t, gitea.DefaultMaxResponseBytes, r.GiteaMaxResponseBytes)
+	assert.InDelta(t, 50, r.KubeQPS, 0)
+	assert.Equal(t, 100, r.KubeBurst)
+}
+
+func TestRobustnessFlagsFromEnvironment(t *testing.T) {
+	t.Setenv("SCALER_GROUP_TIMEOUT", "45s")
+	t.Setenv("SCALER_GITEA_MAX_RESPONSE_BYTES", "1048576")
+	t.Setenv("SCALER_KUBE_QPS", "12.5")
+	t.Setenv("SCALER_KUBE_BURST", "25")
+
+	r, err := parse(t)
+	require.NoError(t, err)
+
+	assert.Equal(t, 45*time.Second, r.GroupTimeout)
+	assert.EqualValues(t, 1<<20, r.GiteaMaxResponseBytes)
+	assert.Equal(t, 45*time.Second, r.scalerConfig().GroupTimeout, "the scaler gets the group timeout")
+	assert.InDelta(t, 12.5, r.KubeQPS, 0)
+	assert.Equal(t, 25, r.KubeBurst)
+}
+
+// The Kubernetes client runs at --kube-qps and --kube-burst, not at
+// client-go's default 5 requests/s, which made 500 groups take minutes.
+func TestKubeClientRate(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600))
+	r, err := parse(t, "--kubeconfig", kubeconfig, "--kube-qps", "75", "--kube-burst", "150")
+	require.NoError(t, err)
+
+	cfg, err := r.kubeConfig()
+
+	require.NoError(t, err)
+	assert.InDelta(t, 75, cfg.QPS, 0)
+	assert.Equal(t, 150, cfg.Burst)
+	assert.Equal(t, "gitea-runner-scaler/"+Version, cfg.UserAgent)
+}
+
+// The Gitea clients read at most --gitea-max-response-bytes of an answer.
+func TestGiteaClientsBoundAnswers(t *testing.T) {
+	srv := giteatest.New()
+	t.Cleanup(srv.Close)
+	srv.AddToken("tok", "root", true)
+	srv.InjectFault(3, giteatest.Fault{LargeBody: 100 << 10})
+	r, err := parse(t, "--gitea-max-response-bytes", "65536")
+	require.NoError(t, err)
+	c, err := r.giteaFactory()(srv.URL, "tok")
+	require.NoError(t, err)
+
+	_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
+
+	require.ErrorIs(t, err, gitea.ErrBadResponse)
+	assert.ErrorContains(t, err, "response larger than 65536 bytes")
 }
 
 func TestBadFlagsExitWithUsage(t *testing.T) {
@@ -104,6 +165,14 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 		{name: "bad default label", args: []string{"--default-labels", "has space"}, want: `invalid label "has space"`},
 		{name: "bad env value", env: map[string]string{"SCALER_WORKERS": "many"}, want: "--workers"},
 		{name: "negative job ttl", args: []string{"--runner-job-ttl=-1"}, want: "--runner-job-ttl must be 0 or more"},
+		{name: "group timeout not above the Gitea timeout", args: []string{"--group-timeout", "10s", "--gitea-timeout", "10s"},
+			want: "--group-timeout (10s) must be longer than --gitea-timeout (10s)"},
+		{name: "group timeout from env below the Gitea timeout", env: map[string]string{"SCALER_GITEA_TIMEOUT": "1m"},
+			want: "--group-timeout (30s) must be longer than --gitea-timeout (1m0s)"},
+		{name: "small response limit", args: []string{"--gitea-max-response-bytes", "1000"}, want: "--gitea-max-response-bytes must be at least 65536, got 1000"},
+		{name: "zero QPS", args: []string{"--kube-qps", "0"}, want: "--kube-qps must be positive, got 0"},
+		{name: "negative QPS from env", env: map[string]string{"SCALER_KUBE_QPS": "-1"}, want: "--kube-qps must be positive, got -1"},
+		{name: "burst below 1", args: []string{"--kube-burst", "0"}, want: "--kube-burst must be at least 1, got 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

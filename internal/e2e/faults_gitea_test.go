@@ -43,8 +43,6 @@ func TestFaultGiteaFailsOnlyItsGroupAndTheNextPassRecovers(t *testing.T) {
 		refuse bool                     // the proxy does not listen at all
 		reason string
 		says   string // the Ready message names the failed request so
-		// waitsFor names the product change a row needs before it can pass.
-		waitsFor string
 	}{
 		{name: "http-500", fault: fault500, reason: "GiteaUnavailable", says: "HTTP 500"},
 		{name: "http-500-running-only", fault: fault500, only: listingOf("in_progress"), reason: "GiteaUnavailable", says: "status=in_progress"},
@@ -58,8 +56,7 @@ func TestFaultGiteaFailsOnlyItsGroupAndTheNextPassRecovers(t *testing.T) {
 		{name: "truncated-json", fault: faultTruncated, reason: "GiteaBadResponse", says: "/actions/jobs"},
 		{name: "garbage", fault: faultGarbage, reason: "GiteaBadResponse", says: "/actions/jobs"},
 		{name: "wrong-shape-json", fault: faultWrongShape, reason: "GiteaBadResponse", says: "/actions/jobs"},
-		{name: "64mib-body", fault: faultHugeBody, reason: "GiteaBadResponse", says: "/actions/jobs",
-			waitsFor: "the bound on Gitea response bodies (issue 8, item 9)"},
+		{name: "64mib-body", fault: faultHugeBody, reason: "GiteaBadResponse", says: "/actions/jobs"},
 	}
 
 	// One organisation for every row: each group offers a label of its own,
@@ -80,10 +77,6 @@ func TestFaultGiteaFailsOnlyItsGroupAndTheNextPassRecovers(t *testing.T) {
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
-			gap := ""
-			if r.waitsFor != "" {
-				gap = "\nKNOWN PRODUCT GAP: this row waits for " + r.waitsFor
-			}
 			ns := b.quietNamespace(ctx, t, "e2e-fault-gitea")
 			proxy := newGiteaProxy(t, b.gitea.admin.URL())
 			faultedJob, healthyJob := queued[labels[r.name][0]], queued[labels[r.name][1]]
@@ -99,17 +92,17 @@ func TestFaultGiteaFailsOnlyItsGroupAndTheNextPassRecovers(t *testing.T) {
 			requireSanePass(t, first, "pass with the fault")
 			t.Logf("%s: pass with the fault: exit %d in %s, peak RSS %.1f MiB (limit %.0f MiB), %d faulted request(s)",
 				r.name, first.exit, first.took.Round(time.Millisecond), mib(first.peakRSS), mib(limit), proxy.faulted())
-			require.LessOrEqual(t, first.peakRSS, limit, "peak RSS of the pass above the listener's memory limit%s", gap)
+			require.LessOrEqual(t, first.peakRSS, limit, "peak RSS of the pass above the listener's memory limit")
 			if !r.refuse {
 				require.Positive(t, proxy.faulted(), "the fault was never hit")
 			}
-			b.requireNoRunners(ctx, t, ns, "faulted", "a pass that could not read Gitea started a runner"+gap)
+			b.requireNoRunners(ctx, t, ns, "faulted", "a pass that could not read Gitea started a runner")
 			rg, ready := b.readyOf(ctx, t, ns, "faulted")
-			require.Equal(t, metav1.ConditionFalse, ready.Status, "faulted: %s%s", statusLine(rg), gap)
-			require.Equal(t, r.reason, ready.Reason, "faulted: %s%s", statusLine(rg), gap)
+			require.Equal(t, metav1.ConditionFalse, ready.Status, "faulted: %s", statusLine(rg))
+			require.Equal(t, r.reason, ready.Reason, "faulted: %s", statusLine(rg))
 			require.Contains(t, ready.Message, r.says, "faulted: %s", statusLine(rg))
 			require.Equal(t, redact(ready.Message), ready.Message, "the Ready message holds a token")
-			require.Equal(t, 1, first.exit, "a failed group fails the pass%s", gap)
+			require.Equal(t, 1, first.exit, "a failed group fails the pass")
 			require.Equal(t, map[string]string{ns + "/faulted": r.reason}, passFailures(first), "the groups the pass failed")
 			b.requireOneRunnerEach(ctx, t, ns, "healthy", healthyJob, "the healthy group in the pass with the fault")
 			b.requireReady(ctx, t, ns, "healthy", "the healthy group in the pass with the fault")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -84,29 +85,30 @@ func NewClient(baseURL, token string, opts Options) (Client, error) {
 	}, nil
 }
 
-// newSDK builds an SDK client for one request.
+// newSDK builds an SDK client for one request, sending through hc.
 //
 // SetGiteaVersion("") turns off the SDK's server version check. Without it
 // the SDK asks /api/v1/version before the first action-job call and refuses
 // to go on when the answer is not a semantic version, and a Gitea built from
 // source answers "development" (see testdata/version.json). Skipping it also
 // saves that request. The job endpoints we use exist since Gitea 1.26.
-func (c *client) newSDK(ctx context.Context) (*sdk.Client, error) {
+func (c *client) newSDK(ctx context.Context, hc *http.Client) (*sdk.Client, error) {
 	return sdk.NewClient(c.baseURL,
 		sdk.SetGiteaVersion(""),
 		sdk.SetToken(c.token),
-		sdk.SetHTTPClient(c.opts.HTTPClient),
+		sdk.SetHTTPClient(hc),
 		sdk.SetUserAgent(c.opts.UserAgent),
 		sdk.SetContext(ctx),
 	)
 }
 
-// do runs one request under its own timeout and turns a failure into an
-// *APIError naming uri.
+// do runs one request under its own timeout and body limit, and turns a
+// failure into an *APIError naming uri.
 func (c *client) do(ctx context.Context, uri string, call func(*sdk.Client) (*sdk.Response, error)) (*sdk.Response, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	sc, err := c.newSDK(rctx)
+	x := &exchange{max: c.opts.MaxResponseBytes}
+	sc, err := c.newSDK(rctx, x.httpClient(c.opts.HTTPClient))
 	if err != nil {
 		// Not reachable with the options above; the SDK's text holds no token.
 		return nil, fmt.Errorf("gitea: cannot set up SDK client: %w", err)
@@ -115,7 +117,7 @@ func (c *client) do(ctx context.Context, uri string, call func(*sdk.Client) (*sd
 	// afterwards loses nothing.
 	resp, err := call(sc)
 	if err != nil {
-		return resp, c.classify(ctx, uri, resp, err)
+		return resp, c.classify(ctx, uri, resp, x, err)
 	}
 	return resp, nil
 }

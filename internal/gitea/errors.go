@@ -91,15 +91,19 @@ func kindForStatus(status int) error {
 	}
 }
 
-// maxMessageLen keeps a proxy's HTML error page from flooding logs and
-// RunnerGroup conditions.
-const maxMessageLen = 300
+// maxMessageRunes bounds the message an error carries from Gitea into
+// logs, RunnerGroup conditions and events.
+const maxMessageRunes = 200
 
 // classify turns an SDK failure into an *APIError, or into a plain
 // cancellation error when the caller gave up (that is not Gitea's fault and
 // must not be reported as one). parent is the caller's context, not the
-// per-request one.
-func (c *client) classify(parent context.Context, uri string, resp *sdk.Response, err error) error {
+// per-request one; x is what the request learnt of the answer.
+//
+// The message is never a body Gitea did not write as its error: for an
+// error status only Gitea's own JSON "message" is kept, so a proxy's HTML
+// page or an echoed request cannot reach a condition or event.
+func (c *client) classify(parent context.Context, uri string, resp *sdk.Response, x *exchange, err error) error {
 	if perr := parent.Err(); errors.Is(perr, context.Canceled) {
 		return fmt.Errorf("gitea: GET %s: %w", uri, perr)
 	}
@@ -108,11 +112,17 @@ func (c *client) classify(parent context.Context, uri string, resp *sdk.Response
 		e.Status = resp.StatusCode
 	}
 	switch {
+	case x.tooLarge && e.Status < http.StatusBadRequest:
+		e.Kind = ErrBadResponse
+		e.Message = x.tooLargeMessage()
 	case isTimeout(err):
 		// Checked before the status: a deadline can also strike while a 200
 		// body is still being read.
 		e.Kind = ErrTimeout
 		e.Message = fmt.Sprintf("no complete answer in time (per-request timeout %s)", c.opts.Timeout)
+		if parent.Err() != nil {
+			e.Message = "no complete answer before the caller's deadline"
+		}
 	case e.Status == 0:
 		e.Kind = ErrServer
 		e.Message = transportMessage(err)
@@ -121,7 +131,10 @@ func (c *client) classify(parent context.Context, uri string, resp *sdk.Response
 		e.Message = "cannot decode body: " + err.Error()
 	default:
 		e.Kind = kindForStatus(e.Status)
-		e.Message = sdkMessage(err)
+		e.Message = x.giteaMessage
+		if x.tooLarge {
+			e.Message = x.tooLargeMessage()
+		}
 	}
 	e.Message = tidy(e.Message, c.token)
 	return e
@@ -145,40 +158,15 @@ func transportMessage(err error) string {
 	return err.Error()
 }
 
-// sdkNonJSONPrefix and the markers below are how the SDK (v0.25.1,
-// client.go statusCodeToErr) words an error whose body is not JSON: it
-// repeats the request path and method around the body. We keep the body
-// only; the path is already in APIError.URL. For a JSON body the SDK's error
-// text is Gitea's "message" as is.
-const (
-	sdkNonJSONPrefix = "unknown API error:"
-	sdkBodyStart     = "method and '"
-	sdkBodyEnd       = "' body"
-)
-
-func sdkMessage(err error) string {
-	s := err.Error()
-	if strings.HasPrefix(s, sdkNonJSONPrefix) {
-		if i := strings.Index(s, sdkBodyStart); i >= 0 {
-			s = strings.TrimSuffix(s[i+len(sdkBodyStart):], sdkBodyEnd)
-		}
-	}
-	return s
-}
-
-// tidy puts a message on one line, shortens it and removes the token should
-// a server or proxy ever echo it back.
+// tidy puts a message on one line, shortens it to maxMessageRunes and
+// removes the token should a server or proxy ever echo it back.
 func tidy(msg, token string) string {
 	if token != "" {
 		msg = strings.ReplaceAll(msg, token, "[redacted]")
 	}
 	msg = strings.Join(strings.Fields(msg), " ")
-	if len(msg) > maxMessageLen {
-		cut := maxMessageLen
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut] + "…"
+	if utf8.RuneCountInString(msg) > maxMessageRunes {
+		msg = string([]rune(msg)[:maxMessageRunes]) + "…"
 	}
 	return msg
 }

@@ -143,6 +143,11 @@ type Options struct {
 	HTTPClient *http.Client
 	// UserAgent is sent with every request. Default "gitea-runner-operator".
 	UserAgent string
+	// MaxResponseBytes bounds each answer's body. A larger one fails its
+	// request (ErrBadResponse, or the error status's kind) instead of
+	// being read whole, so a runaway listing or a proxy's endless page
+	// cannot take the scaler's memory. Default DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 }
 
 // Defaults for Options.
@@ -150,6 +155,13 @@ const (
 	DefaultTimeout   = 10 * time.Second
 	DefaultPageSize  = 50
 	DefaultUserAgent = "gitea-runner-operator"
+	// DefaultMaxResponseBytes is 2 MiB. A full page of 50 jobs or 50
+	// repositories is about 100-300 KiB, so real answers have several times
+	// the room they need. Reading up to the limit costs a few times the
+	// limit while the body grows: with the default 4 workers all refusing
+	// oversized answers at once (3 listings each) the heap peaked at about
+	// 25 MiB (53 MiB at 4 MiB), inside the listener's default 128 MiB.
+	DefaultMaxResponseBytes = 2 << 20
 )
 
 func (o Options) withDefaults() Options {
@@ -164,6 +176,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.UserAgent == "" {
 		o.UserAgent = DefaultUserAgent
+	}
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	return o
 }

@@ -172,7 +172,8 @@ func TestTidy(t *testing.T) {
 	}{
 		{name: "one line", in: "a\n  b\tc\n", want: "a b c"},
 		{name: "token redacted", in: "bad token s3cr3t!", token: "s3cr3t!", want: "bad token [redacted]"},
-		{name: "cut on a rune boundary", in: "a" + string(long), want: ("a" + string(long))[:maxMessageLen-1] + "…"},
+		{name: "cut on a rune boundary", in: "a" + string(long), want: "a" + string([]rune(string(long))[:maxMessageRunes-1]) + "…"},
+		{name: "short enough", in: string(long), want: string(long)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,19 +182,22 @@ func TestTidy(t *testing.T) {
 	}
 }
 
-func TestSDKMessage(t *testing.T) {
+func TestGiteaMessage(t *testing.T) {
 	tests := []struct {
 		name string
-		in   string
+		body string
 		want string
 	}{
-		{name: "json message", in: "user should be the site admin", want: "user should be the site admin"},
-		{name: "plain body", in: "unknown API error: 404\nRequest: '/api/v1/users/alice/actions/jobs' with 'GET' method and '404 page not found\n' body",
-			want: "404 page not found\n"},
+		{name: "Gitea's error", body: `{"message":"user should be the site admin","url":"https://gitea.test/api/swagger"}`, want: "user should be the site admin"},
+		{name: "plain text", body: "404 page not found\n"},
+		{name: "JSON without message", body: `{"error":"x"}`},
+		{name: "message not a string", body: `{"message":["a"]}`},
+		{name: "JSON array", body: `["message"]`},
+		{name: "empty", body: ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, sdkMessage(errors.New(tt.in)))
+			assert.Equal(t, tt.want, giteaMessage([]byte(tt.body)))
 		})
 	}
 }

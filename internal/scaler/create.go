@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -35,8 +34,8 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim) (
 			created++
 			continue
 		}
-		//lint:ignore ST1005 it continues the sentence of the group's error, below
-		causes = append(causes, fmt.Errorf("Job %s for Gitea job %d: %w", c.JobName, c.GiteaJobID, err))
+		g.log.Warn("cannot create runner Job", "job", c.JobName, "giteaJob", c.GiteaJobID, "error", err)
+		causes = append(causes, &createError{giteaJob: c.GiteaJobID, jobName: c.JobName, err: err})
 		if refusedForSure(err) {
 			refused = append(refused, c)
 		}
@@ -109,12 +108,17 @@ func (s *Scaler) release(ctx context.Context, g *groupRun, claims []plan.Claim) 
 	}
 }
 
-// detachedTimeout bounds the clean-up a pass does after its context ended.
-const detachedTimeout = 10 * time.Second
-
-// detached returns a context that outlives ctx's cancellation for a short
-// clean-up (releasing claims, recording the status), so a pass cut off by
-// SIGTERM or a deadline leaves the group in a state the next pass can use.
-func detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), detachedTimeout)
+// createError is one runner Job the API server did not create. Its message
+// names the Gitea job, not the Job's random name (which the log has), so a
+// refusal that repeats pass after pass reads the same and is not news.
+type createError struct {
+	giteaJob int64
+	jobName  string
+	err      error
 }
+
+func (e *createError) Error() string {
+	return fmt.Sprintf("runner Job for Gitea job %d: %s", e.giteaJob, strings.ReplaceAll(e.err.Error(), e.jobName, "<runner Job>"))
+}
+
+func (e *createError) Unwrap() error { return e.err }

@@ -3,6 +3,7 @@ package scaler
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,7 +41,8 @@ func TestARefusedJobCreationReleasesTheClaim(t *testing.T) {
 			assert.Empty(t, e.claims("ci"), "the next pass retries at once instead of after the TTL")
 			ready := meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionReady)
 			assert.Equal(t, ReasonJobCreateFailed, ready.Reason)
-			assert.Contains(t, ready.Message, refusal.Error())
+			assert.Contains(t, ready.Message, "runner Job for Gitea job 1: "+strings.ReplaceAll(refusal.Error(), "ci-n0001", "<runner Job>"),
+				"the message names the Gitea job, not the random Job name, so a repeated refusal reads the same")
 		})
 	}
 }
@@ -101,4 +103,25 @@ func TestACancelledPassStillReleasesAndRecords(t *testing.T) {
 	ready := meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionReady)
 	require.NotNil(t, ready, "recorded though the pass was cancelled")
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+}
+
+// The same refusal pass after pass is one Warning event, not one a pass:
+// its message names the Gitea job, not each pass's new random Job name.
+func TestARepeatedRefusalIsOneEvent(t *testing.T) {
+	e := newEnv(t, newGroup("ci", 5))
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+	e.kube.PrependReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job).Name
+		return true, nil, apierrors.NewForbidden(jobsResource, name, errors.New("exceeded quota: jobs"))
+	})
+	for range 5 {
+		e.pass()
+	}
+	warnings := 0
+	for _, ev := range e.events() {
+		if ev.Reason == ReasonJobCreateFailed {
+			warnings++
+		}
+	}
+	assert.Equal(t, 1, warnings)
 }

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 
@@ -52,6 +53,9 @@ func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup) *groupRu
 		owner: stateOwner(rg),
 	}
 	g.invalid = s.validate(ctx, g)
+	if g.invalid != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		g.invalid = outOfTime(s.cfg.GroupTimeout, g.invalid)
+	}
 	return g
 }
 
@@ -67,10 +71,9 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 			created, err = s.create(ctx, g, claims)
 		}
 	}
-	// Record even when the pass was cancelled: the group must show why.
-	rctx, cancel := detached(ctx)
-	defer cancel()
-	s.record(rctx, g, obs, created, err)
+	// record writes on a short context of its own, so a cancelled pass or
+	// a group out of time still shows why.
+	s.record(ctx, g, obs, created, err)
 	return created, err
 }
 

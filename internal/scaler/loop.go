@@ -97,7 +97,7 @@ func (s *Scaler) loggedPass(ctx context.Context) error {
 		s.log.Error("pass could not run", "error", err)
 		return err
 	case sum.Err() != nil:
-		s.log.Error("pass finished with failed RunnerGroups", "groups", sum.Groups, "created", sum.Created, "failed", sum.Failed, "duration", time.Since(start))
+		s.log.Error("pass finished with failed RunnerGroups", "groups", sum.Groups, "created", sum.Created, "failed", sum.Failed, "failedNamespaces", sum.FailedNamespaces, "duration", time.Since(start))
 		return sum.Err()
 	}
 	s.log.Info("pass finished", "groups", sum.Groups, "created", sum.Created, "duration", time.Since(start))

@@ -23,31 +23,48 @@ type Summary struct {
 	Groups int
 	// Failed names the groups that failed ("namespace/name").
 	Failed []string
+	// FailedNamespaces names the served namespaces whose RunnerGroups
+	// could not be listed (for example, their Role was deleted).
+	FailedNamespaces []string
 	// Created counts the runner Jobs created.
 	Created int
 }
 
-// Err is non-nil when any group failed, so the pass's Job fails visibly in
-// the CronJob's history.
+// Err is non-nil when any group or namespace failed, so the pass's Job
+// fails visibly in the CronJob's history.
 func (s Summary) Err() error {
-	if len(s.Failed) == 0 {
+	var parts []string
+	if len(s.Failed) > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d RunnerGroups failed: %s", len(s.Failed), s.Groups, strings.Join(s.Failed, ", ")))
+	}
+	if len(s.FailedNamespaces) > 0 {
+		parts = append(parts, "cannot list the RunnerGroups of namespace(s) "+strings.Join(s.FailedNamespaces, ", "))
+	}
+	if len(parts) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%d of %d RunnerGroups failed: %s", len(s.Failed), s.Groups, strings.Join(s.Failed, ", "))
+	return errors.New(strings.Join(parts, "; "))
 }
 
 // Pass serves every selected RunnerGroup once. It returns an error only when
-// it could not find the groups at all; a group that fails is reported in the
-// Summary and on the group's conditions, and the others go on.
+// it could not find the groups at all; a group that fails, or a namespace
+// that cannot be listed, is reported in the Summary (and a group's failure
+// on its conditions), and the others go on.
+//
+// Each group has Config.GroupTimeout for its steps. The groups are served
+// in namespace/name order, started one group further on each pass (see
+// turn), so groups that are slow and sort first do not leave the same tail
+// unserved whenever a pass runs out of time.
 func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 	if s.groups == nil {
 		return Summary{}, errNotMadeByNew
 	}
-	groups, broken, err := s.listGroups(ctx)
+	groups, broken, failedNS, err := s.listGroups(ctx)
 	if err != nil {
 		return Summary{}, err
 	}
-	sum := Summary{Groups: len(groups) + len(broken)}
+	groups = rotate(groups, s.turn())
+	sum := Summary{Groups: len(groups) + len(broken), FailedNamespaces: failedNS}
 	for _, b := range broken {
 		s.log.Error("cannot read RunnerGroup", "runnergroup", b.Namespace+"/"+b.Name, "error", b.Err)
 		sum.Failed = append(sum.Failed, b.Namespace+"/"+b.Name)
@@ -56,12 +73,16 @@ func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 	// Validate every group first, so the assignment rule knows which of the
 	// groups this pass serves can serve, before any of them plans.
 	runs := make([]*groupRun, len(groups))
-	s.forEachGroup(len(groups), func(i int) { runs[i] = s.prepare(ctx, &groups[i]) })
+	s.forEachGroup(len(groups), func(i int) {
+		gctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
+		defer cancel()
+		runs[i] = s.prepare(gctx, &groups[i])
+	})
 	rule := s.assignment(ctx, groups, runs)
 	var mu sync.Mutex
 	s.forEachGroup(len(groups), func(i int) {
 		runs[i].rule = rule
-		created, err := s.finish(ctx, runs[i])
+		created, err := s.serveGroup(ctx, runs[i])
 		mu.Lock()
 		defer mu.Unlock()
 		sum.Created += created
@@ -73,28 +94,69 @@ func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 	return sum, nil
 }
 
+// serveGroup takes one group through its steps within the group timeout.
+func (s *Scaler) serveGroup(ctx context.Context, g *groupRun) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
+	defer cancel()
+	return s.finish(ctx, g)
+}
+
+// turn is how far this pass rotates the order of its groups. A CronJob
+// starts a new scaler every minute, so the minute its first pass began
+// turns the order; a loop keeps one scaler and turns it one group further
+// each pass. Either way, over N passes each of N groups goes first once.
+func (s *Scaler) turn() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turns == 0 {
+		s.firstMinute = s.now().Unix() / 60
+	}
+	s.turns++
+	return s.firstMinute + s.turns - 1
+}
+
+// rotate returns groups started at position turn (modulo their number),
+// the order otherwise unchanged.
+func rotate(groups []v1alpha1.RunnerGroup, turn int64) []v1alpha1.RunnerGroup {
+	n := int64(len(groups))
+	if n == 0 {
+		return groups
+	}
+	i := (turn%n + n) % n
+	return append(groups[i:len(groups):len(groups)], groups[:i]...)
+}
+
 // listGroups returns the selected RunnerGroups of the served namespaces,
-// sorted by namespace and name, and those that could not be read.
-func (s *Scaler) listGroups(ctx context.Context) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, error) {
-	namespaces := s.cfg.Namespaces
-	if len(namespaces) == 0 {
+// sorted by namespace and name, those that could not be read, and the
+// namespaces that could not be listed. A namespace that cannot be listed
+// (its Role was deleted) does not stop the others. When all namespaces are
+// served, one cluster-wide list fails as a whole: nothing can be served,
+// and the pass fails.
+func (s *Scaler) listGroups(ctx context.Context) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, []string, error) {
+	namespaces, everyNamespace := s.cfg.Namespaces, len(s.cfg.Namespaces) == 0
+	if everyNamespace {
 		namespaces = []string{""}
 	}
 	var (
-		out    []v1alpha1.RunnerGroup
-		broken []runnergroups.Broken
+		out      []v1alpha1.RunnerGroup
+		broken   []runnergroups.Broken
+		failedNS []string
 	)
 	for _, ns := range namespaces {
 		groups, b, err := s.groups.List(ctx, ns, s.include.String())
 		if err != nil {
-			return nil, nil, err
+			if everyNamespace {
+				return nil, nil, nil, err
+			}
+			s.log.Error("cannot list RunnerGroups; serving the other namespaces", "namespace", ns, "error", err)
+			failedNS = append(failedNS, ns)
+			continue
 		}
 		broken = append(broken, b...)
 		for _, rg := range groups {
-			if s.excluded(rg.Labels) {
-				continue
+			if !s.excluded(rg.Labels) {
+				out = append(out, rg)
 			}
-			out = append(out, rg)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -103,7 +165,7 @@ func (s *Scaler) listGroups(ctx context.Context) ([]v1alpha1.RunnerGroup, []runn
 		}
 		return out[i].Name < out[j].Name
 	})
-	return out, broken, nil
+	return out, broken, failedNS, nil
 }
 
 // excluded reports whether another listener takes a group with these labels.

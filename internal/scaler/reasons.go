@@ -1,8 +1,12 @@
 package scaler
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
@@ -21,6 +25,7 @@ const (
 	ReasonGiteaBadResponse  = "GiteaBadResponse"
 	ReasonGiteaUnavailable  = "GiteaUnavailable"
 	ReasonKubernetesError   = "KubernetesError"
+	ReasonGroupTimeout      = "GroupTimeout"
 	ReasonStateConflict     = "StateConflict"
 	ReasonStateNotOwned     = "StateNotOwned"
 	ReasonStateRebuilt      = "StateRebuilt"
@@ -55,6 +60,85 @@ func reasonOf(err error) string {
 		return ge.reason
 	}
 	return ReasonKubernetesError
+}
+
+// failure is the reason and message a failed group shows. A group whose
+// deadline passed shows GroupTimeout, unless Gitea was what it waited for:
+// GiteaTimeout says where to look. ctx is the group's context: client-go
+// does not always wrap its deadline (its rate limiter words its own), so
+// the context, not the error, tells a timeout.
+func failure(ctx context.Context, timeout time.Duration, err error) (reason, message string) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = outOfTime(timeout, err)
+	}
+	return reasonOf(err), boundMessage(err)
+}
+
+// outOfTime is err as the failure of a group whose deadline passed.
+func outOfTime(timeout time.Duration, err error) error {
+	if r := reasonOf(err); r == ReasonGiteaTimeout || r == ReasonGroupTimeout {
+		return err
+	}
+	return newGroupError(ReasonGroupTimeout, "not done within the group timeout of %s: %w", timeout, err)
+}
+
+// Bounds of the messages a group's conditions and events carry. The CRD
+// refuses a condition message over 32,768 characters, and with it the
+// whole status patch; a message joining every failed runner Job could grow
+// past that.
+const (
+	// maxMessageRunes bounds a whole message.
+	maxMessageRunes = 1024
+	// maxCauses are shown of an error with several; the rest are counted.
+	maxCauses = 3
+	// maxCauseRunes bounds each cause shown, so the count still fits.
+	maxCauseRunes = 256
+)
+
+// boundMessage is err's text, at most maxMessageRunes long. Of an error with
+// several causes (one %w per runner Job that failed, errors.Join) it keeps
+// the first maxCauses, each shortened, and counts the rest: "…; and 37
+// more".
+func boundMessage(err error) string {
+	full := err.Error()
+	var multi interface{ Unwrap() []error }
+	if errors.As(err, &multi) {
+		if causes := multi.Unwrap(); len(causes) > maxCauses {
+			full = firstCauses(full, causes)
+		}
+	}
+	return cutRunes(full, maxMessageRunes)
+}
+
+// firstCauses rewrites full, the text of an error with these causes, to
+// show only the first maxCauses of them. The text before the first cause
+// and after the last is kept; full is returned as is when the causes cannot
+// be found in it.
+func firstCauses(full string, causes []error) string {
+	first := causes[0].Error()
+	last := causes[len(causes)-1].Error()
+	start := strings.Index(full, first)
+	end := strings.LastIndex(full, last)
+	if start < 0 || end < start {
+		return full
+	}
+	sep := "; "
+	if i := start + len(first); i < len(full) && full[i] == '\n' {
+		sep = "\n" // errors.Join
+	}
+	shown := make([]string, maxCauses)
+	for i, c := range causes[:maxCauses] {
+		shown[i] = cutRunes(c.Error(), maxCauseRunes)
+	}
+	return fmt.Sprintf("%s%s; and %d more%s", full[:start], strings.Join(shown, sep), len(causes)-maxCauses, full[end+len(last):])
+}
+
+// cutRunes shortens s to at most n runes, the last being "…" when it cut.
+func cutRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
 }
 
 // giteaReason maps a failed Gitea listing to its reason.

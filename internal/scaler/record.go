@@ -23,19 +23,38 @@ const (
 )
 
 // record tells the group how its pass went: the status always, and for a
-// failure an error log and a Warning event too.
+// failure an error log and, when the failure is news, a Warning event.
+//
+// It writes on a context of its own, detached from the group's: a pass
+// cancelled by SIGTERM or a group past its deadline still has its outcome
+// recorded, within detachedTimeout.
 func (s *Scaler) record(ctx context.Context, g *groupRun, obs *observation, created int, err error) {
-	s.recordStatus(ctx, g, obs, created, err)
+	var reason, message string
 	if err != nil {
-		g.log.Error("pass failed for RunnerGroup", "reason", reasonOf(err), "error", err)
-		s.event(ctx, g.rg, "Warning", reasonOf(err), err.Error())
+		reason, message = failure(ctx, s.cfg.GroupTimeout, err)
+	}
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	// What the status said before this pass decides whether the failure
+	// is news.
+	before := meta.FindStatusCondition(g.rg.Status.Conditions, ConditionReady)
+	news := before == nil || before.Status != metav1.ConditionFalse || before.Reason != reason || before.Message != message
+	s.recordStatus(ctx, g, obs, created, reason, message)
+	if err != nil {
+		g.log.Error("pass failed for RunnerGroup", "reason", reason, "error", message)
+		// A failure that repeats is in the status already; an event every
+		// pass would be thousands an hour at a few hundred groups.
+		if news {
+			s.event(ctx, g.rg, "Warning", reason, message)
+		}
 	}
 }
 
-// recordStatus writes what the pass saw and how it went. What was not
-// observed (Gitea failed) keeps its last value, so a Gitea outage does not
-// show as an empty queue. A dry run writes nothing.
-func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation, created int, passErr error) {
+// recordStatus writes what the pass saw and how it went: a failure's
+// reason and message, or none. What was not observed (Gitea failed) keeps
+// its last value, so a Gitea outage does not show as an empty queue. A dry
+// run writes nothing.
+func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation, created int, reason, message string) {
 	rg := g.rg
 	st := rg.Status
 	st.Conditions = append([]metav1.Condition(nil), rg.Status.Conditions...)
@@ -46,7 +65,7 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 	// SetStatusCondition keeps the old transition time when the status did
 	// not change, and takes ours when it did.
 	now := metav1.NewTime(s.now())
-	meta.SetStatusCondition(&st.Conditions, readyCondition(rg, &st, created, passErr, now))
+	meta.SetStatusCondition(&st.Conditions, readyCondition(rg, &st, created, reason, message, now))
 	meta.SetStatusCondition(&st.Conditions, scalingCondition(rg, &st, now))
 
 	if s.cfg.DryRun {
@@ -76,15 +95,16 @@ func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created int) {
 	st.LastCheckTime = &t
 }
 
-// readyCondition says whether the pass served the group, or why not.
-func readyCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, created int, passErr error, now metav1.Time) metav1.Condition {
+// readyCondition says whether the pass served the group, or why not: a
+// failure's reason is not empty.
+func readyCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, created int, reason, message string, now metav1.Time) metav1.Condition {
 	c := metav1.Condition{
 		Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReconciled,
 		ObservedGeneration: rg.Generation, LastTransitionTime: now,
 		Message: fmt.Sprintf("%d queued, %d blocked, %d running; %d runner Job(s) created", st.QueuedJobs, st.BlockedJobs, st.RunningJobs, created),
 	}
-	if passErr != nil {
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reasonOf(passErr), passErr.Error()
+	if reason != "" {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reason, message
 	}
 	return c
 }
@@ -111,8 +131,8 @@ func scalingCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, 
 // rather than through client-go's broadcaster, whose asynchronous sink could
 // drop the last events when a short-lived pass exits. Failures are logged
 // and otherwise ignored: an event is a courtesy, the status is the record.
-// Messages are built from object names and errors only, never secret values.
-// A dry run writes none.
+// Messages are built from object names and errors only, never secret values,
+// and are cut to maxMessageRunes. A dry run writes none.
 func (s *Scaler) event(ctx context.Context, rg *v1alpha1.RunnerGroup, typ, reason, message string) {
 	if s.cfg.DryRun {
 		return
@@ -125,7 +145,7 @@ func (s *Scaler) event(ctx context.Context, rg *v1alpha1.RunnerGroup, typ, reaso
 			APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind,
 			Namespace: rg.Namespace, Name: rg.Name, UID: rg.UID, ResourceVersion: rg.ResourceVersion,
 		},
-		Type: typ, Reason: reason, Message: truncate(message, 1024),
+		Type: typ, Reason: reason, Message: cutRunes(message, maxMessageRunes),
 		Source:         corev1.EventSource{Component: v1alpha1.FieldManager},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		ReportingController: v1alpha1.ReportingController, ReportingInstance: host,
@@ -133,11 +153,4 @@ func (s *Scaler) event(ctx context.Context, rg *v1alpha1.RunnerGroup, typ, reaso
 	if _, err := s.kube.CoreV1().Events(rg.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		s.log.Warn("cannot record event", "runnergroup", rg.Namespace+"/"+rg.Name, "reason", reason, "error", err)
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return fmt.Sprintf("%s…", s[:n])
 }

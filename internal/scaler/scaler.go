@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -80,9 +81,18 @@ type Config struct {
 	SpawnTTL time.Duration
 	// Workers is how many groups are served at once; less than 1 means 1.
 	Workers int
+	// GroupTimeout bounds one group's steps in a pass, so a slow group or a
+	// slow Gitea cannot hold a worker for the rest of the pass; the group's
+	// outcome is still recorded. 0 means DefaultGroupTimeout.
+	GroupTimeout time.Duration
 	// Runner configures the runner Jobs.
 	Runner runnerjob.Options
 }
+
+// DefaultGroupTimeout is Config.GroupTimeout's default: room for a few
+// Gitea requests at their default 10 s timeout, and short against the 100 s
+// a CronJob pass has.
+const DefaultGroupTimeout = 30 * time.Second
 
 // Scaler runs passes. Make one with New: the zero value has nothing to talk
 // to, and its Pass says so.
@@ -99,6 +109,12 @@ type Scaler struct {
 	// include and excludes are cfg's selectors, parsed once.
 	include  labels.Selector
 	excludes []labels.Selector
+
+	// turns counts the passes made, to rotate the order of their groups
+	// (see Pass); firstMinute is the minute of the first.
+	mu          sync.Mutex
+	turns       int64
+	firstMinute int64
 }
 
 // New checks the dependencies and the configuration and returns a Scaler.
@@ -112,6 +128,8 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		return nil, errors.New("scaler: no Gitea client factory")
 	case cfg.SpawnTTL <= 0:
 		return nil, errors.New("the spawn TTL must be positive")
+	case cfg.GroupTimeout < 0:
+		return nil, errors.New("the group timeout must not be negative")
 	}
 	s := &Scaler{
 		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,
@@ -130,6 +148,9 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		s.excludes = append(s.excludes, sel)
 	}
 	s.cfg.Workers = max(cfg.Workers, 1)
+	if s.cfg.GroupTimeout == 0 {
+		s.cfg.GroupTimeout = DefaultGroupTimeout
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -143,4 +164,14 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		s.newJobName = runnerjob.NewName
 	}
 	return s, nil
+}
+
+// detachedTimeout bounds the clean-up a pass does after its context ended.
+const detachedTimeout = 10 * time.Second
+
+// detached returns a context that outlives ctx's cancellation for a short
+// clean-up (releasing claims, recording the status), so a pass cut off by
+// SIGTERM or a deadline leaves the group in a state the next pass can use.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), detachedTimeout)
 }

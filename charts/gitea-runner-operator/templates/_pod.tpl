@@ -83,6 +83,14 @@ spec:
           value: {{ printf "%d" (int64 $s.workers) | quote }}
         - name: SCALER_RUNNER_JOB_TTL
           value: {{ printf "%d" (int64 $s.runnerJobTTL) | quote }}
+        - name: SCALER_GROUP_TIMEOUT
+          value: {{ $s.groupTimeout | toString | quote }}
+        - name: SCALER_GITEA_MAX_RESPONSE_BYTES
+          value: {{ printf "%d" (int64 $s.giteaMaxResponseBytes) | quote }}
+        - name: SCALER_KUBE_QPS
+          value: {{ $s.kubeQPS | toString | quote }}
+        - name: SCALER_KUBE_BURST
+          value: {{ printf "%d" (int64 $s.kubeBurst) | quote }}
       resources:
         {{- toYaml $v.resources | nindent 8 }}
       securityContext:

@@ -1,11 +1,14 @@
 package giteatest
 
 import (
+	"encoding/json"
+	"io"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestFaultsApplyToTheNextRequestsInOrder(t *testing.T) {
@@ -31,4 +34,49 @@ func TestDelayFaultHoldsTheAnswer(t *testing.T) {
 	a := get(t, s, "/api/v1/admin/actions/jobs", token)
 	assert.Equal(t, http.StatusOK, a.status)
 	assert.GreaterOrEqual(t, time.Since(begin), 100*time.Millisecond)
+}
+
+func TestPathFaultAppliesOnlyToItsPath(t *testing.T) {
+	s := start(t, Scene{Orgs: []Org{{Name: "a"}, {Name: "b"}}})
+	s.InjectFault(1, Fault{Path: "/api/v1/orgs/b/", Status: 503})
+
+	assert.Equal(t, http.StatusOK, get(t, s, "/api/v1/orgs/a/actions/jobs", token).status, "another path passes the fault by")
+	assert.Equal(t, http.StatusServiceUnavailable, get(t, s, "/api/v1/orgs/b/actions/jobs", token).status)
+	assert.Equal(t, http.StatusOK, get(t, s, "/api/v1/orgs/b/actions/jobs", token).status, "used up")
+}
+
+func TestLargeBodyFault(t *testing.T) {
+	const size = 3<<20 + 17
+	tests := []struct {
+		name          string
+		declareLength bool
+		wantLength    int64
+	}{
+		{name: "chunked, no Content-Length", wantLength: -1},
+		{name: "with Content-Length", declareLength: true, wantLength: size},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := start(t, queuedScene(1))
+			s.InjectFault(1, Fault{LargeBody: size, DeclareLength: tt.declareLength})
+
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL+"/api/v1/admin/actions/jobs", nil)
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, tt.wantLength, resp.ContentLength)
+			assert.Len(t, body, size)
+			var listing struct {
+				TotalCount int   `json:"total_count"`
+				Jobs       []any `json:"jobs"`
+			}
+			require.NoError(t, json.Unmarshal(body, &listing), "a valid, empty listing: only its size is wrong")
+			assert.Empty(t, listing.Jobs)
+		})
+	}
 }

@@ -141,6 +141,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if f != nil && f.LargeBody > 0 {
+		writeLargeBody(w, *f)
+		return
+	}
 	var rep reply
 	if f != nil && f.Status != 0 {
 		rep = s.faultReply(*f)
