@@ -29,6 +29,13 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim) (
 	)
 	created := 0
 	for _, c := range claims {
+		if err := ctx.Err(); err != nil {
+			// Cancelled before this create was sent: no Job exists, so the
+			// claim goes and the next pass is free to serve the job.
+			refused = append(refused, c)
+			causes = append(causes, &createError{giteaJob: c.GiteaJobID, jobName: c.JobName, err: err})
+			continue
+		}
 		err := s.createJob(ctx, g, c)
 		if err == nil {
 			created++

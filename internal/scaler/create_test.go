@@ -125,3 +125,21 @@ func TestARepeatedRefusalIsOneEvent(t *testing.T) {
 	}
 	assert.Equal(t, 1, warnings)
 }
+
+// Claims whose creates were never sent because the pass was cancelled go,
+// so they do not hold slots for the spawn TTL.
+func TestClaimsNeverSentAreReleasedOnCancel(t *testing.T) {
+	e := newEnv(t, newGroup("ci", 5))
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest"), queued(2, "ubuntu-latest"), queued(3, "ubuntu-latest")}}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.kube.PrependReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		cancel() // the first create is written, then SIGTERM
+		return false, nil, nil
+	})
+
+	_, err := e.scaler().Pass(ctx)
+	require.NoError(t, err)
+
+	require.Len(t, e.jobs(), 1)
+	assert.Len(t, e.claims("ci"), 1, "only the claim of the Job that was sent stays")
+}
