@@ -32,9 +32,10 @@ import (
 // oldest queued job its labels cover, as Gitea does.
 //
 // It prints and checks: moments a group had more active runner Jobs than
-// its maxActiveRunners, runners that were started and never took a job
-// (surplus) once the queue is drained, and queued jobs left without a
-// runner at the end.
+// its maxActiveRunners; runners that were started and never took a job once
+// the queue is drained (surplus: a Gitea job that got two runners shows as
+// one of these, since a runner takes one job and each job is taken once);
+// and queued jobs left without a runner at the end.
 func TestRacingPassesCampaign(t *testing.T) {
 	const (
 		passes = 8
