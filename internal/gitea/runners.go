@@ -88,7 +88,9 @@ func runnerScopeOf(t Target) (runnerScope, error) {
 			update: func(sc *sdk.Client, id int64, o sdk.EditActionRunnerOption) (*sdk.ActionRunner, *sdk.Response, error) {
 				return sc.UpdateRepoActionRunner(owner, repo, id, o)
 			},
-			delete: func(sc *sdk.Client, id int64) (*sdk.Response, error) { return sc.DeleteRepoActionRunner(owner, repo, id) },
+			delete: func(sc *sdk.Client, id int64) (*sdk.Response, error) {
+				return sc.DeleteRepoActionRunner(owner, repo, id)
+			},
 		}, nil
 	default: // ScopeUser: only the token's own user has a runners endpoint.
 		return runnerScope{

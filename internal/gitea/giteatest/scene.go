@@ -52,8 +52,8 @@ type Job struct {
 
 // Scene is everything the fake serves.
 type Scene struct {
-	Orgs  []Org
-	Users []string
+	Orgs    []Org
+	Users   []string
 	Repos   []Repo
 	Jobs    []Job
 	Runners []Runner
