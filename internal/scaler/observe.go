@@ -35,6 +35,9 @@ type observation struct {
 	// surplus is the plan's count of runners beyond the demand, which the
 	// lifecycle step may reap.
 	surplus int
+	// lifecycle is what the lifecycle step saw and did; nil when it did
+	// not run.
+	lifecycle *lifecycleReport
 }
 
 // observe lists the group's runner Jobs and then asks Gitea for the jobs of
