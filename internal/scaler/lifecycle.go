@@ -19,7 +19,7 @@ import (
 // lifecycleReport is what the lifecycle step saw and did, for record.
 type lifecycleReport struct {
 	// idle and starting count the active runner Jobs whose runner runs no
-	// job, by whether their pod has run.
+	// job, by whether their pod has run, less those this step deleted.
 	idle, starting int
 	// stuck are the runner Jobs deleted (or, in a dry run, that would be)
 	// because their pod did not start in time.
@@ -27,6 +27,9 @@ type lifecycleReport struct {
 	// reaped counts idle runner Jobs deleted and orphan registrations
 	// removed.
 	reaped int
+	// deletedJobs counts the runner Jobs this step deleted, which the
+	// listing still showed as active.
+	deletedJobs int
 }
 
 // podView is what the lifecycle needs of a runner Job's pods.

@@ -42,6 +42,8 @@ func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*
 		g.log.Warn("deleted a runner Job that did not start", "job", j.Name, "reason", st.Reason, "message", st.Message)
 		s.event(ctx, g.rg, "Warning", ReasonRunnerStartTimeout, msg)
 		rep.stuck = append(rep.stuck, st)
+		rep.starting--
+		rep.deletedJobs++
 		freed = append(freed, j)
 	}
 	if len(freed) > 0 {
@@ -136,6 +138,8 @@ func (s *Scaler) reapIdle(ctx context.Context, g *groupRun, runners gitea.Runner
 			}
 		}
 		rep.reaped++
+		rep.idle--
+		rep.deletedJobs++
 		g.log.Info("reaped an idle runner", "job", name, "runner", runnerName)
 		s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped idle runner Job %s: idle for at least %s while the group had more runners than queued jobs", name, s.cfg.RunnerIdleTimeout))
 	}

@@ -95,6 +95,7 @@ func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created int) {
 	st.RunningJobs = int32(obs.running)
 	st.JobsLeftToOtherGroups = int32(obs.leftToOthers)
 	if l := obs.lifecycle; l != nil {
+		st.ActiveRunners -= int32(l.deletedJobs)
 		st.IdleRunners, st.StartingRunners = int32(l.idle), int32(l.starting)
 		st.StuckRunners, st.ReapedRunners = int32(len(l.stuck)), int32(l.reaped)
 	}
