@@ -72,6 +72,11 @@ type RunCmd struct {
 	// client-go's default of 5/s would take over 8 minutes.
 	KubeQPS   float64 `env:"SCALER_KUBE_QPS" default:"50" help:"Requests per second to the Kubernetes API, sustained."`
 	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"100" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
+
+	// The runner lifecycle: idle surplus runners, runner Jobs that never
+	// start, orphan registrations.
+	RunnerIdleTimeout  time.Duration `env:"SCALER_RUNNER_IDLE_TIMEOUT" default:"10m" help:"How long a runner beyond the queued jobs stays idle before it is disabled in Gitea and its Job deleted; 0 turns that and the removal of orphan registrations off (both need the runners API)."`
+	RunnerStartTimeout time.Duration `env:"SCALER_RUNNER_START_TIMEOUT" default:"10m" help:"How long a runner Job's pod may take to start before the Job is deleted and the group says why; 0 never deletes one."`
 }
 
 // minGiteaResponseBytes is the smallest --gitea-max-response-bytes: below
@@ -108,6 +113,12 @@ func (r *RunCmd) Validate() error {
 	}
 	if r.KubeBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-burst must be at least 1, got %d", r.KubeBurst))
+	}
+	if r.RunnerIdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--runner-idle-timeout must be 0 (off) or more, got %s", r.RunnerIdleTimeout))
+	}
+	if r.RunnerStartTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--runner-start-timeout must be 0 (off) or more, got %s", r.RunnerStartTimeout))
 	}
 	if r.RunnerJobTTL < 0 {
 		errs = append(errs, fmt.Errorf("--runner-job-ttl must be 0 or more, got %d", r.RunnerJobTTL))
@@ -235,6 +246,7 @@ func (r *RunCmd) scalerConfig() scaler.Config {
 	return scaler.Config{
 		Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
 		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, GroupTimeout: r.GroupTimeout, Runner: opts,
+		RunnerIdleTimeout: r.RunnerIdleTimeout, RunnerStartTimeout: r.RunnerStartTimeout,
 	}
 }
 
@@ -248,7 +260,8 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 	}
 	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
-		"groupTimeout", r.GroupTimeout, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst)
+		"groupTimeout", r.GroupTimeout, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst,
+		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout)
 	if err := sc.Run(context.Background(), scaler.RunOptions{Loop: r.Loop, Interval: r.Interval}); err != nil {
 		return ExitFailed
 	}

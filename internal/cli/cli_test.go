@@ -88,6 +88,23 @@ func TestDefaults(t *testing.T) {
 	assert.EqualValues(t, gitea.DefaultMaxResponseBytes, r.GiteaMaxResponseBytes)
 	assert.InDelta(t, 50, r.KubeQPS, 0)
 	assert.Equal(t, 100, r.KubeBurst)
+	assert.Equal(t, 10*time.Minute, r.RunnerIdleTimeout)
+	assert.Equal(t, 10*time.Minute, r.RunnerStartTimeout)
+}
+
+func TestLifecycleFlags(t *testing.T) {
+	t.Setenv("SCALER_RUNNER_IDLE_TIMEOUT", "0")
+	t.Setenv("SCALER_RUNNER_START_TIMEOUT", "90s")
+	r, err := parse(t)
+	require.NoError(t, err)
+	cfg := r.scalerConfig()
+	assert.Zero(t, cfg.RunnerIdleTimeout, "0 turns idle reaping off")
+	assert.Equal(t, 90*time.Second, cfg.RunnerStartTimeout)
+
+	_, err = parse(t, "--runner-start-timeout=-1s")
+	require.ErrorContains(t, err, "--runner-start-timeout must be 0 (off) or more")
+	_, err = parse(t, "--runner-idle-timeout=-1s")
+	require.ErrorContains(t, err, "--runner-idle-timeout must be 0 (off) or more")
 }
 
 func TestRobustnessFlagsFromEnvironment(t *testing.T) {

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
@@ -320,7 +321,7 @@ func TestPolicyChartCronJobListener(t *testing.T) {
 		seen := fmt.Sprintf("runner Job %s %s; Gitea job #%d %s on runner %q", runner.Name, polJobState(&runner), gjob.ID, state, gjob.RunnerName)
 		return jobCondition(&runner, batchv1.JobComplete) && state == "completed/success", seen, nil
 	})
-	assert.Equal(t, runner.Name, gjob.RunnerName, "the runner Job's runner took the Gitea job")
+	assert.Equal(t, runnerjob.RunnerNameOf(&runner), gjob.RunnerName, "the runner Job's runner took the Gitea job")
 	rpod := runner.Spec.Template.Spec
 	require.Len(t, rpod.Containers, 1)
 	sc := rpod.Containers[0].SecurityContext

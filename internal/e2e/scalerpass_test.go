@@ -40,6 +40,8 @@ type passOpts struct {
 	namespaces []string
 	// kubeconfig is the scaler's; empty means the bed's admin kubeconfig.
 	kubeconfig string
+	// args are more flags, e.g. the runner lifecycle's timeouts.
+	args []string
 }
 
 // passRun is a pass in flight.
@@ -75,6 +77,7 @@ func (b *bed) startPass(ctx context.Context, t *testing.T, o passOpts) *passRun 
 	for _, ns := range o.namespaces {
 		args = append(args, "-n", ns)
 	}
+	args = append(args, o.args...)
 	pctx, cancel := context.WithTimeout(ctx, passDeadline)
 	cmd := exec.CommandContext(pctx, filepath.Join(b.root, "bin", "gitea-runner-scaler"), args...)
 	// Nothing of the test's environment (KUBECONFIG, SCALER_*) reaches it.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
 // hold keeps the Gitea job with this workflow job key in progress once a
@@ -73,9 +74,10 @@ func (b *bed) servingState(ctx context.Context, ns, group string, r giteasetup.R
 	for _, j := range gjobs {
 		current[j.ID] = j
 	}
+	// byName is keyed by the name each runner registered with in Gitea.
 	byName := map[string]batchv1.Job{}
-	for _, j := range jobs {
-		byName[j.Name] = j
+	for i, j := range jobs {
+		byName[runnerjob.RunnerNameOf(&jobs[i])] = j
 	}
 	claims := byGiteaJob(jobs)
 	runners := map[string]string{}
@@ -199,7 +201,9 @@ func checkRunnerJob(t *testing.T, ns, group string, s served) {
 	require.Equal(t, runnerContainer, c.Name)
 	name, ok := envOf(c, "GITEA_RUNNER_NAME")
 	require.True(t, ok)
-	require.Equal(t, j.Name, name.Value)
+	require.Equal(t, runnerjob.RunnerName(&v1alpha1.RunnerGroup{ObjectMeta: metav1.ObjectMeta{UID: ref.UID}}, j.Name), name.Value,
+		"the runner registers with the Job's name and its group's owner tag")
+	require.Equal(t, name.Value, j.Annotations[v1alpha1.AnnotationRunnerName])
 	eph, _ := envOf(c, "GITEA_RUNNER_EPHEMERAL")
 	require.Equal(t, "true", eph.Value)
 	reg, ok := envOf(c, "GITEA_RUNNER_REGISTRATION_TOKEN")

@@ -1,6 +1,7 @@
 package gitea
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,8 @@ var (
 
 // APIError is a failed request to Gitea.
 type APIError struct {
+	// Method is the request's method; empty means GET.
+	Method string
 	// Kind is one of the Err* sentinels above.
 	Kind error
 	// URL is the request's path and query below the server origin, e.g.
@@ -54,7 +57,9 @@ type APIError struct {
 // "gitea: GET /api/v1/admin/actions/jobs?...: forbidden (HTTP 403): user should be the site admin".
 func (e *APIError) Error() string {
 	var b strings.Builder
-	b.WriteString("gitea: GET ")
+	b.WriteString("gitea: ")
+	b.WriteString(cmp.Or(e.Method, http.MethodGet))
+	b.WriteString(" ")
 	b.WriteString(e.URL)
 	b.WriteString(": ")
 	if e.Kind != nil {

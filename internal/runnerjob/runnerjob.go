@@ -1,17 +1,20 @@
 // Package runnerjob builds the batch/v1 Job that runs one ephemeral
 // act_runner for one queued Gitea job: named after the group, labelled with
 // the group and the Gitea job, controlled by the group, registering with
-// Gitea under the Job's own name. The README's "The runner Job" section
+// Gitea under the Job's name plus a tag of the group's UID (RunnerName). The README's "The runner Job" section
 // describes the same shape for users.
 package runnerjob
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 
@@ -54,19 +57,53 @@ func DefaultOptions() Options {
 }
 
 // NewName returns "{group}-{5 random characters}". The scaler names Jobs
-// itself, instead of leaving it to generateName, because the runner must
-// register with the Job's name (GITEA_RUNNER_NAME) and that env is part of
-// the object being created.
+// itself, instead of leaving it to generateName, because the runner's name
+// (GITEA_RUNNER_NAME, see RunnerName) is made from the Job's and that env is
+// part of the object being created.
 func NewName(group string) string {
 	return group + "-" + utilrand.String(suffixLen)
 }
 
-// IsRunnerName reports whether a Gitea runner name is one of the group's
-// runner Jobs: the group's prefix followed by exactly one random suffix. The
-// fixed suffix length keeps group "ci" from claiming the runners of group
-// "ci-gpu" ("ci-gpu-x2v7k" is "ci-" plus nine characters, not five).
-func IsRunnerName(group, runnerName string) bool {
-	suffix, ok := strings.CutPrefix(runnerName, group+"-")
+// ownerTagLen is the length of OwnerTag: 8 hex digits, 32 bits, so two
+// groups on one Gitea share a tag once in about 4 billion pairs.
+const ownerTagLen = 8
+
+// OwnerTag is a short digest of the group's UID. It is part of every runner
+// name the group registers with Gitea, because a group's name alone is not
+// unique: group "ci" in namespace a and group "ci" in namespace b (or in
+// another cluster on the same Gitea) would otherwise count, reap and delete
+// each other's runners. A UID is unique per object, so the tag is certain
+// where the name is not; a group deleted and created again gets a new tag,
+// and never adopts the registrations of the old one.
+func OwnerTag(uid types.UID) string {
+	sum := sha256.Sum256([]byte(uid))
+	return hex.EncodeToString(sum[:])[:ownerTagLen]
+}
+
+// RunnerName is the name a runner Job's runner registers with in Gitea:
+// "{Job name}-{OwnerTag}", e.g. "ci-x2v7k-3f9a1c2b". The Job's own name
+// stays short (a group may have 50 characters); Gitea allows 255.
+func RunnerName(rg *v1alpha1.RunnerGroup, jobName string) string {
+	return jobName + "-" + OwnerTag(rg.UID)
+}
+
+// JobOfRunner says whether a Gitea runner name is one this group registers
+// and, if so, the name of its runner Job: the group's prefix, exactly one
+// random suffix and the group's own OwnerTag. The fixed suffix length keeps
+// group "ci" from claiming the runners of group "ci-gpu"; the tag keeps it
+// from claiming those of another namespace's "ci".
+func JobOfRunner(rg *v1alpha1.RunnerGroup, runnerName string) (string, bool) {
+	jobName, tag, ok := cutLast(runnerName, "-")
+	if !ok || tag != OwnerTag(rg.UID) || !IsJobName(rg.Name, jobName) {
+		return "", false
+	}
+	return jobName, true
+}
+
+// IsJobName reports whether name is one NewName makes for the group: the
+// group's prefix followed by exactly one random suffix.
+func IsJobName(group, name string) bool {
+	suffix, ok := strings.CutPrefix(name, group+"-")
 	if !ok || len(suffix) != suffixLen {
 		return false
 	}
@@ -76,6 +113,24 @@ func IsRunnerName(group, runnerName string) bool {
 		}
 	}
 	return true
+}
+
+// RunnerNameOf is the name a runner Job's runner registered with: its
+// annotation, or, for a Job made before runner names carried the owner tag,
+// the Job's own name.
+func RunnerNameOf(j *batchv1.Job) string {
+	if n := j.Annotations[v1alpha1.AnnotationRunnerName]; n != "" {
+		return n
+	}
+	return j.Name
+}
+
+func cutLast(s, sep string) (before, after string, ok bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return "", "", false
+	}
+	return s[:i], s[i+len(sep):], true
 }
 
 // Selector returns the label selector of a group's runner Jobs.
@@ -117,6 +172,9 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 			Name:      name,
 			Namespace: rg.Namespace,
 			Labels:    jobLabels,
+			// The scaler reads the runner's name back from here, to tell
+			// which Gitea runner is this Job's.
+			Annotations: map[string]string{v1alpha1.AnnotationRunnerName: RunnerName(rg, name)},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: v1alpha1.GroupVersion.String(),
 				Kind:       v1alpha1.Kind,
@@ -146,7 +204,7 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 								},
 							}},
 							{Name: "GITEA_RUNNER_EPHEMERAL", Value: "true"},
-							{Name: "GITEA_RUNNER_NAME", Value: name},
+							{Name: "GITEA_RUNNER_NAME", Value: RunnerName(rg, name)},
 							{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(runnerlabels.ForGroup(&rg.Spec, opts.DefaultLabels), ",")},
 						},
 						// The dind-rootless image runs its own Docker daemon,

@@ -68,7 +68,9 @@ func TestBuildFollowsTheSpec(t *testing.T) {
 	e := env(c)
 	assert.Equal(t, "https://gitea.example.com", e["GITEA_INSTANCE_URL"].Value)
 	assert.Equal(t, "true", e["GITEA_RUNNER_EPHEMERAL"].Value)
-	assert.Equal(t, "ci-x2v7k", e["GITEA_RUNNER_NAME"].Value, "the runner registers with the Job's name")
+	assert.Equal(t, "ci-x2v7k-"+OwnerTag("uid-1"), e["GITEA_RUNNER_NAME"].Value, "the runner registers with the Job's name and the group's tag")
+	assert.Equal(t, e["GITEA_RUNNER_NAME"].Value, j.Annotations["gitea.bpg.pw/runner-name"], "the scaler reads the runner's name back from the Job")
+	assert.Equal(t, e["GITEA_RUNNER_NAME"].Value, RunnerNameOf(j))
 	assert.Equal(t, "gpu,ubuntu-latest:docker://my/image,ubuntu-22.04:docker://b", e["GITEA_RUNNER_LABELS"].Value)
 }
 
@@ -102,15 +104,15 @@ func TestBuildKeepsRunnerStateOutOfVolumes(t *testing.T) {
 	}
 }
 
-func TestNewNameAndIsRunnerName(t *testing.T) {
+func TestNewNameAndIsJobName(t *testing.T) {
 	name := NewName("ci")
 	assert.Len(t, name, len("ci-")+5)
-	assert.True(t, IsRunnerName("ci", name))
+	assert.True(t, IsJobName("ci", name))
 	assert.NotEqual(t, name, NewName("ci"))
 
 	tests := []struct {
-		group, runner string
-		want          bool
+		group, name string
+		want        bool
 	}{
 		{"ci", "ci-x2v7k", true},
 		{"ci", "ci-gpu-x2v7k", false},
@@ -121,8 +123,51 @@ func TestNewNameAndIsRunnerName(t *testing.T) {
 		{"ci", "", false},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, IsRunnerName(tt.group, tt.runner), "%s %s", tt.group, tt.runner)
+		assert.Equal(t, tt.want, IsJobName(tt.group, tt.name), "%s %s", tt.group, tt.name)
 	}
+}
+
+// Two groups named ci in two namespaces register runners that neither
+// takes for its own; a group deleted and made again does not adopt the old
+// one's runners either.
+func TestJobOfRunnerIsCertainOfTheOwner(t *testing.T) {
+	a := group()
+	b := group()
+	b.Namespace, b.UID = "other", "uid-2"
+	gpu := group()
+	gpu.Name, gpu.UID = "ci-gpu", "uid-3"
+	require.NotEqual(t, OwnerTag(a.UID), OwnerTag(b.UID))
+	assert.Len(t, OwnerTag(a.UID), 8)
+
+	tests := []struct {
+		name   string
+		rg     *v1alpha1.RunnerGroup
+		runner string
+		job    string
+	}{
+		{"own runner", a, RunnerName(a, "ci-x2v7k"), "ci-x2v7k"},
+		{"same name, other namespace", a, RunnerName(b, "ci-x2v7k"), ""},
+		{"the other namespace's own", b, RunnerName(b, "ci-x2v7k"), "ci-x2v7k"},
+		{"a longer group's runner", a, RunnerName(gpu, "ci-gpu-x2v7k"), ""},
+		{"a longer group's runner with our tag", a, "ci-gpu-x2v7k-" + OwnerTag(a.UID), ""},
+		{"the longer group's own", gpu, RunnerName(gpu, "ci-gpu-x2v7k"), "ci-gpu-x2v7k"},
+		{"the old scheme: the Job's name alone", a, "ci-x2v7k", ""},
+		{"no tag", a, "ci-x2v7k-", ""},
+		{"someone else's runner", a, "build-host-1", ""},
+		{"empty", a, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job, ok := JobOfRunner(tt.rg, tt.runner)
+			assert.Equal(t, tt.job != "", ok)
+			assert.Equal(t, tt.job, job)
+		})
+	}
+}
+
+func TestRunnerNameOfAJobFromBeforeTheTag(t *testing.T) {
+	assert.Equal(t, "ci-x2v7k", RunnerNameOf(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "ci-x2v7k"}}),
+		"a Job made before the annotation registered under its own name")
 }
 
 func TestIsActive(t *testing.T) {

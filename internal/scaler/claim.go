@@ -39,6 +39,7 @@ func (s *Scaler) claim(ctx context.Context, g *groupRun) ([]plan.Claim, *observa
 			s.rebuildClaims(ctx, g, &loaded, obs, untrusted)
 		}
 		p := s.makePlan(g, loaded.Claims, obs, untrusted != "")
+		obs.surplus = p.Surplus
 		if s.cfg.DryRun {
 			s.printPlan(g.rg, p)
 			return nil, obs, nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
@@ -60,7 +61,7 @@ func TestClaimSpentOnAnotherJobIsServedAgainAtOnce(t *testing.T) {
 	})
 	e.gitea.snap = gitea.Snapshot{
 		Queued:  []gitea.Job{queued(1, "ubuntu-latest")},
-		Running: []gitea.Job{{ID: 2, RunnerName: "ci-abcde"}},
+		Running: []gitea.Job{{ID: 2, RunnerName: runnerjob.RunnerName(rg, "ci-abcde")}},
 	}
 
 	sum := e.pass()

@@ -60,7 +60,8 @@ func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup) *groupRu
 }
 
 // finish takes a prepared group through claim (which observes, and observes
-// again whenever it loses a race for the state) and create, and always
+// again whenever it loses a race for the state), create and lifecycle
+// (runner Jobs that never started, idle runners, orphans), and always
 // records the outcome on the group, so a failure is visible on the object.
 // It returns how many runner Jobs it created.
 func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
@@ -69,6 +70,9 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 		var claims []plan.Claim
 		if claims, obs, err = s.claim(ctx, g); err == nil {
 			created, err = s.create(ctx, g, claims)
+			if lerr := s.lifecycle(ctx, g, obs); err == nil {
+				err = lerr
+			}
 		}
 	}
 	// record writes on a short context of its own, so a cancelled pass or

@@ -29,8 +29,15 @@ type observation struct {
 	// done; running counts the jobs its runners run now.
 	blocked int
 	running int
-	// busy names the group's runners that are running a Gitea job.
+	// busy names the group's runner Jobs whose runner is running a Gitea
+	// job.
 	busy map[string]bool
+	// surplus is the plan's count of runners beyond the demand, which the
+	// lifecycle step may reap.
+	surplus int
+	// lifecycle is what the lifecycle step saw and did; nil when it did
+	// not run.
+	lifecycle *lifecycleReport
 }
 
 // observe lists the group's runner Jobs and then asks Gitea for the jobs of
@@ -64,13 +71,36 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 			obs.blocked++
 		}
 	}
+	byRunner := runnerNames(obs.jobs)
 	for _, j := range snap.Running {
-		if runnerjob.IsRunnerName(rg.Name, j.RunnerName) {
+		if job, ok := g.jobOfRunner(byRunner, j.RunnerName); ok {
 			obs.running++
-			obs.busy[j.RunnerName] = true
+			obs.busy[job] = true
 		}
 	}
 	return obs, nil
+}
+
+// runnerNames maps the name each runner Job's runner registered with to
+// the Job's name.
+func runnerNames(jobs []batchv1.Job) map[string]string {
+	out := make(map[string]string, len(jobs))
+	for i := range jobs {
+		out[runnerjob.RunnerNameOf(&jobs[i])] = jobs[i].Name
+	}
+	return out
+}
+
+// jobOfRunner says whether a Gitea runner is one of the group's, and its
+// runner Job's name: a name the group registers (with its owner tag), or
+// the name a listed runner Job of the group registered with (a Job made
+// before the tag, whose runner registered under the Job's own name).
+func (g *groupRun) jobOfRunner(byRunner map[string]string, runnerName string) (string, bool) {
+	if job, ok := runnerjob.JobOfRunner(g.rg, runnerName); ok {
+		return job, true
+	}
+	job, ok := byRunner[runnerName]
+	return job, ok
 }
 
 // serves reports whether the assignment rule gives this queued job, which

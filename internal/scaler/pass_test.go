@@ -11,6 +11,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
 func TestPassServesQueuedMatchingJobsOnly(t *testing.T) {
@@ -19,7 +20,12 @@ func TestPassServesQueuedMatchingJobsOnly(t *testing.T) {
 	e.gitea.snap = gitea.Snapshot{
 		Queued:  []gitea.Job{queued(1, "ubuntu-latest"), queued(2, "self-hosted", "gpu")},
 		Blocked: []gitea.Job{{ID: 3, Labels: []string{"ubuntu-latest"}}, {ID: 5, Labels: []string{"gpu"}}},
-		Running: []gitea.Job{{ID: 4, RunnerName: "ci-x2v7k"}, {ID: 6, RunnerName: "ci-gpu-x2v7k"}},
+		Running: []gitea.Job{
+			{ID: 4, RunnerName: runnerjob.RunnerName(rg, "ci-x2v7k")},
+			{ID: 6, RunnerName: runnerjob.RunnerName(newGroup("ci-gpu", 1), "ci-gpu-x2v7k")},
+			{ID: 7, RunnerName: runnerjob.RunnerName(newGroup("ci", 1, func(o *v1alpha1.RunnerGroup) { o.Namespace, o.UID = "other", "uid-other" }), "ci-x2v7k")},
+			{ID: 8, RunnerName: "ci-x2v7k"},
+		},
 	}
 
 	sum := e.pass()
@@ -33,7 +39,7 @@ func TestPassServesQueuedMatchingJobsOnly(t *testing.T) {
 	assert.EqualValues(t, 1, st.ActiveRunners)
 	assert.EqualValues(t, 1, st.QueuedJobs)
 	assert.EqualValues(t, 1, st.BlockedJobs, "only blocked jobs the group could serve")
-	assert.EqualValues(t, 1, st.RunningJobs, "only jobs on this group's runners (ci-gpu-x2v7k is not ours)")
+	assert.EqualValues(t, 1, st.RunningJobs, "only jobs on this group's runners: not ci-gpu's, not those of ci in another namespace, not a runner without the group's tag")
 	assert.EqualValues(t, 3, st.ObservedGeneration)
 	require.NotNil(t, st.LastCheckTime)
 	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)

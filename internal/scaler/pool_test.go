@@ -11,6 +11,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
 func running(id int64, runner string) gitea.Job {
@@ -28,7 +29,7 @@ func TestThePoolNeitherDuplicatesNorStrandsRunners(t *testing.T) {
 		require.Equal(t, 2, e.pass().Created)
 		r7, r8 := jobFor(t, e, 7), jobFor(t, e, 8)
 		// Gitea gives job 8 to job 7's runner; job 8's runner is still starting.
-		e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}, Running: []gitea.Job{running(8, r7)}}
+		e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}, Running: []gitea.Job{running(8, runnerOf(t, e, r7))}}
 		assert.Zero(t, e.pass().Created, "%s is still starting and will take job 7", r8)
 		assert.Len(t, e.jobs(), 2)
 	})
@@ -59,9 +60,21 @@ func TestThePoolNeitherDuplicatesNorStrandsRunners(t *testing.T) {
 		e := newEnv(t, newGroup("ci", 5))
 		e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
 		require.Equal(t, 1, e.pass().Created)
-		e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}, Running: []gitea.Job{running(9, jobFor(t, e, 1))}}
+		e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}, Running: []gitea.Job{running(9, runnerOf(t, e, jobFor(t, e, 1)))}}
 		assert.Equal(t, 1, e.pass().Created)
 	})
+}
+
+// runnerOf is the name a runner Job's runner registered with in Gitea.
+func runnerOf(t *testing.T, e *env, job string) string {
+	t.Helper()
+	for i, j := range e.jobs() {
+		if j.Name == job {
+			return runnerjob.RunnerNameOf(&e.jobs()[i])
+		}
+	}
+	t.Fatalf("no runner Job %s", job)
+	return ""
 }
 
 // jobFor names the runner Job started for a Gitea job.

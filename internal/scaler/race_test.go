@@ -105,8 +105,10 @@ type scene struct {
 
 type sceneJob struct {
 	labels []string
-	runner string // "" while queued
-	done   bool
+	runner string // the runner Job's name; "" while queued
+	// runnerName is the name its runner registered with in Gitea.
+	runnerName string
+	done       bool
 }
 
 func newScene(e *env, groups []*v1alpha1.RunnerGroup, rnd *rand.Rand) *scene {
@@ -141,7 +143,7 @@ func (sc *scene) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, error)
 	defer sc.mu.Unlock()
 	var snap gitea.Snapshot
 	for id, j := range sc.jobs {
-		gj := gitea.Job{ID: id, Labels: j.labels, Repo: "acme/app", RunnerName: j.runner}
+		gj := gitea.Job{ID: id, Labels: j.labels, Repo: "acme/app", RunnerName: j.runnerName}
 		switch {
 		case j.done:
 		case j.runner == "":
@@ -169,7 +171,7 @@ func (sc *scene) step() {
 			continue
 		}
 		if id, ok := sc.oldestFor(j.Labels[v1alpha1.LabelRunnerGroupName]); ok {
-			sc.jobs[id].runner = j.Name
+			sc.jobs[id].runner, sc.jobs[id].runnerName = j.Name, runnerjob.RunnerNameOf(j)
 			sc.took[j.Name] = true
 		}
 	}

@@ -34,6 +34,15 @@ const (
 	ReasonScaling           = "Scaling"
 	ReasonPaused            = "Paused"
 	ReasonAtCapacity        = "AtCapacity"
+	// ReasonRunnerStartTimeout: a runner Job's pod did not start within
+	// the runner start timeout, and the Job was deleted.
+	ReasonRunnerStartTimeout = "RunnerStartTimeout"
+	// ReasonRunnerReaped: an idle surplus runner or an orphan registration
+	// was removed.
+	ReasonRunnerReaped = "RunnerReaped"
+	// ReasonRunnerReapFailed: the lifecycle step could not finish (the
+	// runners API refused, a delete failed); the next pass tries again.
+	ReasonRunnerReapFailed = "RunnerReapFailed"
 )
 
 // groupError is a failure of one group, with the condition reason it shows.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -66,7 +69,7 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 	// not change, and takes ours when it did.
 	now := metav1.NewTime(s.now())
 	meta.SetStatusCondition(&st.Conditions, readyCondition(rg, &st, created, reason, message, now))
-	meta.SetStatusCondition(&st.Conditions, scalingCondition(rg, &st, now))
+	meta.SetStatusCondition(&st.Conditions, scalingCondition(rg, &st, obs, s.cfg.RunnerStartTimeout, now))
 
 	if s.cfg.DryRun {
 		return
@@ -91,6 +94,11 @@ func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created int) {
 	st.BlockedJobs = int32(obs.blocked)
 	st.RunningJobs = int32(obs.running)
 	st.JobsLeftToOtherGroups = int32(obs.leftToOthers)
+	if l := obs.lifecycle; l != nil {
+		st.ActiveRunners -= int32(l.deletedJobs)
+		st.IdleRunners, st.StartingRunners = int32(l.idle), int32(l.starting)
+		st.StuckRunners, st.ReapedRunners = int32(len(l.stuck)), int32(l.reaped)
+	}
 	t := metav1.NewTime(obs.askedAt)
 	st.LastCheckTime = &t
 }
@@ -110,8 +118,10 @@ func readyCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, cr
 }
 
 // scalingCondition says whether the group can start runners: not when it
-// is paused, nor when it is at its cap while jobs wait.
-func scalingCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, now metav1.Time) metav1.Condition {
+// is paused, nor when this pass deleted runner Jobs whose pod did not start
+// (with the pod's own reason and message), nor when it is at its cap while
+// jobs wait.
+func scalingCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, obs *observation, startTimeout time.Duration, now metav1.Time) metav1.Condition {
 	c := metav1.Condition{
 		Type: ConditionScalingActive, Status: metav1.ConditionTrue, Reason: ReasonScaling,
 		ObservedGeneration: rg.Generation, LastTransitionTime: now,
@@ -120,11 +130,29 @@ func scalingCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, 
 	switch {
 	case rg.Spec.MaxActiveRunners == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPaused, "maxActiveRunners is 0: the group starts no runners"
+	case obs != nil && obs.lifecycle != nil && len(obs.lifecycle.stuck) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonRunnerStartTimeout
+		c.Message = cutRunes(stuckMessage(obs.lifecycle.stuck, startTimeout), maxMessageRunes)
 	case st.ActiveRunners >= rg.Spec.MaxActiveRunners && st.QueuedJobs > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonAtCapacity
 		c.Message += "; queued jobs wait for a free slot"
 	}
 	return c
+}
+
+// stuckMessage says why runner Jobs were deleted for not starting: the
+// first few pods' own reasons and messages.
+func stuckMessage(stuck []plan.Stuck, timeout time.Duration) string {
+	var parts []string
+	for _, st := range stuck[:min(len(stuck), maxCauses)] {
+		parts = append(parts, st.Reason+": "+st.Message)
+	}
+	msg := fmt.Sprintf("%d runner Job(s) did not start within %s and were deleted; the jobs they were for get a new runner after a back-off: %s",
+		len(stuck), timeout, strings.Join(parts, "; "))
+	if len(stuck) > maxCauses {
+		msg += fmt.Sprintf("; and %d more", len(stuck)-maxCauses)
+	}
+	return msg
 }
 
 // event records a core/v1 Event on the RunnerGroup. It is written directly

@@ -17,6 +17,9 @@
 //	observe.go  what the group's runner Jobs and Gitea say
 //	claim.go    the claims: load, plan, store under resourceVersion
 //	create.go   a runner Job per claim; a claim whose Job failed is released
+//	lifecycle.go  the runner Jobs' pods, and the lifecycle decisions on them
+//	reap.go     runner Jobs that never started, idle surplus runners, orphan
+//	            registrations: deleted safely
 //	record.go   the group's status, conditions and events
 //	reasons.go  the reasons a group's conditions and events give
 package scaler
@@ -87,6 +90,16 @@ type Config struct {
 	GroupTimeout time.Duration
 	// Runner configures the runner Jobs.
 	Runner runnerjob.Options
+	// RunnerIdleTimeout is how long a surplus runner stays idle before it
+	// is reaped; 0 turns off reaping and the removal of orphan
+	// registrations, which both need the runners API.
+	RunnerIdleTimeout time.Duration
+	// RunnerStartTimeout is how long a runner Job's pod may take to start
+	// before the Job is deleted; 0 never deletes one.
+	RunnerStartTimeout time.Duration
+	// MinIdleRunners idle runners of a group's surplus are never reaped: a
+	// warm pool's hook. 0 keeps none.
+	MinIdleRunners int
 }
 
 // DefaultGroupTimeout is Config.GroupTimeout's default: room for a few
@@ -130,6 +143,8 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		return nil, errors.New("the spawn TTL must be positive")
 	case cfg.GroupTimeout < 0:
 		return nil, errors.New("the group timeout must not be negative")
+	case cfg.RunnerIdleTimeout < 0 || cfg.RunnerStartTimeout < 0 || cfg.MinIdleRunners < 0:
+		return nil, errors.New("the runner idle and start timeouts and the minimum of idle runners must not be negative")
 	}
 	s := &Scaler{
 		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,

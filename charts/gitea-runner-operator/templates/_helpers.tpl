@@ -90,6 +90,9 @@ gitea.bpg.pw/listener: {{ .listener | quote }}
 What the scaler does, and nothing more: read RunnerGroups and patch their
 status, create/list/get/delete runner Jobs, keep its per-group state
 ConfigMap, read the registration and API token Secrets, and record Events.
+The runner lifecycle reads runner pods (did one start, and why not) and
+lists Events (a Job's FailedCreate, when Pod Security Admission or a quota
+refused its pod).
 The ClusterRole and the namespaced Roles share these rules, so the two
 scopes cannot drift apart.
 */}}
@@ -111,7 +114,10 @@ scopes cannot drift apart.
   verbs: ["get"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create"]
+  verbs: ["create", "list"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list"]
 {{- end -}}
 
 {{/*

@@ -91,6 +91,10 @@ spec:
           value: {{ $s.kubeQPS | toString | quote }}
         - name: SCALER_KUBE_BURST
           value: {{ printf "%d" (int64 $s.kubeBurst) | quote }}
+        - name: SCALER_RUNNER_IDLE_TIMEOUT
+          value: {{ $s.runnerIdleTimeout | toString | quote }}
+        - name: SCALER_RUNNER_START_TIMEOUT
+          value: {{ $s.runnerStartTimeout | toString | quote }}
       resources:
         {{- toYaml $v.resources | nindent 8 }}
       securityContext:

@@ -260,6 +260,29 @@ type RunnerGroupStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	JobsLeftToOtherGroups int32 `json:"jobsLeftToOtherGroups"`
 
+	// IdleRunners counts active runner Jobs whose pod runs and whose runner
+	// runs no Gitea job.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	IdleRunners int32 `json:"idleRunners"`
+
+	// StartingRunners counts active runner Jobs whose pod has not run yet.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	StartingRunners int32 `json:"startingRunners"`
+
+	// StuckRunners counts the runner Jobs the last pass deleted because
+	// their pod did not start within the runner start timeout.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	StuckRunners int32 `json:"stuckRunners"`
+
+	// ReapedRunners counts what the last pass reaped: idle surplus runner
+	// Jobs deleted and orphan runner registrations removed from Gitea.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReapedRunners int32 `json:"reapedRunners"`
+
 	// LastCheckTime is when the scaler last asked Gitea for this group's
 	// jobs.
 	LastCheckTime *metav1.Time `json:"lastCheckTime,omitempty"`

@@ -18,6 +18,12 @@ const (
 	// started for. The scaler rebuilds its claims from it when the state
 	// ConfigMap is unreadable.
 	LabelGiteaJobID = Group + "/gitea-job-id"
+	// AnnotationRunnerName is on every runner Job: the name its runner
+	// registers with in Gitea (GITEA_RUNNER_NAME), which carries a tag of
+	// the group's UID so that groups of one name in two namespaces never
+	// take each other's runners for their own. Jobs made before it existed
+	// registered under the Job's own name.
+	AnnotationRunnerName = Group + "/runner-name"
 
 	// AnnotationSafeToEvict set to "false" on a runner pod keeps the
 	// cluster autoscaler from evicting it in the middle of a CI job.

@@ -13,11 +13,17 @@ import (
 // query (400).
 func (s *Server) answer(r *http.Request) reply {
 	segs, ok := apiSegments(r.URL.Path)
-	if !ok || r.Method != http.MethodGet {
+	if !ok {
 		return reply{notFound: true}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if scope, idSeg, ok := runnerPath(segs); ok {
+		return s.answerRunners(r, scope, idSeg)
+	}
+	if r.Method != http.MethodGet {
+		return reply{notFound: true}
+	}
 
 	switch {
 	case match(segs, "version"):
@@ -62,6 +68,64 @@ func (s *Server) answer(r *http.Request) reply {
 			return s.errorReply(http.StatusNotFound, fmt.Sprintf("user redirect does not exist [name: %s]", segs[1]))
 		}
 		return s.listRepos(r, segs[1])
+	}
+}
+
+// runnerPath splits a runners path into its scope's segments and the
+// runner ID segment ("" for the listing).
+func runnerPath(segs []string) ([]string, string, bool) {
+	for _, n := range []int{0, 1} {
+		if len(segs) < 2+n {
+			continue
+		}
+		scope, tail := segs[:len(segs)-2-n], segs[len(segs)-2-n:]
+		if tail[0] != "actions" || tail[1] != "runners" {
+			continue
+		}
+		if match(scope, "admin") || match(scope, "orgs", "*") || match(scope, "repos", "*", "*") || match(scope, "user") {
+			id := ""
+			if n == 1 {
+				id = tail[2]
+			}
+			return scope, id, true
+		}
+	}
+	return nil, "", false
+}
+
+// answerRunners authorises a runners request the way Gitea's routes do and
+// answers it within the scope.
+func (s *Server) answerRunners(r *http.Request, scope []string, idSeg string) reply {
+	acct, rep, ok := s.authenticate(r)
+	if !ok {
+		return rep
+	}
+	switch scope[0] {
+	case "admin":
+		if !acct.admin {
+			return s.errorReply(http.StatusForbidden, "user should be the site admin")
+		}
+		return s.runnersRoute(r, idSeg, func(*Runner) bool { return true })
+	case "orgs":
+		o := s.owners[scope[1]]
+		if o == nil || !o.isOrg {
+			return s.notFoundReply("GetOrgByName", []string{fmt.Sprintf("org does not exist [id: 0, name: %s]", scope[1])})
+		}
+		if !acct.admin && !slices.Contains(o.org.Owners, acct.user) {
+			return s.errorReply(http.StatusForbidden, "Must be an organization owner")
+		}
+		return s.runnersRoute(r, idSeg, func(rn *Runner) bool { return rn.Owner == scope[1] && rn.Repo == "" })
+	case "repos":
+		if s.findRepo(scope[1], scope[2]) == nil {
+			return s.notFoundReply("", nil)
+		}
+		o := s.owners[scope[1]]
+		if !acct.admin && acct.user != scope[1] && !(o.isOrg && slices.Contains(o.org.Owners, acct.user)) {
+			return s.errorReply(http.StatusForbidden, "user should be the owner of the repo")
+		}
+		return s.runnersRoute(r, idSeg, func(rn *Runner) bool { return rn.Owner == scope[1] && rn.Repo == scope[2] })
+	default: // user
+		return s.runnersRoute(r, idSeg, func(rn *Runner) bool { return rn.Owner == acct.user && rn.Repo == "" })
 	}
 }
 

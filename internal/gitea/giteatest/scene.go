@@ -13,10 +13,12 @@ const (
 	StatusCompleted  = "completed" // see Job.Conclusion
 )
 
-// Org is an organization. Members may list its jobs with a non-admin token.
+// Org is an organization. Members may list its jobs with a non-admin
+// token; owners may also manage its runners.
 type Org struct {
 	Name    string
 	Members []string
+	Owners  []string
 }
 
 // Repo is a repository owned by a user or an org.
@@ -50,10 +52,11 @@ type Job struct {
 
 // Scene is everything the fake serves.
 type Scene struct {
-	Orgs  []Org
-	Users []string
-	Repos []Repo
-	Jobs  []Job
+	Orgs    []Org
+	Users   []string
+	Repos   []Repo
+	Jobs    []Job
+	Runners []Runner
 }
 
 type owner struct {
@@ -67,7 +70,7 @@ type repo struct {
 	Repo
 }
 
-// Load replaces the scene. Repositories get IDs 1, 2, ... in the order given
+// Load replaces the scene (runners included). Repositories get IDs 1, 2, ... in the order given
 // (acme/app then alice/tool gives the IDs of the recordings); orgs, then
 // users, get their own IDs the same way. Tokens, faults and the request log
 // are kept.
@@ -79,7 +82,7 @@ func (s *Server) Load(sc Scene) error {
 			return fmt.Errorf("giteatest: duplicate owner %q", o.Name)
 		}
 		id++
-		owners[o.Name] = &owner{id: id, isOrg: true, org: Org{Name: o.Name, Members: slices.Clone(o.Members)}}
+		owners[o.Name] = &owner{id: id, isOrg: true, org: Org{Name: o.Name, Members: slices.Clone(o.Members), Owners: slices.Clone(o.Owners)}}
 	}
 	for _, u := range sc.Users {
 		if owners[u] != nil {
@@ -111,9 +114,17 @@ func (s *Server) Load(sc Scene) error {
 		j.Labels = slices.Clone(j.Labels)
 		jobs[j.ID] = &j
 	}
+	runners := map[int64]*Runner{}
+	for _, r := range sc.Runners {
+		if r.ID <= 0 || runners[r.ID] != nil {
+			return fmt.Errorf("giteatest: runner ID %d must be positive and unique", r.ID)
+		}
+		r.Labels = slices.Clone(r.Labels)
+		runners[r.ID] = &r
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.owners, s.repos, s.jobs = owners, repos, jobs
+	s.owners, s.repos, s.jobs, s.runners = owners, repos, jobs, runners
 	return nil
 }
 

@@ -11,6 +11,9 @@
 //	GET /api/v1/repos/{owner}/{repo}/actions/jobs
 //	GET /api/v1/user/actions/jobs                jobs of the token's own user
 //	GET /api/v1/users/{user}/repos
+//	GET, PATCH {"disabled":bool}, DELETE on /api/v1/{admin,orgs/{org},
+//	    repos/{owner}/{repo},user}/actions/runners[/{id}]: site admin,
+//	    org owner, repository owner, the token's own user
 //
 // Job listings take repeated status filters with Gitea's meaning (pending,
 // waiting, requested and action_required all select blocked jobs) and answer
@@ -18,7 +21,7 @@
 // limit and page and answers with Link, X-Total-Count and (for jobs)
 // total_count. Any other path gets Gitea's plain-text 404.
 //
-// It is not a Gitea: no write endpoints, no private repositories, no
+// It is not a Gitea: no write endpoints but the runners', no private repositories, no
 // permissions beyond the few checks above.
 package giteatest
 
@@ -54,6 +57,7 @@ type Server struct {
 	owners   map[string]*owner
 	repos    []*repo
 	jobs     map[int64]*Job
+	runners  map[int64]*Runner
 	tokens   map[string]account
 	faults   []*fault
 	requests []string
@@ -65,6 +69,7 @@ func New() *Server {
 	s := &Server{
 		owners:  map[string]*owner{},
 		jobs:    map[int64]*Job{},
+		runners: map[int64]*Runner{},
 		tokens:  map[string]account{},
 		version: "development",
 	}

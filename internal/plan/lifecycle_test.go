@@ -1,0 +1,112 @@
+package plan
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+var lt0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+func TestReapIdle(t *testing.T) {
+	old := func(job string, minutes int) IdleRunner {
+		return IdleRunner{Job: job, Since: lt0.Add(-time.Duration(minutes) * time.Minute)}
+	}
+	tests := []struct {
+		name string
+		in   IdleInput
+		want []string
+	}{
+		{name: "no surplus: every idle runner is wanted", in: IdleInput{Surplus: 0, Runners: []IdleRunner{old("a", 60)}}},
+		{name: "surplus, idle past the timeout", in: IdleInput{Surplus: 1, Runners: []IdleRunner{old("a", 11)}}, want: []string{"a"}},
+		{name: "exactly at the timeout", in: IdleInput{Surplus: 1, Runners: []IdleRunner{old("a", 10)}}, want: []string{"a"}},
+		{name: "surplus, idle for less than the timeout", in: IdleInput{Surplus: 1, Runners: []IdleRunner{old("a", 9)}}},
+		{name: "no more than the surplus, longest idle first", in: IdleInput{Surplus: 2, Runners: []IdleRunner{old("a", 11), old("b", 30), old("c", 20)}}, want: []string{"b", "c"}},
+		{name: "a surplus of starting runners reaps only the idle ones due", in: IdleInput{Surplus: 3, Runners: []IdleRunner{old("a", 11)}}, want: []string{"a"}},
+		{name: "the warm pool keeps MinIdle", in: IdleInput{Surplus: 2, MinIdle: 1, Runners: []IdleRunner{old("a", 11), old("b", 12)}}, want: []string{"b"}},
+		{name: "a warm pool as large as the surplus keeps all", in: IdleInput{Surplus: 2, MinIdle: 2, Runners: []IdleRunner{old("a", 11), old("b", 12)}}},
+		{name: "timeout 0 turns reaping off", in: IdleInput{Surplus: 1, Timeout: -1, Runners: []IdleRunner{old("a", 60)}}},
+		{name: "same age: by name, so racing passes pick the same", in: IdleInput{Surplus: 1, Runners: []IdleRunner{old("b", 11), old("a", 11)}}, want: []string{"a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.in
+			in.Now = lt0
+			if in.Timeout == 0 {
+				in.Timeout = 10 * time.Minute
+			} else if in.Timeout < 0 {
+				in.Timeout = 0
+			}
+			got := ReapIdle(in)
+			if len(tt.want) == 0 {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestStuckRunners(t *testing.T) {
+	at := func(minutes int) time.Time { return lt0.Add(-time.Duration(minutes) * time.Minute) }
+	pull := StartingRunner{Job: "a", Created: at(11), Reason: "ErrImagePull", Message: "pull access denied"}
+	tests := []struct {
+		name    string
+		timeout time.Duration
+		runners []StartingRunner
+		want    []Stuck
+	}{
+		{name: "not started after the timeout", timeout: 10 * time.Minute, runners: []StartingRunner{pull},
+			want: []Stuck{{Job: "a", Reason: "ErrImagePull", Message: "pull access denied"}}},
+		{name: "not started, within the timeout", timeout: 10 * time.Minute, runners: []StartingRunner{{Job: "a", Created: at(9), Reason: "Unschedulable"}}},
+		{name: "started: its pod ran", timeout: 10 * time.Minute, runners: []StartingRunner{{Job: "a", Created: at(60), Started: true}}},
+		{name: "registered with Gitea", timeout: 10 * time.Minute, runners: []StartingRunner{{Job: "a", Created: at(60), Registered: true}}},
+		{name: "no pod at all (FailedCreate), oldest first", timeout: 10 * time.Minute, runners: []StartingRunner{
+			pull, {Job: "b", Created: at(30), Reason: "FailedCreate", Message: `pods "b-x" is forbidden: exceeded quota`},
+		}, want: []Stuck{{Job: "b", Reason: "FailedCreate", Message: `pods "b-x" is forbidden: exceeded quota`}, {Job: "a", Reason: "ErrImagePull", Message: "pull access denied"}}},
+		{name: "timeout 0 frees none", timeout: 0, runners: []StartingRunner{pull}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := StuckRunners(lt0, tt.timeout, tt.runners)
+			if len(tt.want) == 0 {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestOrphans(t *testing.T) {
+	orphan := Registration{ID: 1, Name: "ci-aaaaa-1234abcd", Job: "ci-aaaaa", Ephemeral: true}
+	with := func(change func(*Registration)) Registration {
+		r := orphan
+		change(&r)
+		return r
+	}
+	tests := []struct {
+		name   string
+		reg    Registration
+		listed bool
+		want   bool
+	}{
+		{name: "ours, ephemeral, its Job gone, offline, idle", reg: orphan, want: true},
+		{name: "its Job is listed", reg: orphan, listed: true},
+		{name: "online: its process may still run or be registering now", reg: with(func(r *Registration) { r.Online = true })},
+		{name: "running a job", reg: with(func(r *Registration) { r.Busy = true })},
+		{name: "not ephemeral", reg: with(func(r *Registration) { r.Ephemeral = false })},
+		{name: "not ours: another group, another namespace's group of our name, or a runner we did not name", reg: with(func(r *Registration) { r.Job = "" })},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Orphans([]Registration{tt.reg}, map[string]bool{"ci-aaaaa": tt.listed})
+			if tt.want {
+				assert.Equal(t, []Registration{tt.reg}, got)
+			} else {
+				assert.Empty(t, got)
+			}
+		})
+	}
+}
