@@ -34,6 +34,17 @@ gitea-runner-operator` does not give gitea-runner-operator-gitea-runner-operator
 {{- end -}}
 
 {{/*
+The scaler image reference: repository:tag, pinned by @digest when
+image.digest is set. The tag stays so the reference still says which
+version it is; the runtime pulls by the digest.
+*/}}
+{{- define "gitea-runner-operator.image" -}}
+{{- $ref := printf "%s:%s" .Values.image.repository (include "gitea-runner-operator.imageTag" .) -}}
+{{- with .Values.image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref -}}
+{{- end -}}
+
+{{/*
 The labels that say which release an object belongs to. A Deployment
 selects on them, so they never change across upgrades.
 */}}

@@ -36,7 +36,7 @@ spec:
     kubernetes.io/os: linux
   containers:
     - name: listener
-      image: {{ printf "%s:%s" $v.image.repository (include "gitea-runner-operator.imageTag" .root) | quote }}
+      image: {{ include "gitea-runner-operator.image" .root | quote }}
       imagePullPolicy: {{ $v.image.pullPolicy }}
       command: [gitea-runner-scaler, run]
       env:
