@@ -44,6 +44,7 @@ const (
 type CLI struct {
 	Run     RunCmd     `cmd:"" help:"Run one scale pass over the selected RunnerGroups (or keep passing with --loop)."`
 	Version VersionCmd `cmd:"" help:"Print the version."`
+	Status  StatusCmd  `cmd:"" help:"Show one line per selected RunnerGroup from its status: demand, runners, last pass, conditions. Read-only."`
 }
 
 // RunCmd is `gitea-runner-scaler run`.
@@ -188,6 +189,8 @@ func Main(args []string, streams IO) int {
 	case "version":
 		fmt.Fprintln(streams.Out, Version)
 		return ExitOK
+	case "status":
+		return c.Status.run(streams)
 	default:
 		return c.Run.run(streams)
 	}
