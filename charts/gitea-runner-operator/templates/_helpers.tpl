@@ -162,3 +162,34 @@ cluster-scoped object.
 {{- $name -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+Who owns the RunnerGroup CRD already, when it is not this release: "" when
+this release installs (no such CRD yet) or upgrades it (it carries this
+release's Helm ownership metadata), else a phrase naming the owner. The
+release then leaves the CRD alone rather than adopt it: Helm refuses to
+adopt an object without its ownership metadata and a template cannot add
+it, and a second release taking over a CRD another release owns would make
+two releases fight over every RunnerGroup in the cluster (an uninstall with
+crds.keep=false would delete them all). Taking it over is one explicit step
+(the NOTES print it). lookup is empty under `helm template` and
+--dry-run=client, so those render the CRD.
+*/}}
+{{- define "gitea-runner-operator.crdOwner" -}}
+{{- $name := (.Files.Get "files/crds/gitea.bpg.pw_runnergroups.yaml" | fromYaml).metadata.name | default "runnergroups.gitea.bpg.pw" -}}
+{{- $live := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" $name -}}
+{{- if $live -}}
+{{- $ann := $live.metadata.annotations | default dict -}}
+{{- $labels := $live.metadata.labels | default dict -}}
+{{- $rel := get $ann "meta.helm.sh/release-name" -}}
+{{- $relNs := get $ann "meta.helm.sh/release-namespace" -}}
+{{- $ours := and (eq $rel .Release.Name) (eq $relNs .Release.Namespace) (eq (get $labels "app.kubernetes.io/managed-by") "Helm") -}}
+{{- if not $ours -}}
+{{- if $rel -}}
+release {{ $rel }} in namespace {{ $relNs }}
+{{- else -}}
+no Helm release (applied apart, e.g. kubectl apply -f crds/)
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
