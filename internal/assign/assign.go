@@ -125,16 +125,70 @@ func (r *Rule) Owner(url string, job Job) string {
 	if key, ok := r.cache[cacheKey]; ok {
 		return key
 	}
-	owner, name, _ := strings.Cut(strings.ToLower(job.Repo), "/")
 	key := ""
-	for _, c := range r.ranked {
-		if c.instance == instance && c.contains(owner, name) && c.names.CanRun(job.Labels) {
-			key = c.key
+	for _, v := range r.verdicts(instance, job) {
+		if v.Owner {
+			key = v.Key
 			break
 		}
 	}
 	r.cache[cacheKey] = key
 	return key
+}
+
+// Verdict is how one group stands towards one job, for explaining an
+// answer of Owner (the why command).
+type Verdict struct {
+	Key string
+	// SameInstance: the group is on the job's Gitea.
+	SameInstance bool
+	// InScope: the group's scope contains the job's repository.
+	InScope bool
+	// Missing are the job's labels the group does not offer; CanRun says
+	// whether it can run the job at all.
+	Missing []string
+	CanRun  bool
+	// Labels are the label names the group offers, sorted.
+	Labels []string
+	// Eligible is false when the group cannot serve (paused, or a failure
+	// no retry fixes); such a group is chosen only when no eligible one can.
+	Eligible bool
+	// Owner marks the one group Owner gives the job to.
+	Owner bool
+}
+
+// Explain returns every group's verdict on the job on the Gitea at url, in
+// the rule's order: the first that is on the instance, contains the
+// repository and can run the job is the owner.
+func (r *Rule) Explain(url string, job Job) []Verdict {
+	out := r.verdicts(Instance(url), job)
+	for i := range out {
+		out[i].Labels = r.ranked[i].names.Names()
+	}
+	return out
+}
+
+// verdicts is the rule itself, which Owner and Explain share; Owner, on
+// the pass's hot path, needs no label lists.
+func (r *Rule) verdicts(instance string, job Job) []Verdict {
+	owner, name, _ := strings.Cut(strings.ToLower(job.Repo), "/")
+	out := make([]Verdict, 0, len(r.ranked))
+	found := false
+	for _, c := range r.ranked {
+		v := Verdict{
+			Key:          c.key,
+			SameInstance: c.instance == instance,
+			InScope:      c.contains(owner, name),
+			Missing:      c.names.Missing(job.Labels),
+			CanRun:       c.names.CanRun(job.Labels),
+			Eligible:     c.eligible,
+		}
+		if !found && v.SameInstance && v.InScope && v.CanRun {
+			v.Owner, found = true, true
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // contains reports whether the candidate's scope holds the repository. Gitea

@@ -137,3 +137,45 @@ func FuzzOwner(f *testing.F) {
 		}
 	})
 }
+
+func TestExplainGivesEveryGroupsVerdictInRuleOrder(t *testing.T) {
+	plain := group("ci/plain", v1alpha1.ScopeOrg, "acme", "", withLabels())
+	gpu := group("ci/gpu", v1alpha1.ScopeOrg, "acme", "", withLabels("gpu"))
+	alice := group("alice/alice", v1alpha1.ScopeUser, "alice", "", withLabels("gpu"))
+	paused := group("ci/big", v1alpha1.ScopeOrg, "acme", "", withLabels("gpu", "big"))
+	paused.Eligible = false
+	other := group("ci/other", v1alpha1.ScopeOrg, "acme", "", withLabels("gpu"))
+	other.URL = "https://other.example.com"
+	r := New([]Group{plain, gpu, alice, paused, other})
+
+	got := r.Explain(giteaURL, Job{Repo: "acme/app", Labels: []string{"ubuntu-latest", "gpu"}})
+	keys := make([]string, len(got))
+	for i, v := range got {
+		keys[i] = v.Key
+	}
+	assert.Equal(t, []string{"ci/plain", "alice/alice", "ci/gpu", "ci/other", "ci/big"}, keys, "eligible first, then scope, then fewest labels, then name")
+	byKey := map[string]Verdict{}
+	for _, v := range got {
+		byKey[v.Key] = v
+	}
+	assert.Equal(t, Verdict{Key: "ci/plain", SameInstance: true, InScope: true, Missing: []string{"gpu"},
+		Labels: []string{"ubuntu-22.04", "ubuntu-24.04", "ubuntu-latest"}, Eligible: true}, byKey["ci/plain"])
+	assert.True(t, byKey["ci/gpu"].Owner && byKey["ci/gpu"].CanRun)
+	assert.Equal(t, []bool{false, true, true}, []bool{byKey["ci/other"].SameInstance, byKey["ci/other"].InScope, byKey["ci/other"].CanRun}, "another Gitea: can run it, never owns it")
+	assert.Equal(t, []bool{true, false, true}, []bool{byKey["alice/alice"].SameInstance, byKey["alice/alice"].InScope, byKey["alice/alice"].CanRun})
+	assert.False(t, byKey["ci/big"].Eligible)
+	owners := 0
+	for _, v := range got {
+		if v.Owner {
+			owners++
+			assert.Equal(t, r.Owner(giteaURL, Job{Repo: "acme/app", Labels: []string{"gpu", "ubuntu-latest"}}), v.Key, "Explain and Owner agree")
+		}
+	}
+	assert.Equal(t, 1, owners)
+
+	none := r.Explain(giteaURL, Job{Repo: "acme/app", Labels: []string{"windows"}})
+	for _, v := range none {
+		assert.False(t, v.Owner, v.Key)
+		assert.Equal(t, []string{"windows"}, v.Missing, v.Key)
+	}
+}

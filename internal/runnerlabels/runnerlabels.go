@@ -5,6 +5,7 @@
 package runnerlabels
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -67,15 +68,30 @@ func NewSet(runnerLabels []string) Set {
 // names, compared exactly. A job with no labels matches nothing, because
 // Gitea never assigns such a job to any runner.
 func (s Set) CanRun(jobLabels []string) bool {
-	if len(jobLabels) == 0 {
-		return false
-	}
+	return len(jobLabels) > 0 && len(s.Missing(jobLabels)) == 0
+}
+
+// Missing returns the job's runs-on labels that are not among the set's
+// names, in the job's order: what keeps Gitea from giving the job to such a
+// runner (for a job with labels; see CanRun for one without).
+func (s Set) Missing(jobLabels []string) []string {
+	var out []string
 	for _, l := range jobLabels {
 		if _, ok := s[l]; !ok {
-			return false
+			out = append(out, l)
 		}
 	}
-	return true
+	return out
+}
+
+// Names returns the set's label names, sorted.
+func (s Set) Names() []string {
+	out := make([]string, 0, len(s))
+	for n := range s {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // ForGroup returns a group's effective labels: its own, then the defaults

@@ -102,3 +102,29 @@ func TestForGroup(t *testing.T) {
 		})
 	}
 }
+
+func TestMissingNamesTheJobLabelsTheRunnerLacks(t *testing.T) {
+	set := NewSet([]string{"ubuntu-latest:docker://img", "gpu"})
+	tests := []struct {
+		name string
+		job  []string
+		want []string
+	}{
+		{name: "every label offered", job: []string{"gpu", "ubuntu-latest"}, want: nil},
+		{name: "one label lacking", job: []string{"ubuntu-latest", "arm64"}, want: []string{"arm64"}},
+		{name: "the image part is not a name", job: []string{"docker://img"}, want: []string{"docker://img"}},
+		{name: "names compare exactly", job: []string{"GPU", "gpu"}, want: []string{"GPU"}},
+		{name: "no labels lack nothing", job: nil, want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, set.Missing(tt.job))
+			assert.Equal(t, len(tt.job) > 0 && tt.want == nil, set.CanRun(tt.job))
+		})
+	}
+}
+
+func TestNamesAreSorted(t *testing.T) {
+	assert.Equal(t, []string{"gpu", "ubuntu-latest", "x"}, NewSet([]string{"x:host", "ubuntu-latest:docker://a", "gpu"}).Names())
+	assert.Empty(t, NewSet(nil).Names())
+}
