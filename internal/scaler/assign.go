@@ -48,11 +48,11 @@ func (s *Scaler) assignment(ctx context.Context, served []v1alpha1.RunnerGroup, 
 	}
 	validated := make(map[string]bool, len(runs))
 	for _, g := range runs {
-		validated[groupKey(g.rg)] = g.invalid == nil
+		validated[GroupKey(g.rg)] = g.invalid == nil
 	}
 	groups := make([]assign.Group, 0, len(all))
 	for i := range all {
-		g := s.assignGroup(&all[i])
+		g := AssignGroup(&all[i], s.cfg.Runner.DefaultLabels)
 		if ok, here := validated[g.Key]; here {
 			g.Eligible = ok && all[i].Spec.MaxActiveRunners > 0
 		}
@@ -71,24 +71,37 @@ func (s *Scaler) servesEverything() bool {
 func missingFrom(listed, served []v1alpha1.RunnerGroup) []v1alpha1.RunnerGroup {
 	seen := make(map[string]bool, len(listed))
 	for _, rg := range listed {
-		seen[groupKey(&rg)] = true
+		seen[GroupKey(&rg)] = true
 	}
 	var out []v1alpha1.RunnerGroup
 	for _, rg := range served {
-		if !seen[groupKey(&rg)] {
+		if !seen[GroupKey(&rg)] {
 			out = append(out, rg)
 		}
 	}
 	return out
 }
 
-func (s *Scaler) assignGroup(rg *v1alpha1.RunnerGroup) assign.Group {
+// AssignmentRule is the rule as every listener computes it for groups it
+// does not serve itself: each group judged by its spec and its last
+// recorded pass. The why command uses it to give the answer the passes give.
+func AssignmentRule(all []v1alpha1.RunnerGroup, defaultLabels []string) *assign.Rule {
+	groups := make([]assign.Group, 0, len(all))
+	for i := range all {
+		groups = append(groups, AssignGroup(&all[i], defaultLabels))
+	}
+	return assign.New(groups)
+}
+
+// AssignGroup is what the assignment rule knows of a group, with the
+// scaler's default runner labels.
+func AssignGroup(rg *v1alpha1.RunnerGroup, defaultLabels []string) assign.Group {
 	g := assign.Group{
-		Key:      groupKey(rg),
+		Key:      GroupKey(rg),
 		URL:      rg.Spec.Gitea.URL,
 		Scope:    rg.Spec.Scope,
-		Labels:   runnerlabels.ForGroup(&rg.Spec, s.cfg.Runner.DefaultLabels),
-		Eligible: eligible(rg),
+		Labels:   runnerlabels.ForGroup(&rg.Spec, defaultLabels),
+		Eligible: Eligible(rg),
 	}
 	if rg.Spec.Scope != v1alpha1.ScopeGlobal {
 		g.Owner = rg.Spec.Owner()
@@ -99,10 +112,10 @@ func (s *Scaler) assignGroup(rg *v1alpha1.RunnerGroup) assign.Group {
 	return g
 }
 
-// eligible says whether a group can serve, judged only by what every
+// Eligible says whether a group can serve, judged only by what every
 // listener sees alike: its spec and what its own last pass recorded. A spec
 // changed since that pass (a fix, maybe) makes it eligible again at once.
-func eligible(rg *v1alpha1.RunnerGroup) bool {
+func Eligible(rg *v1alpha1.RunnerGroup) bool {
 	if rg.Spec.MaxActiveRunners == 0 || rg.Spec.Validate() != nil {
 		return false
 	}
@@ -111,4 +124,5 @@ func eligible(rg *v1alpha1.RunnerGroup) bool {
 	return ready == nil || ready.Status != metav1.ConditionFalse || stale || !cannotServe[ready.Reason]
 }
 
-func groupKey(rg *v1alpha1.RunnerGroup) string { return rg.Namespace + "/" + rg.Name }
+// GroupKey is "namespace/name", the key of a group in the assignment rule.
+func GroupKey(rg *v1alpha1.RunnerGroup) string { return rg.Namespace + "/" + rg.Name }

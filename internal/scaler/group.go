@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
@@ -48,7 +49,7 @@ func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *
 func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup) *groupRun {
 	g := &groupRun{
 		rg:    rg,
-		log:   s.log.With("runnergroup", groupKey(rg)),
+		log:   s.log.With("runnergroup", GroupKey(rg)),
 		store: state.Store{Client: s.kube},
 		owner: stateOwner(rg),
 	}
@@ -106,6 +107,15 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun) error {
 	}
 	g.runnerLabels = runnerlabels.NewSet(runnerlabels.ForGroup(spec, s.cfg.Runner.DefaultLabels))
 	return nil
+}
+
+// APIToken reads the group's Gitea API token from its Secret, as a pass
+// does, with the caller's client: the why command asks Gitea with it, so
+// its user needs the right to read that Secret, a right the scaler never
+// lends. Errors name the Secret and key, never the value.
+func APIToken(ctx context.Context, kube kubernetes.Interface, rg *v1alpha1.RunnerGroup) (string, error) {
+	s := &Scaler{kube: kube}
+	return s.readSecretKey(ctx, map[string]*corev1.Secret{}, rg.Namespace, "authToken", rg.Spec.AuthToken.SecretRef)
 }
 
 // readSecretKey returns one key of a Secret in the group's namespace,

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
@@ -54,8 +55,8 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	var regs map[string][]gitea.Runner
 	var all []gitea.Runner
 	if runners != nil && s.cfg.RunnerIdleTimeout > 0 {
-		if all, err = runners.ListRunners(ctx, targetOf(&g.rg.Spec)); err != nil {
-			return newGroupError(ReasonRunnerReapFailed, "cannot list the runners of %s: %w", targetOf(&g.rg.Spec), err)
+		if all, err = runners.ListRunners(ctx, TargetOf(&g.rg.Spec)); err != nil {
+			return newGroupError(ReasonRunnerReapFailed, "cannot list the runners of %s: %w", TargetOf(&g.rg.Spec), err)
 		}
 		regs = map[string][]gitea.Runner{}
 		for _, r := range all {
@@ -121,7 +122,7 @@ func (s *Scaler) runnerPods(ctx context.Context, g *groupRun) (map[types.UID]pod
 		if pv.started {
 			continue
 		}
-		started, reason, message := podStart(p)
+		started, reason, message := PodStart(p)
 		switch {
 		case started:
 			pv = podView{started: true}
@@ -133,11 +134,11 @@ func (s *Scaler) runnerPods(ctx context.Context, g *groupRun) (map[types.UID]pod
 	return out, nil
 }
 
-// podStart says whether a pod has run, and if not, why: its PodScheduled
+// PodStart says whether a pod has run, and if not, why: its PodScheduled
 // condition when it was not scheduled (Unschedulable), else a waiting
 // container's reason (ErrImagePull, ImagePullBackOff,
 // CreateContainerConfigError).
-func podStart(p *corev1.Pod) (started bool, reason, message string) {
+func PodStart(p *corev1.Pod) (started bool, reason, message string) {
 	if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return true, "", ""
 	}
@@ -159,14 +160,17 @@ func podStart(p *corev1.Pod) (started bool, reason, message string) {
 	return false, "Pending", fmt.Sprintf("pod %s has not started", p.Name)
 }
 
-// failedCreate is the newest FailedCreate event of a Job that has no pod:
+// failedCreate is FailedCreate with the pass's client.
+func (s *Scaler) failedCreate(ctx context.Context, j *batchv1.Job) (reason, message string) {
+	return FailedCreate(ctx, s.kube, j)
+}
+
+// FailedCreate is the newest FailedCreate event of a Job that has no pod:
 // the Job controller's words for what refused the pod (Pod Security
 // Admission, a ResourceQuota).
-func (s *Scaler) failedCreate(ctx context.Context, j *batchv1.Job) (reason, message string) {
+func FailedCreate(ctx context.Context, kube kubernetes.Interface, j *batchv1.Job) (reason, message string) {
 	reason, message = "NoPod", "the Job controller created no pod"
-	list, err := s.kube.CoreV1().Events(j.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.uid=" + string(j.UID) + ",reason=FailedCreate",
-	})
+	list, err := kube.CoreV1().Events(j.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(j.UID) + ",reason=FailedCreate"})
 	if err != nil {
 		return reason, message + fmt.Sprintf(" (its events cannot be read: %v)", err)
 	}

@@ -50,7 +50,7 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 	if err != nil {
 		return nil, newGroupError(ReasonKubernetesError, "cannot list runner Jobs: %w", err)
 	}
-	target := targetOf(&rg.Spec)
+	target := TargetOf(&rg.Spec)
 	askedAt := s.now()
 	snap, err := g.gitea.Snapshot(ctx, target)
 	if err != nil {
@@ -117,7 +117,7 @@ func (g *groupRun) serves(j gitea.Job) bool {
 		repo = g.rg.Spec.Owner() + "/" + g.rg.Spec.Repo
 	}
 	owner := g.rule.Owner(g.rg.Spec.Gitea.URL, assign.Job{Repo: repo, Labels: j.Labels})
-	return owner == "" || owner == groupKey(g.rg)
+	return owner == "" || owner == GroupKey(g.rg)
 }
 
 // ownJobs keeps the Jobs this group controls: a Job carrying the group's
@@ -139,9 +139,9 @@ func ownedBy(j *batchv1.Job, rg *v1alpha1.RunnerGroup) bool {
 	return ref != nil && ref.UID == rg.UID
 }
 
-// targetOf says which part of Gitea a group serves. For scope repo the
+// TargetOf says which part of Gitea a group serves. For scope repo the
 // owner is whichever of org or user is set (the CRD requires exactly one).
-func targetOf(spec *v1alpha1.RunnerGroupSpec) gitea.Target {
+func TargetOf(spec *v1alpha1.RunnerGroupSpec) gitea.Target {
 	t := gitea.Target{Scope: spec.Scope, Owner: spec.Owner(), Repo: spec.Repo}
 	if spec.Scope == v1alpha1.ScopeGlobal {
 		t.Owner = ""

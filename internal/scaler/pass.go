@@ -87,7 +87,7 @@ func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 		defer mu.Unlock()
 		sum.Created += created
 		if err != nil {
-			sum.Failed = append(sum.Failed, groupKey(runs[i].rg))
+			sum.Failed = append(sum.Failed, GroupKey(runs[i].rg))
 		}
 	})
 	sort.Strings(sum.Failed)

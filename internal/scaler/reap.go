@@ -94,7 +94,7 @@ func (s *Scaler) reapIdle(ctx context.Context, g *groupRun, runners gitea.Runner
 	if len(reap) == 0 {
 		return nil
 	}
-	t := targetOf(&g.rg.Spec)
+	t := TargetOf(&g.rg.Spec)
 	if s.cfg.DryRun {
 		for _, name := range reap {
 			fmt.Fprintf(s.out, "  would reap idle runner Job %s (idle for at least %s beyond the demand)\n", name, s.cfg.RunnerIdleTimeout)
@@ -177,7 +177,7 @@ func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.R
 		job, _ := runnerjob.JobOfRunner(g.rg, r.Name)
 		regs = append(regs, plan.Registration{ID: r.ID, Name: r.Name, Job: job, Ephemeral: r.Ephemeral, Online: r.Online, Busy: obs.busy[job]})
 	}
-	t := targetOf(&g.rg.Spec)
+	t := TargetOf(&g.rg.Spec)
 	var errs []error
 	for _, o := range plan.Orphans(regs, listed) {
 		_, err := s.kube.BatchV1().Jobs(g.rg.Namespace).Get(ctx, o.Job, metav1.GetOptions{})
