@@ -1,0 +1,468 @@
+// Package why answers the question users ask most: why has this Gitea job
+// got a runner, or not? It asks Gitea about the job with the token of a
+// selected RunnerGroup that can see it, then explains with the scaler's own
+// rules (the assignment rule, the label match, the group's recorded
+// conditions, the runner Job and its pod), so its answer is the one the
+// passes act on. It writes nothing.
+package why
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+)
+
+// Verdicts: the one-word answer, for scripts (-o json).
+const (
+	// VerdictRunning: a runner runs the job.
+	VerdictRunning = "Running"
+	// VerdictBlocked: the job waits for its needs: (or for approval).
+	VerdictBlocked = "Blocked"
+	// VerdictNotFound: Gitea lists the job as neither queued, blocked nor
+	// running in the scopes asked: it finished, was cancelled, or is
+	// outside every selected group.
+	VerdictNotFound = "NotFound"
+	// VerdictNoGroupInScope: no RunnerGroup on the job's Gitea contains its
+	// repository.
+	VerdictNoGroupInScope = "NoGroupInScope"
+	// VerdictLabelsNotOffered: groups contain the repository but none
+	// offers every runs-on label.
+	VerdictLabelsNotOffered = "LabelsNotOffered"
+	// VerdictGroupPaused: the assigned group has maxActiveRunners 0.
+	VerdictGroupPaused = "GroupPaused"
+	// VerdictGroupFailing: the assigned group's last pass failed (its
+	// Ready condition says why).
+	VerdictGroupFailing = "GroupFailing"
+	// VerdictAtCapacity: the assigned group runs its maximum of runners.
+	VerdictAtCapacity = "AtCapacity"
+	// VerdictRunnerPending: the job's runner Job exists, its pod has not
+	// started (the pod's reason says why).
+	VerdictRunnerPending = "RunnerPending"
+	// VerdictRunnerStarting: the runner's pod runs; its runner registers
+	// and takes the job.
+	VerdictRunnerStarting = "RunnerStarting"
+	// VerdictWaitingForPass: the assigned group can serve it and has room;
+	// its next pass starts the runner.
+	VerdictWaitingForPass = "WaitingForPass"
+)
+
+// Job statuses as the report gives them.
+const (
+	StatusQueued   = "queued"
+	StatusBlocked  = "blocked"
+	StatusRunning  = "running"
+	StatusNotFound = "not found"
+)
+
+// Deps are the clients why reads with: the user's own, so it can see no
+// more than the user may.
+type Deps struct {
+	Kube   kubernetes.Interface
+	Groups scaler.GroupClient
+	Gitea  scaler.GiteaFactory
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Report is the answer.
+type Report struct {
+	Job     JobInfo `json:"job"`
+	Verdict string  `json:"verdict"`
+	// Assigned is the group the assignment rule gives the job to.
+	Assigned string `json:"assigned,omitempty"`
+	// CouldServe are the groups that contain the repository and offer
+	// every label, in the rule's order.
+	CouldServe []string `json:"couldServe,omitempty"`
+	// Groups are the verdicts of the groups on the job's Gitea.
+	Groups []GroupVerdict `json:"groups,omitempty"`
+	// Runner is the job's runner Job, when there is one.
+	Runner *Runner `json:"runner,omitempty"`
+	// Explanation says it in sentences.
+	Explanation []string `json:"explanation"`
+	// Notes are caveats: groups whose token could not be used, a partial
+	// list of groups.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// JobInfo is what Gitea said of the job.
+type JobInfo struct {
+	ID     int64    `json:"id"`
+	Gitea  string   `json:"gitea,omitempty"`
+	Repo   string   `json:"repo,omitempty"`
+	Status string   `json:"status"`
+	Labels []string `json:"labels,omitempty"`
+	// RunnerName is the runner that runs it.
+	RunnerName string `json:"runnerName,omitempty"`
+}
+
+// GroupVerdict is how one group stands towards the job.
+type GroupVerdict struct {
+	Group         string   `json:"group"`
+	InScope       bool     `json:"inScope"`
+	MissingLabels []string `json:"missingLabels,omitempty"`
+	Labels        []string `json:"labels"`
+	Eligible      bool     `json:"eligible"`
+	Assigned      bool     `json:"assigned,omitempty"`
+}
+
+// Runner is the runner Job started for the job, and its pod.
+type Runner struct {
+	Group   string `json:"group"`
+	Job     string `json:"job"`
+	Pod     string `json:"pod,omitempty"`
+	Started bool   `json:"started"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Explain answers for ref. cfg selects the groups whose tokens may be used
+// to ask Gitea (the namespaces and selectors of the `run` flags) and gives
+// the scaler's default runner labels. The assignment is computed over
+// every RunnerGroup the user can list, as the passes compute it.
+func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, error) {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	sel, err := scaler.Selected(ctx, d.Groups, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Job: JobInfo{ID: ref.JobID, Gitea: ref.Base, Repo: ref.Repository()}}
+	for _, ns := range sel.FailedNamespaces {
+		rep.note("the RunnerGroups of namespace %s could not be listed", ns)
+	}
+	all, _, err := d.Groups.List(ctx, metav1.NamespaceAll, "")
+	if err != nil {
+		// The rule's answer then holds among the selected groups only.
+		all = sel.Groups
+		rep.note("cannot list the RunnerGroups of every namespace (%v): the answer weighs only the selected groups", err)
+	}
+	defaults := cfg.Runner.DefaultLabels
+	if len(defaults) == 0 {
+		defaults = runnerjob.DefaultOptions().DefaultLabels
+	}
+
+	found, err := findJob(ctx, d, sel.Groups, ref, rep)
+	if err != nil {
+		return nil, err
+	}
+	if found == nil {
+		return rep, nil
+	}
+	rule := scaler.AssignmentRule(all, defaults)
+	byKey := map[string]*v1alpha1.RunnerGroup{}
+	for i := range all {
+		byKey[scaler.GroupKey(&all[i])] = &all[i]
+	}
+	rep.explain(ctx, d, rule, byKey, found)
+	return rep, nil
+}
+
+// foundJob is the job as a group's listing showed it.
+type foundJob struct {
+	job  gitea.Job
+	base string
+}
+
+// findJob asks Gitea about the job with the token of each selected group
+// that could see it, until one listing has it. For a URL these are the
+// groups on that Gitea whose scope contains the repository, asked for the
+// repository alone (the smallest listing); for a bare ID every selected
+// group, asked for its own scope. A job absent from the queued, blocked and
+// running listings is reported as not found: the scaler never sees it.
+func findJob(ctx context.Context, d Deps, selected []v1alpha1.RunnerGroup, ref Ref, rep *Report) (*foundJob, error) {
+	var inScope map[string]bool
+	if ref.Base != "" {
+		inScope = map[string]bool{}
+		rule := scaler.AssignmentRule(selected, nil)
+		for _, v := range rule.Explain(ref.Base, assign.Job{Repo: ref.Repository()}) {
+			inScope[v.Key] = v.SameInstance && v.InScope
+		}
+	}
+	asked := map[string]bool{}
+	var tried []string
+	var failures []error
+	for i := range selected {
+		rg := &selected[i]
+		key := scaler.GroupKey(rg)
+		if rg.Spec.Validate() != nil || (inScope != nil && !inScope[key]) {
+			continue
+		}
+		target := scaler.TargetOf(&rg.Spec)
+		base := rg.Spec.Gitea.URL
+		if ref.Base != "" {
+			target = gitea.Target{Scope: gitea.ScopeRepo, Owner: ref.Owner, Repo: ref.Repo}
+		}
+		ask := assign.Instance(base) + " " + target.String() + " " + rg.Namespace + "/" + rg.Spec.AuthToken.SecretRef.Name + "/" + rg.Spec.AuthToken.SecretRef.Key
+		if asked[ask] {
+			continue
+		}
+		asked[ask] = true
+		token, err := scaler.APIToken(ctx, d.Kube, rg)
+		if err != nil {
+			failures = append(failures, fmt.Errorf("group %s: %w", key, err))
+			continue
+		}
+		client, err := d.Gitea(base, token)
+		if err != nil {
+			failures = append(failures, fmt.Errorf("group %s: %w", key, err))
+			continue
+		}
+		snap, err := client.Snapshot(ctx, target)
+		if err != nil {
+			failures = append(failures, fmt.Errorf("group %s: cannot list the jobs of %s: %w", key, target, err))
+			continue
+		}
+		tried = append(tried, fmt.Sprintf("%s (with group %s's token)", target, key))
+		for _, l := range []struct {
+			jobs   []gitea.Job
+			status string
+		}{{snap.Queued, StatusQueued}, {snap.Blocked, StatusBlocked}, {snap.Running, StatusRunning}} {
+			for _, j := range l.jobs {
+				if j.ID != ref.JobID {
+					continue
+				}
+				if j.Repo == "" && target.Scope == gitea.ScopeRepo {
+					j.Repo = target.Owner + "/" + target.Repo
+				}
+				rep.Job = JobInfo{ID: j.ID, Gitea: base, Repo: j.Repo, Status: l.status, Labels: j.Labels, RunnerName: j.RunnerName}
+				for _, f := range failures {
+					rep.note("%v", f)
+				}
+				return &foundJob{job: j, base: base}, nil
+			}
+		}
+	}
+	for _, f := range failures {
+		rep.note("%v", f)
+	}
+	switch {
+	case len(asked) == 0 && ref.Base != "":
+		rep.Job.Status = StatusNotFound
+		rep.Verdict = VerdictNoGroupInScope
+		rep.say("No selected RunnerGroup on %s contains repository %s, so no runner is started for its jobs, and there is no group token to ask Gitea about job %d with.", ref.Base, ref.Repository(), ref.JobID)
+		return nil, nil
+	case len(asked) == 0:
+		return nil, errors.New("no selected RunnerGroup has a valid spec to ask Gitea with; select groups with -n or --selector")
+	case len(tried) == 0:
+		return nil, fmt.Errorf("could not ask Gitea about job %d: %w", ref.JobID, errors.Join(failures...))
+	}
+	rep.Job.Status = StatusNotFound
+	rep.Verdict = VerdictNotFound
+	rep.say("Gitea lists job %d as neither queued, blocked nor running in %s: it has finished or was cancelled, or it is outside every selected group's scope.", ref.JobID, strings.Join(tried, ", "))
+	return nil, nil
+}
+
+// explain fills the report for a job Gitea listed.
+func (rep *Report) explain(ctx context.Context, d Deps, rule *assign.Rule, groups map[string]*v1alpha1.RunnerGroup, f *foundJob) {
+	j := f.job
+	rep.say("Gitea job %d in %s (runs-on: %s) is %s.", j.ID, orUnknown(j.Repo), strings.Join(j.Labels, ", "), rep.Job.Status)
+	var owner *assign.Verdict
+	var inScope []assign.Verdict
+	for _, v := range rule.Explain(f.base, assign.Job{Repo: j.Repo, Labels: j.Labels}) {
+		if !v.SameInstance {
+			continue
+		}
+		rep.Groups = append(rep.Groups, GroupVerdict{Group: v.Key, InScope: v.InScope, MissingLabels: v.Missing,
+			Labels: v.Labels, Eligible: v.Eligible, Assigned: v.Owner})
+		if !v.InScope {
+			continue
+		}
+		inScope = append(inScope, v)
+		if v.CanRun {
+			rep.CouldServe = append(rep.CouldServe, v.Key)
+		}
+		if v.Owner {
+			owner = &v
+		}
+	}
+
+	if rep.Job.Status == StatusRunning {
+		rep.Verdict = VerdictRunning
+		rep.running(j.RunnerName, groups)
+		return
+	}
+	if owner == nil {
+		rep.noOwner(j, inScope)
+		return
+	}
+	rep.Assigned = owner.Key
+	if len(rep.CouldServe) > 1 {
+		rep.say("Groups that can run it: %s; the assignment rule gives it to %s (most specific scope, then fewest labels, then name; a group that cannot serve comes last).", strings.Join(rep.CouldServe, ", "), owner.Key)
+	} else {
+		rep.say("Group %s can run it and is assigned it.", owner.Key)
+	}
+	if rep.Job.Status == StatusBlocked {
+		rep.Verdict = VerdictBlocked
+		rep.say("It waits for the jobs it needs (needs:) or for approval: Gitea reports it as waiting. No runner is started for a blocked job; once it is queued, %s's next pass starts one.", owner.Key)
+		return
+	}
+	rep.queued(ctx, d, groups[owner.Key], j.ID)
+}
+
+// running names the runner and, when it is one of a group's, its runner Job.
+func (rep *Report) running(runnerName string, groups map[string]*v1alpha1.RunnerGroup) {
+	keys := make([]string, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if job, ok := runnerjob.JobOfRunner(groups[k], runnerName); ok {
+			rep.Runner = &Runner{Group: k, Job: job, Started: true}
+			rep.say("It already runs on runner %s, started by runner Job %s/%s of group %s.", runnerName, groups[k].Namespace, job, k)
+			return
+		}
+	}
+	rep.say("It already runs on runner %s, which no RunnerGroup started (another runner registered with Gitea took it).", orUnknown(runnerName))
+}
+
+// noOwner explains a job no group can run.
+func (rep *Report) noOwner(j gitea.Job, inScope []assign.Verdict) {
+	if rep.Job.Status == StatusBlocked {
+		rep.say("It waits for the jobs it needs (needs:) or for approval; but even once it is queued, no group will run it:")
+	}
+	if len(inScope) == 0 {
+		rep.Verdict = VerdictNoGroupInScope
+		rep.say("No RunnerGroup on %s contains repository %s.", rep.Job.Gitea, orUnknown(j.Repo))
+		return
+	}
+	rep.Verdict = VerdictLabelsNotOffered
+	if len(j.Labels) == 0 {
+		rep.say("It has no runs-on labels, and Gitea gives such a job to no runner.")
+		return
+	}
+	// The labels no group offers, and the group that lacks the fewest.
+	lacking := map[string]int{}
+	nearest := inScope[0]
+	for _, v := range inScope {
+		for _, l := range v.Missing {
+			lacking[l]++
+		}
+		if len(v.Missing) < len(nearest.Missing) {
+			nearest = v
+		}
+	}
+	var none []string
+	for _, l := range j.Labels {
+		if lacking[l] == len(inScope) {
+			none = append(none, l)
+		}
+	}
+	if len(none) > 0 {
+		rep.say("No RunnerGroup whose scope contains %s offers the label(s) %s.", j.Repo, strings.Join(none, ", "))
+	} else {
+		rep.say("Every label is offered by some group, but no one group whose scope contains %s offers them all.", j.Repo)
+	}
+	rep.say("The nearest group, %s, lacks %s; it offers: %s.", nearest.Key, strings.Join(nearest.Missing, ", "), strings.Join(nearest.Labels, ", "))
+}
+
+// queued explains a queued job the rule gives to rg.
+func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup, id int64) {
+	key := scaler.GroupKey(rg)
+	jobs, err := d.Kube.BatchV1().Jobs(rg.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: runnerjob.Selector(rg.Name) + "," + v1alpha1.LabelGiteaJobID + "=" + strconv.FormatInt(id, 10),
+	})
+	if err != nil {
+		rep.note("cannot list the runner Jobs of %s: %v", key, err)
+	} else if j := newestActive(jobs.Items); j != nil {
+		rep.runnerJob(ctx, d, key, j)
+		return
+	}
+
+	ready := meta.FindStatusCondition(rg.Status.Conditions, scaler.ConditionReady)
+	switch {
+	case rg.Spec.MaxActiveRunners == 0:
+		rep.Verdict = VerdictGroupPaused
+		rep.say("%s is paused (maxActiveRunners: 0) and is the only group that can run it, so it waits until the group is resumed.", key)
+	case ready != nil && ready.Status == metav1.ConditionFalse:
+		rep.Verdict = VerdictGroupFailing
+		rep.say("%s's last pass failed: %s: %s. Fix that and the next pass starts a runner (see `status` and the README's troubleshooting by reason).", key, ready.Reason, ready.Message)
+	case rg.Status.ActiveRunners >= rg.Spec.MaxActiveRunners:
+		rep.Verdict = VerdictAtCapacity
+		rep.say("%s is at capacity: %d of %d runners active. The job gets a runner when one of them finishes, or when maxActiveRunners is raised.", key, rg.Status.ActiveRunners, rg.Spec.MaxActiveRunners)
+	default:
+		rep.Verdict = VerdictWaitingForPass
+		if rg.Status.LastCheckTime == nil {
+			rep.say("%s has room but no pass has served it yet: is a listener serving namespace %s (helm values watchNamespaces and listeners)?", key, rg.Namespace)
+		} else {
+			rep.say("%s has room (%d of %d runners active) and no runner Job for it yet; its next pass starts one (last pass %s ago).", key, rg.Status.ActiveRunners, rg.Spec.MaxActiveRunners, d.Now().Sub(rg.Status.LastCheckTime.Time).Round(time.Second))
+		}
+	}
+}
+
+// runnerJob explains a queued job that has its runner Job.
+func (rep *Report) runnerJob(ctx context.Context, d Deps, key string, j *batchv1.Job) {
+	r := &Runner{Group: key, Job: j.Name}
+	rep.Runner = r
+	pods, err := d.Kube.CoreV1().Pods(j.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(j.UID)})
+	switch {
+	case err != nil:
+		r.Reason, r.Message = "Unknown", fmt.Sprintf("cannot list its pods: %v", err)
+	case len(pods.Items) == 0:
+		r.Reason, r.Message = scaler.FailedCreate(ctx, d.Kube, j)
+	default:
+		p := newestPod(pods.Items)
+		r.Pod = p.Name
+		r.Started, r.Reason, r.Message = scaler.PodStart(p)
+	}
+	if r.Started {
+		rep.Verdict = VerdictRunnerStarting
+		rep.say("Runner Job %s/%s was started for it and its pod %s runs: its runner registers with Gitea and takes a queued job its labels fit.", j.Namespace, j.Name, r.Pod)
+		return
+	}
+	rep.Verdict = VerdictRunnerPending
+	rep.say("Runner Job %s/%s was started for it, but its pod has not started: %s: %s.", j.Namespace, j.Name, r.Reason, r.Message)
+}
+
+func newestActive(jobs []batchv1.Job) *batchv1.Job {
+	var out *batchv1.Job
+	for i := range jobs {
+		j := &jobs[i]
+		if runnerjob.IsActive(j) && (out == nil || out.CreationTimestamp.Before(&j.CreationTimestamp)) {
+			out = j
+		}
+	}
+	return out
+}
+
+func newestPod(pods []corev1.Pod) *corev1.Pod {
+	out := &pods[0]
+	for i := range pods {
+		if out.CreationTimestamp.Before(&pods[i].CreationTimestamp) {
+			out = &pods[i]
+		}
+	}
+	return out
+}
+
+func (rep *Report) say(format string, args ...any) {
+	rep.Explanation = append(rep.Explanation, fmt.Sprintf(format, args...))
+}
+
+func (rep *Report) note(format string, args ...any) {
+	rep.Notes = append(rep.Notes, fmt.Sprintf(format, args...))
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown repository)"
+	}
+	return s
+}
