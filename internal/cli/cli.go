@@ -46,6 +46,7 @@ type CLI struct {
 	Run     RunCmd     `cmd:"" help:"Run one scale pass over the selected RunnerGroups (or keep passing with --loop)."`
 	Version VersionCmd `cmd:"" help:"Print the version."`
 	Status  StatusCmd  `cmd:"" help:"Show one line per selected RunnerGroup from its status: demand, runners, last pass, conditions. Read-only."`
+	Why     WhyCmd     `cmd:"" help:"Explain why a Gitea job has or has not got a runner: the groups that could serve it, the one assigned, labels no group offers, needs:, capacity, the runner pod. Read-only; asks Gitea with a selected group's API token, read with your own rights."`
 }
 
 // RunCmd is `gitea-runner-scaler run`.
@@ -204,6 +205,8 @@ func Main(args []string, streams IO) int {
 		return ExitOK
 	case "status":
 		return c.Status.run(streams)
+	case "why <job>":
+		return c.Why.run(streams)
 	default:
 		return c.Run.run(streams)
 	}

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/why"
+)
+
+// WhyCmd is `gitea-runner-scaler why`.
+type WhyCmd struct {
+	Job       string `arg:"" name:"job" help:"The Gitea job: its URL (https://gitea.example.com/OWNER/REPO/actions/runs/RUN/jobs/JOB) or its ID."`
+	Selection `embed:""`
+	Output    string `short:"o" enum:"text,json,yaml" default:"text" help:"Output: text, json or yaml."`
+	// The same names and variables as run's, so the listener's environment
+	// gives the answer its passes would.
+	DefaultLabels []string      `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"The scaler's default runner labels, as run takes them (comma-separated)."`
+	GiteaTimeout  time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
+	GiteaCAFile   string        `env:"SCALER_GITEA_CA_FILE" placeholder:"PATH" help:"PEM bundle of CAs trusted for Gitea besides the system's."`
+
+	ref       why.Ref
+	transport http.RoundTripper
+}
+
+// Validate runs at parse time: a bad job reference or flag exits with
+// ExitUsage before anything is asked.
+func (c *WhyCmd) Validate() error {
+	ref, err := why.ParseRef(c.Job)
+	if err != nil {
+		return err
+	}
+	c.ref = ref
+	if c.GiteaTimeout <= 0 {
+		return fmt.Errorf("--gitea-timeout must be positive, got %s", c.GiteaTimeout)
+	}
+	for _, l := range c.DefaultLabels {
+		if strings.TrimSpace(l) == "" || strings.ContainsAny(l, " \t") || runnerlabels.Name(l) == "" {
+			return fmt.Errorf("--default-labels: invalid label %q", l)
+		}
+	}
+	if c.transport, err = gitea.NewTransport(c.GiteaCAFile); err != nil {
+		return fmt.Errorf("--gitea-ca-file: %w", err)
+	}
+	return c.Selection.Validate()
+}
+
+func (c *WhyCmd) run(streams IO) int {
+	cfg, err := restConfig(c.Kubeconfig)
+	if err != nil {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot load Kubernetes client config: %v\n", err)
+		return ExitFailed
+	}
+	cfg.UserAgent = "gitea-runner-scaler/" + Version
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
+		return ExitFailed
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
+		return ExitFailed
+	}
+	hc := &http.Client{Transport: c.transport}
+	return c.runWith(context.Background(), why.Deps{
+		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn},
+		Gitea: func(base, token string) (gitea.Client, error) {
+			return gitea.NewClient(base, token, gitea.Options{Timeout: c.GiteaTimeout, HTTPClient: hc, UserAgent: "gitea-runner-scaler/" + Version})
+		},
+	}, streams)
+}
+
+// runWith answers with the given clients (tests pass fakes).
+func (c *WhyCmd) runWith(ctx context.Context, deps why.Deps, streams IO) int {
+	sc := c.config()
+	sc.Runner.DefaultLabels = c.DefaultLabels
+	rep, err := why.Explain(ctx, deps, sc, c.ref)
+	if err != nil {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: %v\n", err)
+		return ExitFailed
+	}
+	if err := why.Write(streams.Out, rep, c.Output); err != nil {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: %v\n", err)
+		return ExitFailed
+	}
+	return ExitOK
+}
+

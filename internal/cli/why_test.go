@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/alecthomas/kong"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/why"
+)
+
+func parseWhy(t *testing.T, args ...string) (*WhyCmd, error) {
+	t.Helper()
+	var c CLI
+	p, err := kong.New(&c, kong.Exit(func(int) { t.Fatal("unexpected exit") }))
+	require.NoError(t, err)
+	_, err = p.Parse(append([]string{"why"}, args...))
+	return &c.Why, err
+}
+
+// With a listener's environment, why weighs what that listener serves,
+// with its default labels.
+func TestWhyReadsTheListenersEnvironment(t *testing.T) {
+	t.Setenv("SCALER_NAMESPACES", "a,b")
+	t.Setenv("SCALER_SELECTOR", "team=infra")
+	t.Setenv("SCALER_DEFAULT_LABELS", "linux:host,ubuntu-latest")
+	t.Setenv("SCALER_GITEA_TIMEOUT", "3s")
+	c, err := parseWhy(t, "https://gitea.example.com/acme/app/actions/runs/12/jobs/34", "-o", "json")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, c.Namespace)
+	assert.Equal(t, "team=infra", c.Selector)
+	assert.Equal(t, []string{"linux:host", "ubuntu-latest"}, c.DefaultLabels)
+	assert.Equal(t, why.Ref{Base: "https://gitea.example.com", Owner: "acme", Repo: "app", JobID: 34}, c.ref)
+	assert.Equal(t, "json", c.Output)
+}
+
+func TestWhyRefusesBadArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"build"},
+		{"https://gitea.example.com/acme/app/actions/runs/12"},
+		{"42", "--selector", "a in ("},
+		{"42", "-o", "table"},
+		{"42", "--gitea-timeout", "0s"},
+		{"42", "--default-labels", "a b"},
+		{"42", "--gitea-ca-file", "/nonexistent/ca.pem"},
+	} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, ExitUsage, Main(append([]string{"why"}, args...), IO{Out: &out, Err: &errOut}), "%q", args)
+	}
+}
+
+func TestWhyFailsWhenNoGroupIsSelected(t *testing.T) {
+	c, err := parseWhy(t, "42", "-n", "empty")
+	require.NoError(t, err)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"})
+	var out, errOut bytes.Buffer
+	code := c.runWith(context.Background(), why.Deps{Kube: fake.NewSimpleClientset(), Groups: runnergroups.Client{Dynamic: dyn}}, IO{Out: &out, Err: &errOut})
+	assert.Equal(t, ExitFailed, code)
+	assert.Contains(t, errOut.String(), "no selected RunnerGroup has a valid spec")
+	assert.Empty(t, out.String())
+}
