@@ -178,6 +178,8 @@ func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, 
 type foundJob struct {
 	job  gitea.Job
 	base string
+	// running maps the runners of the listing's running jobs to their job.
+	running map[string]int64
 }
 
 // findJob asks Gitea about the job with the token of each selected group
@@ -245,7 +247,11 @@ func findJob(ctx context.Context, d Deps, selected []v1alpha1.RunnerGroup, ref R
 				for _, f := range failures {
 					rep.note("%v", f)
 				}
-				return &foundJob{job: j, base: base}, nil
+				running := map[string]int64{}
+				for _, r := range snap.Running {
+					running[r.RunnerName] = r.ID
+				}
+				return &foundJob{job: j, base: base, running: running}, nil
 			}
 		}
 	}
@@ -313,7 +319,7 @@ func (rep *Report) explain(ctx context.Context, d Deps, rule *assign.Rule, group
 		rep.say("It waits for the jobs it needs (needs:) or for approval: Gitea reports it as waiting. No runner is started for a blocked job; once it is queued, %s's next pass starts one.", owner.Key)
 		return
 	}
-	rep.queued(ctx, d, groups[owner.Key], j.ID)
+	rep.queued(ctx, d, groups[owner.Key], j.ID, f.running)
 }
 
 // running names the runner and, when it is one of a group's, its runner Job.
@@ -373,8 +379,11 @@ func (rep *Report) noOwner(j gitea.Job, inScope []assign.Verdict) {
 	rep.say("The nearest group, %s, lacks %s; it offers: %s.", nearest.Key, strings.Join(nearest.Missing, ", "), strings.Join(nearest.Labels, ", "))
 }
 
-// queued explains a queued job the rule gives to rg.
-func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup, id int64) {
+// queued explains a queued job the rule gives to rg. running maps the
+// runners of running jobs to their job: Gitea gives a queued job to any
+// idle runner that fits, so the runner Job started for this job may run
+// another, which leaves this one waiting for a slot like any other.
+func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup, id int64, running map[string]int64) {
 	key := scaler.GroupKey(rg)
 	jobs, err := d.Kube.BatchV1().Jobs(rg.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: runnerjob.Selector(rg.Name) + "," + v1alpha1.LabelGiteaJobID + "=" + strconv.FormatInt(id, 10),
@@ -382,8 +391,12 @@ func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup,
 	if err != nil {
 		rep.note("cannot list the runner Jobs of %s: %v", key, err)
 	} else if j := newestActive(jobs.Items); j != nil {
-		rep.runnerJob(ctx, d, key, j)
-		return
+		other, busy := running[runnerjob.RunnerNameOf(j)]
+		if !busy {
+			rep.runnerJob(ctx, d, key, j)
+			return
+		}
+		rep.say("Runner Job %s/%s was started for it, but its runner took job %d instead (Gitea gives a queued job to any idle runner whose labels fit), so this one waits for another runner.", j.Namespace, j.Name, other)
 	}
 
 	ready := meta.FindStatusCondition(rg.Status.Conditions, scaler.ConditionReady)

@@ -304,3 +304,18 @@ func TestParseRef(t *testing.T) {
 		})
 	}
 }
+
+// Gitea gives a queued job to any idle runner that fits: the runner Job
+// started for job 101 may run job 104, and 101 then waits like any other.
+func TestExplainSeesARunnerJobWhoseRunnerTookAnotherJob(t *testing.T) {
+	w := newWorld(t)
+	rj := runnerjob.Build(w.groups["plain"], "plain-run01", 101, runnerjob.DefaultOptions())
+	rj.Annotations = map[string]string{v1alpha1.AnnotationRunnerName: runnerjob.RunnerName(w.groups["plain"], "plain-run01")}
+	_, err := w.deps.Kube.BatchV1().Jobs(ns).Create(context.Background(), rj, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	rep := w.explain(t, "101")
+	assert.Equal(t, VerdictWaitingForPass, rep.Verdict)
+	assert.Nil(t, rep.Runner)
+	assert.Contains(t, rep.Explanation, "Runner Job ci/plain-run01 was started for it, but its runner took job 104 instead (Gitea gives a queued job to any idle runner whose labels fit), so this one waits for another runner.")
+}
