@@ -9,13 +9,15 @@ import (
 
 // Job is an Actions job as Gitea's GitHub-style API reports it.
 type Job struct {
-	ID          int64     `json:"id"`
-	RunID       int64     `json:"run_id"`
-	Name        string    `json:"name"`
-	Labels      []string  `json:"labels"`
-	Status      string    `json:"status"`
-	Conclusion  string    `json:"conclusion"`
-	RunnerName  string    `json:"runner_name"`
+	ID         int64    `json:"id"`
+	RunID      int64    `json:"run_id"`
+	Name       string   `json:"name"`
+	Labels     []string `json:"labels"`
+	Status     string   `json:"status"`
+	Conclusion string   `json:"conclusion"`
+	RunnerName string   `json:"runner_name"`
+	// HTMLURL is the job's page: .../OWNER/REPO/actions/runs/RUN_ID/jobs/ID.
+	HTMLURL     string    `json:"html_url"`
 	CompletedAt time.Time `json:"completed_at"`
 }
 

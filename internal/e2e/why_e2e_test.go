@@ -1,0 +1,123 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/why"
+)
+
+// TestWhyExplainsServedBlockedUnmatchedAndWaitingJobs: a group capped at
+// one runner, with two jobs that hold their runner once they get one, a job
+// that needs both, and a job whose runs-on has a label no group offers.
+// Once the group runs one of the two, `why` (the built binary, against the
+// real API server and the real Gitea, given Gitea's own job URLs and bare
+// IDs) says of each what the scene is: running on the group's runner; at
+// capacity; blocked by needs:; and the label no group offers with the
+// group's labels. `status` shows the group at capacity.
+func TestWhyExplainsServedBlockedUnmatchedAndWaitingJobs(t *testing.T) {
+	t.Parallel()
+	b := getBed(t)
+	ctx := testContext(t, 6*time.Minute)
+	s := b.servedGroup(ctx, t, sceneOpts{name: "why", max: 1})
+	first, second := jobKey("why-a"), jobKey("why-b")
+	after, odd := jobKey("why-after"), jobKey("why-odd")
+	unknown := uniq("e2e-nolabel")
+	pushJobs(ctx, t, b, s.fx, "ci.yml", []string{first, second},
+		wfJob{key: first, runsOn: []string{s.label}},
+		wfJob{key: second, runsOn: []string{s.label}},
+		wfJob{key: after, runsOn: []string{s.label}, needs: []string{first, second}},
+		wfJob{key: odd, runsOn: []string{s.label, unknown}},
+	)
+	t.Cleanup(func() { b.release(t, first, second) })
+	b.gitea.waitJobs(ctx, t, s.fx.repo, 4)
+
+	// One of first and second runs on the group's only runner; the other
+	// waits for it.
+	var jobs map[string]giteasetup.Job
+	var runningKey, waitingKey string
+	waitUntil(ctx, t, stepWait, "one held job runs, the group is at capacity", s.dump, func(ctx context.Context) (bool, string, error) {
+		list, err := b.gitea.repoJobs(ctx, s.fx.repo)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		jobs = map[string]giteasetup.Job{}
+		for _, j := range list {
+			jobs[j.Name] = j
+		}
+		rg, err := b.group(ctx, s.ns, s.group)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		runningKey, waitingKey = "", ""
+		switch {
+		case jobs[first].Status == "in_progress" && jobs[second].Status == "queued":
+			runningKey, waitingKey = first, second
+		case jobs[second].Status == "in_progress" && jobs[first].Status == "queued":
+			runningKey, waitingKey = second, first
+		}
+		state := fmt.Sprintf("%s; group %s", describeGiteaJobs(list), statusLine(rg))
+		return runningKey != "" && rg.Status.ActiveRunners == 1, state, nil
+	})
+
+	bin := filepath.Join(b.root, "bin", "gitea-runner-scaler")
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", b.kubeconfig, "-n", s.ns)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%v: %s", args, redact(string(out)))
+		return string(out)
+	}
+	whyJSON := func(ref string) why.Report {
+		t.Helper()
+		var rep why.Report
+		out := run("why", ref, "-o", "json")
+		require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+		return rep
+	}
+	group := s.ns + "/" + s.group
+
+	// Running: named by Gitea's own job URL.
+	text := run("why", jobs[runningKey].HTMLURL)
+	t.Logf("why %s:\n%s", jobs[runningKey].HTMLURL, text)
+	assert.Regexp(t, regexp.MustCompile(`It already runs on runner \S+, started by runner Job `+regexp.QuoteMeta(s.ns+"/"+s.group)+`-\w{5} of group `+regexp.QuoteMeta(group)+`\.`), text)
+	assert.Contains(t, text, "verdict: "+why.VerdictRunning)
+
+	// At capacity: named by its ID.
+	rep := whyJSON(fmt.Sprint(jobs[waitingKey].ID))
+	t.Logf("why %d: %q", jobs[waitingKey].ID, rep.Explanation)
+	assert.Equal(t, why.VerdictAtCapacity, rep.Verdict)
+	assert.Equal(t, group, rep.Assigned)
+	assert.Equal(t, why.StatusQueued, rep.Job.Status)
+	assert.Equal(t, s.fx.repo.String(), rep.Job.Repo)
+	assert.Contains(t, rep.Explanation, group+" is at capacity: 1 of 1 runners active. The job gets a runner when one of them finishes, or when maxActiveRunners is raised.")
+
+	// Blocked by needs:.
+	rep = whyJSON(jobs[after].HTMLURL)
+	assert.Equal(t, why.VerdictBlocked, rep.Verdict, "%q", rep.Explanation)
+	assert.Equal(t, why.StatusBlocked, rep.Job.Status)
+	assert.Equal(t, group, rep.Assigned)
+
+	// A label no group offers, and the group's labels.
+	text = run("why", jobs[odd].HTMLURL)
+	t.Logf("why %s:\n%s", jobs[odd].HTMLURL, text)
+	assert.Contains(t, text, fmt.Sprintf("No RunnerGroup whose scope contains %s offers the label(s) %s.", s.fx.repo, unknown))
+	assert.Regexp(t, regexp.MustCompile(`The nearest group, `+regexp.QuoteMeta(group)+`, lacks `+regexp.QuoteMeta(unknown)+`; it offers: .*`+regexp.QuoteMeta(s.label)), text)
+	assert.Contains(t, text, "verdict: "+why.VerdictLabelsNotOffered)
+
+	// status agrees: at capacity.
+	table := run("status")
+	assert.Regexp(t, regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(group)+`\s.*\s1/1\s.*False/AtCapacity$`), table)
+}
