@@ -94,4 +94,3 @@ func (c *WhyCmd) runWith(ctx context.Context, deps why.Deps, streams IO) int {
 	}
 	return ExitOK
 }
-
