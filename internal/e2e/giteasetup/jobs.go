@@ -17,7 +17,7 @@ type Job struct {
 	Conclusion string   `json:"conclusion"`
 	RunnerName string   `json:"runner_name"`
 	// HTMLURL is the job's page: .../OWNER/REPO/actions/runs/RUN_ID/jobs/ID.
-	HTMLURL     string    `json:"html_url"`
+	HTMLURL     string    `json:"html_url,omitempty"`
 	CompletedAt time.Time `json:"completed_at"`
 }
 
