@@ -192,9 +192,19 @@ func findJob(ctx context.Context, d Deps, selected []v1alpha1.RunnerGroup, ref R
 	var inScope map[string]bool
 	if ref.Base != "" {
 		inScope = map[string]bool{}
+		sameInstance, anyInstance := map[string]bool{}, map[string]bool{}
 		rule := scaler.AssignmentRule(selected, nil)
 		for _, v := range rule.Explain(ref.Base, assign.Job{Repo: ref.Repository()}) {
-			inScope[v.Key] = v.SameInstance && v.InScope
+			sameInstance[v.Key] = v.SameInstance && v.InScope
+			anyInstance[v.Key] = v.InScope
+		}
+		inScope = sameInstance
+		if !anyTrue(sameInstance) && anyTrue(anyInstance) {
+			// Groups often reach Gitea by an in-cluster URL while people
+			// copy the public one: ask the groups whose scope contains the
+			// repository, each on its own URL.
+			inScope = anyInstance
+			rep.note("no selected group uses %s; asked the groups whose scope contains %s, each at its own Gitea URL", ref.Base, ref.Repository())
 		}
 	}
 	asked := map[string]bool{}
@@ -471,6 +481,15 @@ func (rep *Report) say(format string, args ...any) {
 
 func (rep *Report) note(format string, args ...any) {
 	rep.Notes = append(rep.Notes, fmt.Sprintf(format, args...))
+}
+
+func anyTrue(m map[string]bool) bool {
+	for _, v := range m {
+		if v {
+			return true
+		}
+	}
+	return false
 }
 
 func orUnknown(s string) string {

@@ -319,3 +319,18 @@ func TestExplainSeesARunnerJobWhoseRunnerTookAnotherJob(t *testing.T) {
 	assert.Nil(t, rep.Runner)
 	assert.Contains(t, rep.Explanation, "Runner Job ci/plain-run01 was started for it, but its runner took job 104 instead (Gitea gives a queued job to any idle runner whose labels fit), so this one waits for another runner.")
 }
+
+// Groups often reach Gitea by an in-cluster URL while people copy the
+// public one from their browser.
+func TestExplainFindsAJobByItsPublicURLWhenGroupsUseAnotherOne(t *testing.T) {
+	w := newWorld(t)
+	rep := w.explain(t, "https://gitea.example.com/acme/app/actions/runs/1/jobs/102")
+	assert.Equal(t, VerdictAtCapacity, rep.Verdict, "%q", rep.Explanation)
+	assert.Equal(t, "ci/gpu", rep.Assigned)
+	assert.Equal(t, w.srv.URL, rep.Job.Gitea, "the group's own URL")
+	assert.Contains(t, rep.Notes, "no selected group uses https://gitea.example.com; asked the groups whose scope contains acme/app, each at its own Gitea URL")
+
+	rep = w.explain(t, "https://gitea.example.com/alice/tool/actions/runs/2/jobs/106")
+	assert.Equal(t, VerdictNoGroupInScope, rep.Verdict)
+	assert.Empty(t, rep.Notes)
+}
