@@ -102,10 +102,10 @@ func TestChartInstallsOverAnExistingCRD(t *testing.T) {
 		rel, relNs, managed := owner(t)
 		require.Equal(t, []string{"first", ns1, "Helm"}, []string{rel, relNs, managed})
 		uninstall(t, ns2, "second")
+		uninstall(t, ns1, "first") // crds.keep: the CRD stays, still naming "first"
 	})
 
 	t.Run("kept by an uninstalled release", func(t *testing.T) {
-		uninstall(t, ns1, "first") // crds.keep: the CRD stays, still naming "first"
 		rel, relNs, _ := owner(t)
 		require.Equal(t, []string{"first", ns1}, []string{rel, relNs})
 
