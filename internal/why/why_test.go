@@ -334,3 +334,27 @@ func TestExplainFindsAJobByItsPublicURLWhenGroupsUseAnotherOne(t *testing.T) {
 	assert.Equal(t, VerdictNoGroupInScope, rep.Verdict)
 	assert.Empty(t, rep.Notes)
 }
+
+// A job URL names the repository: why asks Gitea for that repository's
+// listing only, once, however many groups contain it; a bare ID asks each
+// distinct scope until one lists the job.
+func TestExplainAsksGiteaAsLittleAsItCan(t *testing.T) {
+	w := newWorld(t)
+	w.srv.ResetRequests()
+	w.explain(t, w.srv.URL+"/acme/app/actions/runs/1/jobs/102")
+	reqs := w.srv.Requests()
+	t.Logf("by URL: %d requests: %q", len(reqs), reqs)
+	assert.Len(t, reqs, 3, "one snapshot: queued, in_progress, waiting")
+	for _, r := range reqs {
+		assert.Contains(t, r, "/api/v1/repos/acme/app/actions/jobs", "only the repository's listing")
+	}
+
+	w.srv.ResetRequests()
+	w.explain(t, "102")
+	reqs = w.srv.Requests()
+	t.Logf("by ID: %d requests: %q", len(reqs), reqs)
+	assert.Len(t, reqs, 3, "one snapshot (queued, in_progress, waiting) for the four groups sharing a scope and token")
+	for _, r := range reqs {
+		assert.Contains(t, r, "/api/v1/orgs/acme/actions/jobs", "the groups' own scope, asked once for the four groups that share it")
+	}
+}
