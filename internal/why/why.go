@@ -191,7 +191,6 @@ type foundJob struct {
 func findJob(ctx context.Context, d Deps, selected []v1alpha1.RunnerGroup, ref Ref, rep *Report) (*foundJob, error) {
 	var inScope map[string]bool
 	if ref.Base != "" {
-		inScope = map[string]bool{}
 		sameInstance, anyInstance := map[string]bool{}, map[string]bool{}
 		rule := scaler.AssignmentRule(selected, nil)
 		for _, v := range rule.Explain(ref.Base, assign.Job{Repo: ref.Repository()}) {
