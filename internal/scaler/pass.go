@@ -73,15 +73,17 @@ func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 	// Validate every group first, so the assignment rule knows which of the
 	// groups this pass serves can serve, before any of them plans.
 	runs := make([]*groupRun, len(groups))
+	secrets := s.passSecrets()
 	s.forEachGroup(len(groups), func(i int) {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 		defer cancel()
-		runs[i] = s.prepare(gctx, &groups[i])
+		runs[i] = s.prepare(gctx, &groups[i], secrets)
 	})
 	rule := s.assignment(ctx, groups, runs)
+	shared := s.gather(ctx, runs)
 	var mu sync.Mutex
 	s.forEachGroup(len(groups), func(i int) {
-		runs[i].rule = rule
+		runs[i].rule, runs[i].shared = rule, shared
 		created, err := s.serveGroup(ctx, runs[i])
 		mu.Lock()
 		defer mu.Unlock()
@@ -180,18 +182,5 @@ func (s *Scaler) excluded(l map[string]string) bool {
 
 // forEachGroup calls fn for 0..n-1 on at most cfg.Workers goroutines.
 func (s *Scaler) forEachGroup(n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range min(s.cfg.Workers, max(n, 1)) {
-		wg.Go(func() {
-			for i := range work {
-				fn(i)
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	forEach(n, s.cfg.Workers, fn)
 }
