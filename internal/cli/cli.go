@@ -72,6 +72,9 @@ type RunCmd struct {
 	// client-go's default of 5/s would take over 8 minutes.
 	KubeQPS   float64 `env:"SCALER_KUBE_QPS" default:"50" help:"Requests per second to the Kubernetes API, sustained."`
 	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"100" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
+	// Groups with the same Gitea, token and target share one listing per
+	// pass; this bounds how many distinct listings are read at once.
+	GiteaConcurrency int `env:"SCALER_GITEA_CONCURRENCY" default:"4" help:"Gitea listings (one per distinct Gitea URL, API token and target) read at once in a pass."`
 
 	// The runner lifecycle: idle surplus runners, runner Jobs that never
 	// start, orphan registrations.
@@ -110,6 +113,9 @@ func (r *RunCmd) Validate() error {
 	}
 	if r.KubeQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-qps must be positive, got %g", r.KubeQPS))
+	}
+	if r.GiteaConcurrency < 1 || r.GiteaConcurrency > 64 {
+		errs = append(errs, fmt.Errorf("--gitea-concurrency must be between 1 and 64, got %d", r.GiteaConcurrency))
 	}
 	if r.KubeBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-burst must be at least 1, got %d", r.KubeBurst))
@@ -247,6 +253,7 @@ func (r *RunCmd) scalerConfig() scaler.Config {
 		Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
 		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, GroupTimeout: r.GroupTimeout, Runner: opts,
 		RunnerIdleTimeout: r.RunnerIdleTimeout, RunnerStartTimeout: r.RunnerStartTimeout,
+		GiteaConcurrency: r.GiteaConcurrency,
 	}
 }
 
@@ -260,7 +267,7 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 	}
 	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
-		"groupTimeout", r.GroupTimeout, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst,
+		"groupTimeout", r.GroupTimeout, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout)
 	if err := sc.Run(context.Background(), scaler.RunOptions{Loop: r.Loop, Interval: r.Interval}); err != nil {
 		return ExitFailed

@@ -88,6 +88,7 @@ func TestDefaults(t *testing.T) {
 	assert.EqualValues(t, gitea.DefaultMaxResponseBytes, r.GiteaMaxResponseBytes)
 	assert.InDelta(t, 50, r.KubeQPS, 0)
 	assert.Equal(t, 100, r.KubeBurst)
+	assert.Equal(t, 4, r.GiteaConcurrency)
 	assert.Equal(t, 10*time.Minute, r.RunnerIdleTimeout)
 	assert.Equal(t, 10*time.Minute, r.RunnerStartTimeout)
 }
@@ -112,9 +113,11 @@ func TestRobustnessFlagsFromEnvironment(t *testing.T) {
 	t.Setenv("SCALER_GITEA_MAX_RESPONSE_BYTES", "1048576")
 	t.Setenv("SCALER_KUBE_QPS", "12.5")
 	t.Setenv("SCALER_KUBE_BURST", "25")
+	t.Setenv("SCALER_GITEA_CONCURRENCY", "9")
 
 	r, err := parse(t)
 	require.NoError(t, err)
+	assert.Equal(t, 9, r.scalerConfig().GiteaConcurrency, "the scaler gets the listings' bound")
 
 	assert.Equal(t, 45*time.Second, r.GroupTimeout)
 	assert.EqualValues(t, 1<<20, r.GiteaMaxResponseBytes)
@@ -188,6 +191,8 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 			want: "--group-timeout (30s) must be longer than --gitea-timeout (1m0s)"},
 		{name: "small response limit", args: []string{"--gitea-max-response-bytes", "1000"}, want: "--gitea-max-response-bytes must be at least 65536, got 1000"},
 		{name: "zero QPS", args: []string{"--kube-qps", "0"}, want: "--kube-qps must be positive, got 0"},
+		{name: "no Gitea listing at once", args: []string{"--gitea-concurrency", "0"}, want: "--gitea-concurrency must be between 1 and 64, got 0"},
+		{name: "too many Gitea listings at once from env", env: map[string]string{"SCALER_GITEA_CONCURRENCY": "65"}, want: "--gitea-concurrency must be between 1 and 64, got 65"},
 		{name: "negative QPS from env", env: map[string]string{"SCALER_KUBE_QPS": "-1"}, want: "--kube-qps must be positive, got -1"},
 		{name: "burst below 1", args: []string{"--kube-burst", "0"}, want: "--kube-burst must be at least 1, got 0"},
 	}

@@ -91,6 +91,8 @@ spec:
           value: {{ $s.kubeQPS | toString | quote }}
         - name: SCALER_KUBE_BURST
           value: {{ printf "%d" (int64 $s.kubeBurst) | quote }}
+        - name: SCALER_GITEA_CONCURRENCY
+          value: {{ printf "%d" (int64 $s.giteaConcurrency) | quote }}
         - name: SCALER_RUNNER_IDLE_TIMEOUT
           value: {{ $s.runnerIdleTimeout | toString | quote }}
         - name: SCALER_RUNNER_START_TIMEOUT
