@@ -75,6 +75,9 @@ type RunCmd struct {
 	// Groups with the same Gitea, token and target share one listing per
 	// pass; this bounds how many distinct listings are read at once.
 	GiteaConcurrency int `env:"SCALER_GITEA_CONCURRENCY" default:"4" help:"Gitea listings (one per distinct Gitea URL, API token and target) read at once in a pass."`
+	// The benchmark (make bench) runs the same binary both ways, to print
+	// the naive design's numbers beside the shared ones.
+	BenchNaive bool `env:"SCALER_BENCH_NAIVE" hidden:"" help:"Benchmark only: turn off what a pass shares between RunnerGroups and ask Gitea one status per request."`
 
 	// The runner lifecycle: idle surplus runners, runner Jobs that never
 	// start, orphan registrations.
@@ -237,6 +240,7 @@ func (r *RunCmd) giteaFactory() scaler.GiteaFactory {
 	return func(baseURL, token string) (gitea.Client, error) {
 		return gitea.NewClient(baseURL, token, gitea.Options{
 			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
+			OneStatusPerRequest: r.BenchNaive,
 		})
 	}
 }
@@ -253,7 +257,7 @@ func (r *RunCmd) scalerConfig() scaler.Config {
 		Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
 		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, GroupTimeout: r.GroupTimeout, Runner: opts,
 		RunnerIdleTimeout: r.RunnerIdleTimeout, RunnerStartTimeout: r.RunnerStartTimeout,
-		GiteaConcurrency: r.GiteaConcurrency,
+		GiteaConcurrency: r.GiteaConcurrency, Naive: r.BenchNaive,
 	}
 }
 

@@ -118,6 +118,11 @@ func TestRobustnessFlagsFromEnvironment(t *testing.T) {
 	r, err := parse(t)
 	require.NoError(t, err)
 	assert.Equal(t, 9, r.scalerConfig().GiteaConcurrency, "the scaler gets the listings' bound")
+	assert.False(t, r.scalerConfig().Naive, "sharing is on unless the benchmark turns it off")
+
+	r, err = parse(t, "--bench-naive")
+	require.NoError(t, err)
+	assert.True(t, r.scalerConfig().Naive)
 
 	assert.Equal(t, 45*time.Second, r.GroupTimeout)
 	assert.EqualValues(t, 1<<20, r.GiteaMaxResponseBytes)
