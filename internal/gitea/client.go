@@ -445,6 +445,7 @@ func toJob(j *sdk.ActionWorkflowJob, listingRepo string) Job {
 		Labels:     slices.Clone(j.Labels),
 		RunnerName: j.RunnerName,
 		Repo:       repo,
+		Created:    j.CreatedAt,
 	}
 }
 

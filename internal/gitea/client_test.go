@@ -162,9 +162,11 @@ func TestSnapshotJobFields(t *testing.T) {
 	snap, err := c.Snapshot(t.Context(), Target{Scope: ScopeGlobal})
 	require.NoError(t, err)
 
-	assert.Equal(t, []Job{{ID: 2, Labels: []string{"self-hosted", "gpu"}, RunnerName: "gpu-pool-k2x9q", Repo: "acme/app"}}, snap.Running)
-	assert.Equal(t, []Job{{ID: 6, Labels: []string{"ubuntu-latest", "deploy"}, Repo: "alice/tool"}}, snap.Blocked)
-	assert.Equal(t, Job{ID: 3, Labels: []string{"linux-arm64"}, Repo: "acme/app"}, snap.Queued[0])
+	// The recordings' scene was created at this moment (created_at).
+	created := time.Date(2026, time.November, 21, 5, 36, 24, 0, time.UTC)
+	assert.Equal(t, []Job{{ID: 2, Labels: []string{"self-hosted", "gpu"}, RunnerName: "gpu-pool-k2x9q", Repo: "acme/app", Created: created}}, snap.Running)
+	assert.Equal(t, []Job{{ID: 6, Labels: []string{"ubuntu-latest", "deploy"}, Repo: "alice/tool", Created: created}}, snap.Blocked)
+	assert.Equal(t, Job{ID: 3, Labels: []string{"linux-arm64"}, Repo: "acme/app", Created: created}, snap.Queued[0])
 }
 
 // TestSnapshotSeparatesBlockedQueuedRunning follows the recorded repo

@@ -98,6 +98,9 @@ type Job struct {
 	// RunnerName is the name the runner registered with; set once a runner
 	// has taken the job.
 	RunnerName string
+	// Created is when Gitea created the job (created_at): the start of
+	// the time from queued to runner that the metrics report.
+	Created time.Time
 	// Repo is "owner/name", parsed from the job's html_url or url. Empty when
 	// neither can be parsed and the listing did not cover a single repository.
 	//

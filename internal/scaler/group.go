@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,6 +44,12 @@ type groupRun struct {
 	preloaded  state.Loaded
 	preloadErr error
 	hasPreload bool
+	// queuedAt is the last observation's queuedAt, and queuedToJob the
+	// time from each served job's creation in Gitea to its runner Job.
+	queuedAt    map[int64]time.Time
+	queuedToJob []time.Duration
+	// stats is the group's line in the pass's Summary, set by record.
+	stats GroupStats
 	// invalid is why the validate step failed, if it did.
 	invalid error
 }
@@ -84,6 +91,7 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 	if err == nil {
 		var claims []plan.Claim
 		if claims, obs, err = s.claim(ctx, g); err == nil {
+			g.queuedAt = obs.queuedAt
 			created, err = s.create(ctx, g, claims)
 			if lerr := s.lifecycle(ctx, g, obs); err == nil {
 				err = lerr

@@ -25,8 +25,8 @@ type lifecycleReport struct {
 	// because their pod did not start in time.
 	stuck []plan.Stuck
 	// reaped counts idle runner Jobs deleted and orphan registrations
-	// removed.
-	reaped int
+	// removed; orphans counts the latter alone.
+	reaped, orphans int
 	// deletedJobs counts the runner Jobs this step deleted, which the
 	// listing still showed as active.
 	deletedJobs int

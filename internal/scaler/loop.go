@@ -89,17 +89,38 @@ func (s *Scaler) stopOnSignals(ctx context.Context, cancel context.CancelFunc, s
 
 // loggedPass makes one pass and logs how it went. Its error says the pass
 // could not run or a group failed.
+//
+// Its "pass finished" line carries the pass's numbers (the metrics
+// endpoint's, summed over groups), so a CronJob pass, which nothing
+// scrapes, still reports them: runners created and reaped, the groups'
+// queued, blocked, running, active and idle counts, the requests sent to
+// Gitea and Kubernetes, and the time from queued to runner Job.
 func (s *Scaler) loggedPass(ctx context.Context) error {
 	start := time.Now()
+	g0, k0 := s.requestCounts()
 	sum, err := s.Pass(ctx)
+	took := time.Since(start)
+	if s.observer != nil {
+		s.observer.ObservePass(sum, took, err)
+	}
+	g1, k1 := s.requestCounts()
+	attrs := summaryAttrs(sum, took, g1-g0, k1-k0)
 	switch {
 	case err != nil:
 		s.log.Error("pass could not run", "error", err)
 		return err
 	case sum.Err() != nil:
-		s.log.Error("pass finished with failed RunnerGroups", "groups", sum.Groups, "created", sum.Created, "failed", sum.Failed, "failedNamespaces", sum.FailedNamespaces, "duration", time.Since(start))
+		s.log.Error("pass finished with failed RunnerGroups", append(attrs, "failedGroups", sum.Failed, "failedNamespaceNames", sum.FailedNamespaces)...)
 		return sum.Err()
 	}
-	s.log.Info("pass finished", "groups", sum.Groups, "created", sum.Created, "duration", time.Since(start))
+	s.log.Info("pass finished", attrs...)
 	return nil
+}
+
+// requestCounts are the requests sent so far, zero without a counter.
+func (s *Scaler) requestCounts() (gitea, kube int64) {
+	if s.requests == nil {
+		return 0, 0
+	}
+	return s.requests.Requests()
 }

@@ -20,8 +20,10 @@ type observation struct {
 	// askedAt is when the pass began to ask Gitea.
 	askedAt time.Time
 	// queued are the IDs of the queued Gitea jobs the group serves: those
-	// its runners can run and the assignment rule gives it.
-	queued []int64
+	// its runners can run and the assignment rule gives it; queuedAt says
+	// when Gitea created each (for the time from queued to runner Job).
+	queued   []int64
+	queuedAt map[int64]time.Time
 	// leftToOthers counts queued jobs the group could run but the rule
 	// gives to another group.
 	leftToOthers int
@@ -54,7 +56,7 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 	if err != nil {
 		return nil, err
 	}
-	obs := &observation{jobs: ownJobs(rg, jobs), askedAt: askedAt, busy: map[string]bool{}}
+	obs := &observation{jobs: ownJobs(rg, jobs), askedAt: askedAt, busy: map[string]bool{}, queuedAt: map[int64]time.Time{}}
 	for _, j := range snap.Queued {
 		switch {
 		case !g.runnerLabels.CanRun(j.Labels):
@@ -62,6 +64,7 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 			obs.leftToOthers++
 		default:
 			obs.queued = append(obs.queued, j.ID)
+			obs.queuedAt[j.ID] = j.Created
 		}
 	}
 	for _, j := range snap.Blocked {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -28,6 +29,11 @@ type Summary struct {
 	FailedNamespaces []string
 	// Created counts the runner Jobs created.
 	Created int
+	// GroupStats has one line per group served, in serving order, and
+	// QueuedToJob the time from each served Gitea job's creation to its
+	// runner Job: what the metrics and the pass's summary line report.
+	GroupStats  []GroupStats
+	QueuedToJob []time.Duration
 }
 
 // Err is non-nil when any group or namespace failed, so the pass's Job
@@ -88,6 +94,8 @@ func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		sum.Created += created
+		sum.GroupStats = append(sum.GroupStats, runs[i].stats)
+		sum.QueuedToJob = append(sum.QueuedToJob, runs[i].queuedToJob...)
 		if err != nil {
 			sum.Failed = append(sum.Failed, groupKey(runs[i].rg))
 		}

@@ -68,6 +68,11 @@ type Deps struct {
 	// (default runnerjob.NewName); tests replace them.
 	Now        func() time.Time
 	NewJobName func(group string) string
+	// Observer hears about each finished pass (the metrics endpoint);
+	// Requests counts the requests to Gitea and Kubernetes for each pass's
+	// summary line. Both may be nil.
+	Observer PassObserver
+	Requests RequestCounter
 }
 
 // Config is what the scaler's flags set.
@@ -134,6 +139,8 @@ type Scaler struct {
 	now        func() time.Time
 	newJobName func(group string) string
 	cfg        Config
+	observer   PassObserver
+	requests   RequestCounter
 
 	// include and excludes are cfg's selectors, parsed once.
 	include  labels.Selector
@@ -165,7 +172,7 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 	s := &Scaler{
 		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,
 		log: deps.Log, out: deps.Out, now: deps.Now, newJobName: deps.NewJobName,
-		cfg: cfg,
+		cfg: cfg, observer: deps.Observer, requests: deps.Requests,
 	}
 	var err error
 	if s.include, err = selector.Parse(cfg.Selector); err != nil {
