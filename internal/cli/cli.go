@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
@@ -75,6 +78,7 @@ type RunCmd struct {
 	// Groups with the same Gitea, token and target share one listing per
 	// pass; this bounds how many distinct listings are read at once.
 	GiteaConcurrency int `env:"SCALER_GITEA_CONCURRENCY" default:"4" help:"Gitea listings (one per distinct Gitea URL, API token and target) read at once in a pass."`
+	MetricsAddr string `env:"SCALER_METRICS_ADDR" placeholder:"HOST:PORT" help:"With --loop, serve Prometheus metrics on this address at /metrics (e.g. ':9090'); empty serves none. A single pass logs the same numbers in its 'pass finished' line."`
 	// The benchmark (make bench) runs the same binary both ways, to print
 	// the naive design's numbers beside the shared ones.
 	BenchNaive bool `env:"SCALER_BENCH_NAIVE" hidden:"" help:"Benchmark only: turn off what a pass shares between RunnerGroups and ask Gitea one status per request."`
@@ -116,6 +120,9 @@ func (r *RunCmd) Validate() error {
 	}
 	if r.KubeQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-qps must be positive, got %g", r.KubeQPS))
+	}
+	if r.MetricsAddr != "" && !r.Loop {
+		errs = append(errs, errors.New("--metrics-addr needs --loop: a single pass logs its numbers in its 'pass finished' line instead"))
 	}
 	if r.GiteaConcurrency < 1 || r.GiteaConcurrency > 64 {
 		errs = append(errs, fmt.Errorf("--gitea-concurrency must be between 1 and 64, got %d", r.GiteaConcurrency))
@@ -209,6 +216,10 @@ func (r *RunCmd) run(streams IO) int {
 		log.Error("cannot load Kubernetes client config", "error", err)
 		return ExitFailed
 	}
+	// The requests are counted in every mode: a pass's summary line
+	// reports them even when nothing scrapes.
+	m := metrics.New()
+	cfg.Wrap(m.KubeTransport)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		log.Error("cannot create Kubernetes client", "error", err)
@@ -219,9 +230,40 @@ func (r *RunCmd) run(streams IO) int {
 		log.Error("cannot create Kubernetes client", "error", err)
 		return ExitFailed
 	}
+	if r.MetricsAddr != "" {
+		stop, err := serveMetrics(r.MetricsAddr, m, log)
+		if err != nil {
+			log.Error("cannot serve metrics", "addr", r.MetricsAddr, "error", err)
+			return ExitFailed
+		}
+		defer stop()
+	}
 	return r.runWith(scaler.Deps{
-		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: r.giteaFactory(), Log: log, Out: streams.Out,
+		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: r.giteaFactory(m), Log: log, Out: streams.Out,
+		Observer: m, Requests: m,
 	})
+}
+
+// serveMetrics serves m at /metrics on addr until stop is called.
+func serveMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics endpoint stopped", "error", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String(), "path", "/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 // kubeConfig is the Kubernetes client config, at the flags' rate.
@@ -235,10 +277,17 @@ func (r *RunCmd) kubeConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// giteaFactory makes the clients of real Gitea instances.
-func (r *RunCmd) giteaFactory() scaler.GiteaFactory {
+// giteaFactory makes the clients of real Gitea instances, their requests
+// counted by m (nil counts none).
+func (r *RunCmd) giteaFactory(m *metrics.Metrics) scaler.GiteaFactory {
+	var hc *http.Client
+	if m != nil {
+		// One transport for every client, so connections are reused.
+		hc = &http.Client{Transport: m.GiteaTransport(http.DefaultTransport)}
+	}
 	return func(baseURL, token string) (gitea.Client, error) {
 		return gitea.NewClient(baseURL, token, gitea.Options{
+			HTTPClient: hc,
 			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
 			OneStatusPerRequest: r.BenchNaive,
 		})

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -25,6 +28,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 )
@@ -161,7 +165,7 @@ func TestGiteaClientsBoundAnswers(t *testing.T) {
 	srv.InjectFault(3, giteatest.Fault{LargeBody: 100 << 10})
 	r, err := parse(t, "--gitea-max-response-bytes", "65536")
 	require.NoError(t, err)
-	c, err := r.giteaFactory()(srv.URL, "tok")
+	c, err := r.giteaFactory(nil)(srv.URL, "tok")
 	require.NoError(t, err)
 
 	_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
@@ -196,6 +200,7 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 			want: "--group-timeout (30s) must be longer than --gitea-timeout (1m0s)"},
 		{name: "small response limit", args: []string{"--gitea-max-response-bytes", "1000"}, want: "--gitea-max-response-bytes must be at least 65536, got 1000"},
 		{name: "zero QPS", args: []string{"--kube-qps", "0"}, want: "--kube-qps must be positive, got 0"},
+		{name: "metrics without a loop", args: []string{"--metrics-addr", ":9090"}, want: "--metrics-addr needs --loop"},
 		{name: "no Gitea listing at once", args: []string{"--gitea-concurrency", "0"}, want: "--gitea-concurrency must be between 1 and 64, got 0"},
 		{name: "too many Gitea listings at once from env", env: map[string]string{"SCALER_GITEA_CONCURRENCY": "65"}, want: "--gitea-concurrency must be between 1 and 64, got 65"},
 		{name: "negative QPS from env", env: map[string]string{"SCALER_KUBE_QPS": "-1"}, want: "--kube-qps must be positive, got -1"},
@@ -341,4 +346,30 @@ func TestLoopStopsAfterThePassInFlight(t *testing.T) {
 		assert.Equal(t, ExitOK, code)
 		assert.EqualValues(t, 1, g.calls.Load(), "round %d: a pass started after SIGTERM", round)
 	}
+}
+
+// In loop mode the metrics are served at /metrics on --metrics-addr, and
+// stop with the scaler.
+func TestServeMetrics(t *testing.T) {
+	r, err := parse(t, "--loop", "--metrics-addr", "127.0.0.1:0")
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:0", r.MetricsAddr)
+
+	m := metrics.New()
+	m.ObservePass(scaler.Summary{Created: 2}, time.Second, nil)
+	logs := &bytes.Buffer{}
+	stop, err := serveMetrics("127.0.0.1:0", m, newLogger(logs, "json", "info"))
+	require.NoError(t, err)
+	var line struct{ Addr string }
+	require.NoError(t, json.Unmarshal([]byte(strings.Split(logs.String(), "\n")[0]), &line))
+	resp, err := http.Get("http://" + line.Addr + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(body), "gitea_runner_scaler_runners_created_total 2")
+
+	stop()
+	_, err = http.Get("http://" + line.Addr + "/metrics")
+	assert.Error(t, err, "stopped")
 }
