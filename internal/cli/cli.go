@@ -77,8 +77,8 @@ type RunCmd struct {
 	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"100" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
 	// Groups with the same Gitea, token and target share one listing per
 	// pass; this bounds how many distinct listings are read at once.
-	GiteaConcurrency int `env:"SCALER_GITEA_CONCURRENCY" default:"4" help:"Gitea listings (one per distinct Gitea URL, API token and target) read at once in a pass."`
-	MetricsAddr string `env:"SCALER_METRICS_ADDR" placeholder:"HOST:PORT" help:"With --loop, serve Prometheus metrics on this address at /metrics (e.g. ':9090'); empty serves none. A single pass logs the same numbers in its 'pass finished' line."`
+	GiteaConcurrency int    `env:"SCALER_GITEA_CONCURRENCY" default:"4" help:"Gitea listings (one per distinct Gitea URL, API token and target) read at once in a pass."`
+	MetricsAddr      string `env:"SCALER_METRICS_ADDR" placeholder:"HOST:PORT" help:"With --loop, serve Prometheus metrics on this address at /metrics (e.g. ':9090'); empty serves none. A single pass logs the same numbers in its 'pass finished' line."`
 	// The benchmark (make bench) runs the same binary both ways, to print
 	// the naive design's numbers beside the shared ones.
 	BenchNaive bool `env:"SCALER_BENCH_NAIVE" hidden:"" help:"Benchmark only: turn off what a pass shares between RunnerGroups and ask Gitea one status per request."`
@@ -288,7 +288,7 @@ func (r *RunCmd) giteaFactory(m *metrics.Metrics) scaler.GiteaFactory {
 	return func(baseURL, token string) (gitea.Client, error) {
 		return gitea.NewClient(baseURL, token, gitea.Options{
 			HTTPClient: hc,
-			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
+			Timeout:    r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
 			OneStatusPerRequest: r.BenchNaive,
 		})
 	}
