@@ -49,6 +49,10 @@ spec:
           value: "true"
         - name: SCALER_INTERVAL
           value: {{ $s.interval | toString | quote }}
+        {{- if $v.metrics.enabled }}
+        - name: SCALER_METRICS_ADDR
+          value: {{ printf ":%d" (int64 $v.metrics.port) | quote }}
+        {{- end }}
         {{- else }}
         - name: SCALER_LOOP
           value: "false"
@@ -97,6 +101,12 @@ spec:
           value: {{ $s.runnerIdleTimeout | toString | quote }}
         - name: SCALER_RUNNER_START_TIMEOUT
           value: {{ $s.runnerStartTimeout | toString | quote }}
+      {{- if and (eq $v.mode "deployment") $v.metrics.enabled }}
+      ports:
+        - name: metrics
+          containerPort: {{ int64 $v.metrics.port }}
+          protocol: TCP
+      {{- end }}
       resources:
         {{- toYaml $v.resources | nindent 8 }}
       securityContext:
