@@ -6,6 +6,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
 // RunOptions say whether Run passes once or keeps passing.
@@ -52,10 +54,37 @@ func (s *Scaler) run(ctx context.Context, o RunOptions, signals <-chan os.Signal
 			return nil
 		default:
 		}
+		if stopped := s.waitForNextPass(ctx, start.Add(o.Interval), stopping); stopped {
+			return nil
+		}
+	}
+}
+
+// waitForNextPass waits until next, making a triggered pass whenever a
+// webhook asks for one (Trigger) meanwhile, and reports whether a stop
+// came first.
+func (s *Scaler) waitForNextPass(ctx context.Context, next time.Time, stopping <-chan struct{}) bool {
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
+	for {
 		select {
 		case <-stopping:
-			return nil
-		case <-time.After(time.Until(start.Add(o.Interval))):
+			return true
+		case <-timer.C:
+			return false
+		case <-s.trig.wake:
+			// Let the rest of a burst of deliveries arrive first.
+			select {
+			case <-stopping:
+				return true
+			case <-time.After(triggerDelay):
+			}
+			s.triggeredPass(ctx)
+			select {
+			case <-stopping:
+				return true
+			default:
+			}
 		}
 	}
 }
@@ -96,9 +125,14 @@ func (s *Scaler) stopOnSignals(ctx context.Context, cancel context.CancelFunc, s
 // queued, blocked, running, active and idle counts, the requests sent to
 // Gitea and Kubernetes, and the time from queued to runner Job.
 func (s *Scaler) loggedPass(ctx context.Context) error {
+	return s.loggedPassOf(ctx, nil)
+}
+
+// loggedPassOf is loggedPass over the groups keep accepts (see passOf).
+func (s *Scaler) loggedPassOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bool) error {
 	start := time.Now()
 	g0, k0 := s.requestCounts()
-	sum, err := s.Pass(ctx)
+	sum, err := s.passOf(ctx, keep)
 	took := time.Since(start)
 	if s.observer != nil {
 		s.observer.ObservePass(sum, took, err)

@@ -62,12 +62,29 @@ func (s Summary) Err() error {
 // turn), so groups that are slow and sort first do not leave the same tail
 // unserved whenever a pass runs out of time.
 func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
+	return s.passOf(ctx, nil)
+}
+
+// passOf is a pass over the listed groups that keep accepts (all when keep
+// is nil): a webhook's pass serves only the groups that could serve its
+// jobs. The assignment rule still hears of every listed group, so a
+// partial pass gives a job to the same group a full one would.
+func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bool) (Summary, error) {
 	if s.groups == nil {
 		return Summary{}, errNotMadeByNew
 	}
-	groups, broken, failedNS, err := s.listGroups(ctx)
+	listed, broken, failedNS, err := s.listGroups(ctx)
 	if err != nil {
 		return Summary{}, err
+	}
+	groups := listed
+	if keep != nil {
+		groups, broken = nil, nil
+		for i := range listed {
+			if keep(&listed[i]) {
+				groups = append(groups, listed[i])
+			}
+		}
 	}
 	groups = rotate(groups, s.turn())
 	sum := Summary{Groups: len(groups) + len(broken), FailedNamespaces: failedNS}
@@ -85,7 +102,7 @@ func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 		defer cancel()
 		runs[i] = s.prepare(gctx, &groups[i], secrets)
 	})
-	rule := s.assignment(ctx, groups, runs)
+	rule := s.assignment(ctx, listed, runs)
 	shared := s.gather(ctx, runs)
 	var mu sync.Mutex
 	s.forEachGroup(len(groups), func(i int) {

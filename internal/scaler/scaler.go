@@ -141,6 +141,8 @@ type Scaler struct {
 	cfg        Config
 	observer   PassObserver
 	requests   RequestCounter
+	// trig holds the webhook's queued jobs until a pass serves them.
+	trig triggers
 
 	// include and excludes are cfg's selectors, parsed once.
 	include  labels.Selector
@@ -174,6 +176,7 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		log: deps.Log, out: deps.Out, now: deps.Now, newJobName: deps.NewJobName,
 		cfg: cfg, observer: deps.Observer, requests: deps.Requests,
 	}
+	s.trig.wake = make(chan struct{}, 1)
 	var err error
 	if s.include, err = selector.Parse(cfg.Selector); err != nil {
 		return nil, fmt.Errorf("invalid selector %q: %w", cfg.Selector, err)
