@@ -17,7 +17,9 @@ import (
 func TestCouldServeAnyByScopeAndLabels(t *testing.T) {
 	off := false
 	repoGroup := newGroup("r", 1, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Scope, rg.Spec.Repo = v1alpha1.ScopeRepo, "app" })
-	userGroup := newGroup("u", 1, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Scope, rg.Spec.Org, rg.Spec.User = v1alpha1.ScopeUser, "", "alice" })
+	userGroup := newGroup("u", 1, func(rg *v1alpha1.RunnerGroup) {
+		rg.Spec.Scope, rg.Spec.Org, rg.Spec.User = v1alpha1.ScopeUser, "", "alice"
+	})
 	global := newGroup("g", 1, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Scope, rg.Spec.Org = v1alpha1.ScopeGlobal, "" })
 	gpuOnly := newGroup("gpu", 1, withLabels("gpu"), func(rg *v1alpha1.RunnerGroup) { rg.Spec.DefaultLabels = &off })
 	tests := []struct {
