@@ -5,6 +5,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/webhook"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
@@ -77,8 +80,11 @@ type RunCmd struct {
 	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"100" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
 	// Groups with the same Gitea, token and target share one listing per
 	// pass; this bounds how many distinct listings are read at once.
-	GiteaConcurrency int    `env:"SCALER_GITEA_CONCURRENCY" default:"4" help:"Gitea listings (one per distinct Gitea URL, API token and target) read at once in a pass."`
-	MetricsAddr      string `env:"SCALER_METRICS_ADDR" placeholder:"HOST:PORT" help:"With --loop, serve Prometheus metrics on this address at /metrics (e.g. ':9090'); empty serves none. A single pass logs the same numbers in its 'pass finished' line."`
+	GiteaConcurrency  int    `env:"SCALER_GITEA_CONCURRENCY" default:"4" help:"Gitea listings (one per distinct Gitea URL, API token and target) read at once in a pass."`
+	MetricsAddr       string `env:"SCALER_METRICS_ADDR" placeholder:"HOST:PORT" help:"With --loop, serve Prometheus metrics on this address at /metrics (e.g. ':9090'); empty serves none. A single pass logs the same numbers in its 'pass finished' line."`
+	WebhookAddr       string `env:"SCALER_WEBHOOK_ADDR" placeholder:"HOST:PORT" help:"With --loop, accept Gitea's workflow_job webhook at POST /webhook on this address (e.g. ':8080'): a queued job starts a pass at once. Needs a secret."`
+	WebhookSecret     string `env:"SCALER_WEBHOOK_SECRET" placeholder:"SECRET" help:"The webhook's secret (as set in Gitea); prefer the env var or --webhook-secret-file over the flag, which shows in the process list."`
+	WebhookSecretFile string `env:"SCALER_WEBHOOK_SECRET_FILE" placeholder:"PATH" help:"A file holding the webhook's secret (surrounding whitespace is trimmed)."`
 	// The benchmark (make bench) runs the same binary both ways, to print
 	// the naive design's numbers beside the shared ones.
 	BenchNaive bool `env:"SCALER_BENCH_NAIVE" hidden:"" help:"Benchmark only: turn off what a pass shares between RunnerGroups and ask Gitea one status per request."`
@@ -123,6 +129,15 @@ func (r *RunCmd) Validate() error {
 	}
 	if r.MetricsAddr != "" && !r.Loop {
 		errs = append(errs, errors.New("--metrics-addr needs --loop: a single pass logs its numbers in its 'pass finished' line instead"))
+	}
+	if r.WebhookAddr != "" && !r.Loop {
+		errs = append(errs, errors.New("--webhook-addr needs --loop: a single pass has nobody to trigger"))
+	}
+	if r.WebhookSecret != "" && r.WebhookSecretFile != "" {
+		errs = append(errs, errors.New("give the webhook secret once: --webhook-secret or --webhook-secret-file"))
+	}
+	if r.WebhookAddr != "" && r.WebhookSecret == "" && r.WebhookSecretFile == "" {
+		errs = append(errs, errors.New("--webhook-addr needs a secret (SCALER_WEBHOOK_SECRET or --webhook-secret-file): unsigned deliveries are refused"))
 	}
 	if r.GiteaConcurrency < 1 || r.GiteaConcurrency > 64 {
 		errs = append(errs, fmt.Errorf("--gitea-concurrency must be between 1 and 64, got %d", r.GiteaConcurrency))
@@ -321,11 +336,68 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
 		"groupTimeout", r.GroupTimeout, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
-		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout)
+		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr)
+	if r.WebhookAddr != "" {
+		stop, err := r.serveWebhook(sc, deps)
+		if err != nil {
+			deps.Log.Error("cannot serve the webhook", "addr", r.WebhookAddr, "error", err)
+			return ExitFailed
+		}
+		defer stop()
+	}
 	if err := sc.Run(context.Background(), scaler.RunOptions{Loop: r.Loop, Interval: r.Interval}); err != nil {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// webhookSecret is the secret from the env var or the file, never logged.
+func (r *RunCmd) webhookSecret() ([]byte, error) {
+	if r.WebhookSecretFile == "" {
+		return []byte(r.WebhookSecret), nil
+	}
+	raw, err := os.ReadFile(r.WebhookSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read --webhook-secret-file: %w", err)
+	}
+	secret := bytes.TrimSpace(raw)
+	if len(secret) == 0 {
+		return nil, fmt.Errorf("--webhook-secret-file %s is empty", r.WebhookSecretFile)
+	}
+	return secret, nil
+}
+
+// serveWebhook accepts Gitea's deliveries at POST /webhook on
+// --webhook-addr and hands each queued job to the scaler, until stop.
+func (r *RunCmd) serveWebhook(sc *scaler.Scaler, deps scaler.Deps) (stop func(), err error) {
+	secret, err := r.webhookSecret()
+	if err != nil {
+		return nil, err
+	}
+	h := &webhook.Handler{Secret: secret, Trigger: func(j webhook.Job) {
+		sc.Trigger(scaler.QueuedJob{Repo: j.Repo, Labels: j.Labels})
+	}}
+	if o, ok := deps.Observer.(interface{ WebhookDelivery(outcome string) }); ok {
+		h.Outcome = o.WebhookDelivery
+	}
+	ln, err := net.Listen("tcp", r.WebhookAddr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/webhook", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			deps.Log.Error("webhook endpoint stopped", "error", err)
+		}
+	}()
+	deps.Log.Info("accepting Gitea webhooks", "addr", ln.Addr().String(), "path", "/webhook")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {

@@ -31,6 +31,7 @@ type Metrics struct {
 	runnersCreated prometheus.Counter
 	runnersReaped  *prometheus.CounterVec
 	queuedToJob    prometheus.Histogram
+	webhook        *prometheus.CounterVec
 
 	// giteaTotal and kubeTotal are the request counts for the pass
 	// summary line (scaler.RequestCounter).
@@ -60,8 +61,10 @@ func New() *Metrics {
 			Help: "Runners that went, by reason: start_timeout (the Job's pod never started), idle (surplus runner reaped), orphan (registration without a Job removed)."}, []string{"reason"}),
 		queuedToJob: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "queued_to_job_seconds",
 			Help: "Time from a Gitea job's creation to its runner Job's creation.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}),
+		webhook: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "webhook_deliveries_total",
+			Help: "Gitea webhook deliveries, by outcome: triggered (a queued job), ignored, unauthorized (no or a wrong signature), bad_request."}, []string{"outcome"}),
 	}
-	m.reg.MustRegister(m.passes, m.passDuration, m.giteaRequests, m.kubeRequests, m.group, m.runnersCreated, m.runnersReaped, m.queuedToJob,
+	m.reg.MustRegister(m.passes, m.passDuration, m.giteaRequests, m.kubeRequests, m.group, m.runnersCreated, m.runnersReaped, m.queuedToJob, m.webhook,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "failed", "error"} {
 		m.passes.WithLabelValues(r)
@@ -70,6 +73,11 @@ func New() *Metrics {
 		m.runnersReaped.WithLabelValues(r)
 	}
 	return m
+}
+
+// WebhookDelivery counts one webhook delivery by its outcome.
+func (m *Metrics) WebhookDelivery(outcome string) {
+	m.webhook.WithLabelValues(outcome).Inc()
 }
 
 // Registry is where the collectors are, for a caller that adds its own
