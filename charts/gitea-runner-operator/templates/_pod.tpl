@@ -53,6 +53,15 @@ spec:
         - name: SCALER_METRICS_ADDR
           value: {{ printf ":%d" (int64 $v.metrics.port) | quote }}
         {{- end }}
+        {{- if $v.webhook.enabled }}
+        - name: SCALER_WEBHOOK_ADDR
+          value: {{ printf ":%d" (int64 $v.webhook.port) | quote }}
+        - name: SCALER_WEBHOOK_SECRET
+          valueFrom:
+            secretKeyRef:
+              name: {{ $v.webhook.secret.name | quote }}
+              key: {{ $v.webhook.secret.key | quote }}
+        {{- end }}
         {{- else }}
         - name: SCALER_LOOP
           value: "false"
@@ -101,11 +110,18 @@ spec:
           value: {{ $s.runnerIdleTimeout | toString | quote }}
         - name: SCALER_RUNNER_START_TIMEOUT
           value: {{ $s.runnerStartTimeout | toString | quote }}
-      {{- if and (eq $v.mode "deployment") $v.metrics.enabled }}
+      {{- if and (eq $v.mode "deployment") (or $v.metrics.enabled $v.webhook.enabled) }}
       ports:
+        {{- if $v.metrics.enabled }}
         - name: metrics
           containerPort: {{ int64 $v.metrics.port }}
           protocol: TCP
+        {{- end }}
+        {{- if $v.webhook.enabled }}
+        - name: webhook
+          containerPort: {{ int64 $v.webhook.port }}
+          protocol: TCP
+        {{- end }}
       {{- end }}
       resources:
         {{- toYaml $v.resources | nindent 8 }}
