@@ -89,8 +89,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// ObservePass records a finished pass. The per-group gauges are replaced
-// as a whole, so a deleted group's series go with it.
+// ObservePass records a finished pass. A full pass replaces the per-group
+// gauges as a whole, so a deleted group's series go with it; a partial
+// one (a webhook's) updates the groups it served.
 func (m *Metrics) ObservePass(sum scaler.Summary, took time.Duration, err error) {
 	switch {
 	case err != nil:
@@ -104,7 +105,9 @@ func (m *Metrics) ObservePass(sum scaler.Summary, took time.Duration, err error)
 	if err != nil {
 		return
 	}
-	m.group.Reset()
+	if !sum.Partial {
+		m.group.Reset()
+	}
 	for _, g := range sum.GroupStats {
 		for _, v := range []struct {
 			name string

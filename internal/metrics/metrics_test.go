@@ -35,9 +35,13 @@ func TestObservePassCountsPassesRunnersAndGroups(t *testing.T) {
 	assert.InDelta(t, 1, testutil.ToFloat64(m.runnersReaped.WithLabelValues("orphan")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.group.WithLabelValues("ci", "a", "queued")), 0, "the last pass's value")
 	assert.Equal(t, 6, testutil.CollectAndCount(m.group), "the group that is gone has no series left")
+
+	m.ObservePass(scaler.Summary{Partial: true, GroupStats: []scaler.GroupStats{{Namespace: "ci", Name: "b", Queued: 2}}}, time.Second, nil)
+	assert.Equal(t, 12, testutil.CollectAndCount(m.group), "a partial pass keeps the groups it did not serve")
+	assert.InDelta(t, 1, testutil.ToFloat64(m.group.WithLabelValues("ci", "a", "queued")), 0)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_pass_duration_seconds_count 3")
+	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_pass_duration_seconds_count 4")
 	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_queued_to_job_seconds_count 2")
 	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_queued_to_job_seconds_sum 6")
 }

@@ -34,6 +34,9 @@ type Summary struct {
 	// runner Job: what the metrics and the pass's summary line report.
 	GroupStats  []GroupStats
 	QueuedToJob []time.Duration
+	// Partial is set for a pass over some of the groups only (a
+	// webhook's): groups missing from GroupStats were not looked at.
+	Partial bool
 }
 
 // Err is non-nil when any group or namespace failed, so the pass's Job
@@ -87,7 +90,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 		}
 	}
 	groups = rotate(groups, s.turn())
-	sum := Summary{Groups: len(groups) + len(broken), FailedNamespaces: failedNS}
+	sum := Summary{Groups: len(groups) + len(broken), FailedNamespaces: failedNS, Partial: keep != nil}
 	for _, b := range broken {
 		s.log.Error("cannot read RunnerGroup", "runnergroup", b.Namespace+"/"+b.Name, "error", b.Err)
 		sum.Failed = append(sum.Failed, b.Namespace+"/"+b.Name)

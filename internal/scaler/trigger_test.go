@@ -72,8 +72,10 @@ func (c *countingGitea) count(target string) int {
 func TestTriggerPassesAtOnceForTheGroupsThatCanServe(t *testing.T) {
 	e := newEnv(t, newGroup("acme", 5), newGroup("beta", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "beta" }))
 	g := &countingGitea{calls: map[string]int{}}
+	obs := &recordingObserver{}
 	sc := e.scaler(func(d *Deps, _ *Config) {
 		d.Gitea = func(string, string) (gitea.Client, error) { return g, nil }
+		d.Observer = obs
 	})
 	signals := make(chan os.Signal, 2)
 	done := make(chan error, 1)
@@ -90,6 +92,10 @@ func TestTriggerPassesAtOnceForTheGroupsThatCanServe(t *testing.T) {
 
 	sc.Trigger(QueuedJob{Repo: "beta/x", Labels: []string{"ubuntu-latest"}})
 	waitFor(t, "a second triggered pass", func() bool { return g.count("org beta") == 2 })
+	require.Len(t, obs.sums, 3)
+	assert.False(t, obs.sums[0].Partial, "the poll")
+	assert.True(t, obs.sums[1].Partial, "a webhook's pass")
+	assert.Len(t, obs.sums[1].GroupStats, 1)
 
 	sendSignal(signals, os.Interrupt)
 	select {
