@@ -50,6 +50,7 @@ const (
 type CLI struct {
 	Run     RunCmd     `cmd:"" help:"Run one scale pass over the selected RunnerGroups (or keep passing with --loop)."`
 	Version VersionCmd `cmd:"" help:"Print the version."`
+	Status  StatusCmd  `cmd:"" help:"Show one line per selected RunnerGroup from its status: demand, runners, last pass, conditions. Read-only."`
 }
 
 // RunCmd is `gitea-runner-scaler run`.
@@ -67,6 +68,7 @@ type RunCmd struct {
 	DefaultLabels   []string      `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"Labels every group gets unless it sets a label of the same name (comma-separated). Default: act_runner's defaults (ubuntu-latest, ubuntu-24.04, ubuntu-22.04)."`
 	SpawnTTL        time.Duration `env:"SCALER_SPAWN_TTL" default:"5m" help:"How long a claimed queued job waits for its runner before a retry."`
 	GiteaTimeout    time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
+	GiteaCAFile     string        `env:"SCALER_GITEA_CA_FILE" placeholder:"PATH" help:"PEM bundle of CAs trusted for Gitea besides the system's (a Gitea behind a private CA). HTTPS_PROXY, HTTP_PROXY and NO_PROXY are honoured."`
 	Workers         int           `env:"SCALER_WORKERS" default:"4" help:"RunnerGroups served at once."`
 	RunnerJobTTL    int32         `env:"SCALER_RUNNER_JOB_TTL" default:"600" help:"ttlSecondsAfterFinished of runner Jobs."`
 	GroupTimeout    time.Duration `env:"SCALER_GROUP_TIMEOUT" default:"30s" help:"Time one RunnerGroup's part of a pass may take; must be longer than --gitea-timeout."`
@@ -93,6 +95,10 @@ type RunCmd struct {
 	// start, orphan registrations.
 	RunnerIdleTimeout  time.Duration `env:"SCALER_RUNNER_IDLE_TIMEOUT" default:"10m" help:"How long a runner beyond the queued jobs stays idle before it is disabled in Gitea and its Job deleted; 0 turns that and the removal of orphan registrations off (both need the runners API)."`
 	RunnerStartTimeout time.Duration `env:"SCALER_RUNNER_START_TIMEOUT" default:"10m" help:"How long a runner Job's pod may take to start before the Job is deleted and the group says why; 0 never deletes one."`
+
+	// giteaTransport sends every Gitea request: built once by Validate
+	// from --gitea-ca-file and the proxy variables, shared by all clients.
+	giteaTransport http.RoundTripper
 }
 
 // minGiteaResponseBytes is the smallest --gitea-max-response-bytes: below
@@ -153,6 +159,13 @@ func (r *RunCmd) Validate() error {
 	}
 	if r.RunnerJobTTL < 0 {
 		errs = append(errs, fmt.Errorf("--runner-job-ttl must be 0 or more, got %d", r.RunnerJobTTL))
+	}
+	if r.GiteaCAFile != "" {
+		t, err := gitea.NewTransport(r.GiteaCAFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--gitea-ca-file: %w", err))
+		}
+		r.giteaTransport = t
 	}
 	if strings.TrimSpace(r.RunnerImage) == "" {
 		errs = append(errs, errors.New("--runner-image must not be empty"))
@@ -219,6 +232,8 @@ func Main(args []string, streams IO) int {
 	case "version":
 		fmt.Fprintln(streams.Out, Version)
 		return ExitOK
+	case "status":
+		return c.Status.run(streams)
 	default:
 		return c.Run.run(streams)
 	}
@@ -245,6 +260,11 @@ func (r *RunCmd) run(streams IO) int {
 		log.Error("cannot create Kubernetes client", "error", err)
 		return ExitFailed
 	}
+	factory, err := r.giteaFactory(m)
+	if err != nil {
+		log.Error("cannot set up Gitea requests", "error", err)
+		return ExitUsage
+	}
 	if r.MetricsAddr != "" {
 		stop, err := serveMetrics(r.MetricsAddr, m, log)
 		if err != nil {
@@ -254,7 +274,7 @@ func (r *RunCmd) run(streams IO) int {
 		defer stop()
 	}
 	return r.runWith(scaler.Deps{
-		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: r.giteaFactory(m), Log: log, Out: streams.Out,
+		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: factory, Log: log, Out: streams.Out,
 		Observer: m, Requests: m,
 	})
 }
@@ -294,19 +314,26 @@ func (r *RunCmd) kubeConfig() (*rest.Config, error) {
 
 // giteaFactory makes the clients of real Gitea instances, their requests
 // counted by m (nil counts none).
-func (r *RunCmd) giteaFactory(m *metrics.Metrics) scaler.GiteaFactory {
-	var hc *http.Client
-	if m != nil {
-		// One transport for every client, so connections are reused.
-		hc = &http.Client{Transport: m.GiteaTransport(http.DefaultTransport)}
+func (r *RunCmd) giteaFactory(m *metrics.Metrics) (scaler.GiteaFactory, error) {
+	t := r.giteaTransport
+	if t == nil {
+		var err error
+		if t, err = gitea.NewTransport(r.GiteaCAFile); err != nil {
+			return nil, err
+		}
 	}
+	if m != nil {
+		t = m.GiteaTransport(t)
+	}
+	// One transport for every client, so connections are reused.
+	hc := &http.Client{Transport: t}
 	return func(baseURL, token string) (gitea.Client, error) {
 		return gitea.NewClient(baseURL, token, gitea.Options{
-			HTTPClient: hc,
-			Timeout:    r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
+			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
+			HTTPClient:          hc,
 			OneStatusPerRequest: r.BenchNaive,
 		})
-	}
+	}, nil
 }
 
 // scalerConfig is the scaler's part of the flags.
@@ -335,7 +362,7 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 	}
 	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
-		"groupTimeout", r.GroupTimeout, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
+		"groupTimeout", r.GroupTimeout, "giteaCAFile", r.GiteaCAFile, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr)
 	if r.WebhookAddr != "" {
 		stop, err := r.serveWebhook(sc, deps)

@@ -177,16 +177,8 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		cfg: cfg, observer: deps.Observer, requests: deps.Requests,
 	}
 	s.trig.wake = make(chan struct{}, 1)
-	var err error
-	if s.include, err = selector.Parse(cfg.Selector); err != nil {
-		return nil, fmt.Errorf("invalid selector %q: %w", cfg.Selector, err)
-	}
-	for _, raw := range cfg.ExcludeSelectors {
-		sel, err := selector.ParseExclude(raw)
-		if err != nil {
-			return nil, fmt.Errorf("invalid exclude selector %q: %w", raw, err)
-		}
-		s.excludes = append(s.excludes, sel)
+	if err := s.parseSelectors(); err != nil {
+		return nil, err
 	}
 	s.cfg.Workers = max(cfg.Workers, 1)
 	if s.cfg.GiteaConcurrency < 1 {
@@ -208,6 +200,22 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		s.newJobName = runnerjob.NewName
 	}
 	return s, nil
+}
+
+// parseSelectors parses cfg's selectors once, for listGroups.
+func (s *Scaler) parseSelectors() error {
+	var err error
+	if s.include, err = selector.Parse(s.cfg.Selector); err != nil {
+		return fmt.Errorf("invalid selector %q: %w", s.cfg.Selector, err)
+	}
+	for _, raw := range s.cfg.ExcludeSelectors {
+		sel, err := selector.ParseExclude(raw)
+		if err != nil {
+			return fmt.Errorf("invalid exclude selector %q: %w", raw, err)
+		}
+		s.excludes = append(s.excludes, sel)
+	}
+	return nil
 }
 
 // detachedTimeout bounds the clean-up a pass does after its context ended.

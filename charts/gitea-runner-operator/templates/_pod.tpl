@@ -16,6 +16,7 @@ Argument: dict "root" $ "listener" <an entry of gitea-runner-operator.listeners>
 {{- define "gitea-runner-operator.defaultListenerPod" -}}
 {{- $v := .root.Values -}}
 {{- $s := $v.scaler -}}
+{{- $ca := include "gitea-runner-operator.giteaCA" .root | fromYaml -}}
 metadata:
   labels:
     {{- include "gitea-runner-operator.listenerLabels" (dict "root" .root "listener" .listener.name) | nindent 4 }}
@@ -34,9 +35,23 @@ spec:
       type: RuntimeDefault
   nodeSelector:
     kubernetes.io/os: linux
+  {{- if $ca }}
+  volumes:
+    - name: gitea-ca
+      {{- if $ca.configMap }}
+      configMap:
+        name: {{ $ca.configMap | quote }}
+      {{- else }}
+      secret:
+        secretName: {{ $ca.secret | quote }}
+      {{- end }}
+        items:
+          - key: {{ $ca.key | quote }}
+            path: {{ $ca.key | quote }}
+  {{- end }}
   containers:
     - name: listener
-      image: {{ printf "%s:%s" $v.image.repository (include "gitea-runner-operator.imageTag" .root) | quote }}
+      image: {{ include "gitea-runner-operator.image" .root | quote }}
       imagePullPolicy: {{ $v.image.pullPolicy }}
       command: [gitea-runner-scaler, run]
       env:
@@ -110,6 +125,16 @@ spec:
           value: {{ $s.runnerIdleTimeout | toString | quote }}
         - name: SCALER_RUNNER_START_TIMEOUT
           value: {{ $s.runnerStartTimeout | toString | quote }}
+        {{- if $ca }}
+        - name: SCALER_GITEA_CA_FILE
+          value: {{ printf "/etc/gitea-runner-scaler/gitea-ca/%s" $ca.key | quote }}
+        {{- end }}
+      {{- if $ca }}
+      volumeMounts:
+        - name: gitea-ca
+          mountPath: /etc/gitea-runner-scaler/gitea-ca
+          readOnly: true
+      {{- end }}
       {{- if and (eq $v.mode "deployment") (or $v.metrics.enabled $v.webhook.enabled) }}
       ports:
         {{- if $v.metrics.enabled }}
