@@ -111,10 +111,11 @@ func lifecycleEnv(t *testing.T, rg *v1alpha1.RunnerGroup) (*env, *runnersGitea, 
 // in the given state (nil: no pod).
 func (e *env) addRunner(rg *v1alpha1.RunnerGroup, name string, giteaJob int64, age time.Duration, pod *corev1.PodStatus) *batchv1.Job {
 	e.t.Helper()
-	j := runnerjob.Build(rg, name, giteaJob, runnerjob.DefaultOptions())
+	j, err := runnerjob.Build(rg, name, giteaJob, runnerjob.DefaultOptions())
+	require.NoError(e.t, err)
 	j.UID = types.UID("job-uid-" + name)
 	j.CreationTimestamp = metav1.NewTime(t0.Add(-age))
-	_, err := e.kube.BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{})
+	_, err = e.kube.BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{})
 	require.NoError(e.t, err)
 	if pod != nil {
 		p := &corev1.Pod{

@@ -6,8 +6,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
@@ -73,6 +75,7 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 		name       string
 		broken     *v1alpha1.RunnerGroup
 		giteaErr   error
+		cfg        func(*Config)
 		wantReason string
 		wantMsg    string
 	}{
@@ -92,6 +95,30 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 			wantReason: ReasonInvalidSpec, wantMsg: "spec.org is required for scope org",
 		},
 		{
+			name: "a template that mounts a volume over the runner's state",
+			broken: newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) {
+				rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "runner", VolumeMounts: []corev1.VolumeMount{{Name: "keep", MountPath: "/data"}},
+				}}}}
+			}),
+			wantReason: ReasonInvalidTemplate, wantMsg: `spec.template: the runner container mounts volume "keep" at /data`,
+		},
+		{
+			name: "a template with a ServiceAccount, admitted before the CRD had the rule",
+			broken: newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) {
+				rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "deployer"}}
+			}),
+			wantReason: ReasonInvalidTemplate, wantMsg: "spec.serviceAccountName is not allowed",
+		},
+		{
+			name: "a template that sets a field the platform pinned",
+			broken: newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) {
+				rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{RuntimeClassName: ptr.To("runc")}}
+			}),
+			cfg:        func(c *Config) { c.Runner.Pinned = []string{"spec.runtimeClassName"} },
+			wantReason: ReasonInvalidTemplate, wantMsg: "spec.runtimeClassName is pinned by the platform team",
+		},
+		{
 			name:       "Gitea refuses the token",
 			broken:     newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "other" }),
 			giteaErr:   &gitea.APIError{Kind: gitea.ErrUnauthorized, URL: "/api/v1/orgs/other/actions/jobs", Status: 401, Message: "invalid username, password or token"},
@@ -108,7 +135,10 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 				defer func() { e.gitea = ok }()
 			}
 			bad := e.gitea
-			sum, err := e.scaler(func(d *Deps, _ *Config) {
+			sum, err := e.scaler(func(d *Deps, c *Config) {
+				if tt.cfg != nil {
+					tt.cfg(c)
+				}
 				d.Gitea = func(url, token string) (gitea.Client, error) {
 					return perOrg{"other": bad, "acme": &fakeGitea{snap: gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}}}, nil
 				}
