@@ -243,6 +243,21 @@ func CheckTemplate(rg *v1alpha1.RunnerGroup, opts Options) error {
 	return err
 }
 
+// CheckInstallTemplate tells whether the install-wide template
+// (opts.Template) is one the scaler accepts: nothing reserved, and merged
+// over the built-in pod, a runner pod Build accepts. It may reference
+// Secrets and ServiceAccounts: the platform team writes it.
+func CheckInstallTemplate(opts Options) error {
+	if err := podtemplate.CheckReserved(opts.Template); err != nil {
+		return err
+	}
+	pod, err := podtemplate.Merge(DefaultPod(opts), opts.Template)
+	if err != nil {
+		return err
+	}
+	return checkStateDir(&pod)
+}
+
 // DefaultPod is the built-in runner pod, before any template: the
 // dind-rootless act_runner, privileged (its Docker daemon needs it), with
 // requests and limits a typical CI job fits in, Docker's data on a
