@@ -135,3 +135,10 @@ cluster-scoped object.
 {{- $name -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+Name of the ConfigMap that holds runnerTemplate.
+*/}}
+{{- define "gitea-runner-operator.runnerTemplateName" -}}
+{{- printf "%s-runner-template" (include "gitea-runner-operator.fullname" . | trunc 47 | trimSuffix "-") -}}
+{{- end -}}

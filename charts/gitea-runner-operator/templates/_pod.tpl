@@ -19,6 +19,11 @@ Argument: dict "root" $ "listener" <an entry of gitea-runner-operator.listeners>
 metadata:
   labels:
     {{- include "gitea-runner-operator.listenerLabels" (dict "root" .root "listener" .listener.name) | nindent 4 }}
+  {{- with $v.runnerTemplate }}
+  annotations:
+    # A changed runnerTemplate restarts a looping scaler, which reads it once.
+    checksum/runner-template: {{ toYaml . | sha256sum | quote }}
+  {{- end }}
 spec:
   serviceAccountName: {{ include "gitea-runner-operator.serviceAccountName" .root | quote }}
   # The scaler talks to the API server with this token.
@@ -95,6 +100,20 @@ spec:
           value: {{ $s.runnerIdleTimeout | toString | quote }}
         - name: SCALER_RUNNER_START_TIMEOUT
           value: {{ $s.runnerStartTimeout | toString | quote }}
+        {{- if $v.runnerTemplate }}
+        - name: SCALER_RUNNER_TEMPLATE
+          value: /etc/gitea-runner-scaler/runner-template.yaml
+        {{- end }}
+        {{- with $v.runnerTemplatePinned }}
+        - name: SCALER_RUNNER_TEMPLATE_PINNED
+          value: {{ join "," . | quote }}
+        {{- end }}
+      {{- if $v.runnerTemplate }}
+      volumeMounts:
+        - name: runner-template
+          mountPath: /etc/gitea-runner-scaler
+          readOnly: true
+      {{- end }}
       resources:
         {{- toYaml $v.resources | nindent 8 }}
       securityContext:
@@ -109,4 +128,10 @@ spec:
           type: RuntimeDefault
       # A failed pass shows its last log lines in `kubectl describe pod`.
       terminationMessagePolicy: FallbackToLogsOnError
+  {{- if $v.runnerTemplate }}
+  volumes:
+    - name: runner-template
+      configMap:
+        name: {{ include "gitea-runner-operator.runnerTemplateName" .root }}
+  {{- end }}
 {{- end -}}
