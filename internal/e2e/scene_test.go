@@ -32,6 +32,8 @@ type sceneOpts struct {
 	listenerNamespace bool
 	// template is the group's spec.template; nil for none.
 	template *corev1.PodTemplateSpec
+	// minIdle is the group's spec.minIdleRunners (the warm pool).
+	minIdle int32
 }
 
 // scene is what servedGroup made.
@@ -76,6 +78,7 @@ func (b *bed) servedGroup(ctx context.Context, t *testing.T, o sceneOpts) scene 
 	b.tokenSecret(ctx, t, s.ns, secret, s.fx.regToken, s.fx.apiToken)
 	spec := b.groupSpec(s.fx, secret, o.max, s.label)
 	spec.Template = o.template
+	spec.MinIdleRunners = o.minIdle
 	s.rg = b.createGroup(ctx, t, s.ns, s.group, nil, spec)
 	s.dump = func() string { return b.dumpNamespaces(namespaces...) + b.gitea.jobsLine(s.fx.repo) }
 	return s

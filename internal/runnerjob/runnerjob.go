@@ -171,7 +171,8 @@ func GroupLabels(group string) map[string]string {
 	return map[string]string{v1alpha1.LabelRunnerGroupName: group, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}
 }
 
-// Build returns the runner Job for one Gitea job. Its pod is built in
+// Build returns the runner Job for one Gitea job, or for the warm pool when
+// giteaJobID is negative. Its pod is built in
 // layers (internal/podtemplate has the merge rules): the built-in pod
 // (DefaultPod) < the install-wide template (opts.Template) < the group's
 // spec.template; then what the scaler reserves is put back (reserve), so no
@@ -190,7 +191,9 @@ func GroupLabels(group string) map[string]string {
 // GITEA_RUNNER_EPHEMERAL is set.
 func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options) (*batchv1.Job, error) {
 	jobLabels := GroupLabels(rg.Name)
-	jobLabels[v1alpha1.LabelGiteaJobID] = strconv.FormatInt(giteaJobID, 10)
+	// A warm runner (giteaJobID < 0, package plan) was started for no
+	// Gitea job: its label says 0.
+	jobLabels[v1alpha1.LabelGiteaJobID] = strconv.FormatInt(max(giteaJobID, 0), 10)
 	jobLabels["app.kubernetes.io/name"] = "gitea-runner"
 	jobLabels["app.kubernetes.io/component"] = "runner"
 	jobLabels["app.kubernetes.io/managed-by"] = v1alpha1.ManagedBy

@@ -97,6 +97,11 @@ func (s *Scaler) createJob(ctx context.Context, g *groupRun, c plan.Claim) error
 	if err != nil {
 		return err
 	}
+	if plan.IsWarm(c.GiteaJobID) {
+		g.log.Info("created runner Job", "job", c.JobName, "warm", true)
+		s.event(ctx, g.rg, "Normal", ReasonRunnerCreated, fmt.Sprintf("Created runner Job %s for the warm pool", c.JobName))
+		return nil
+	}
 	g.log.Info("created runner Job", "job", c.JobName, "giteaJob", c.GiteaJobID)
 	s.event(ctx, g.rg, "Normal", ReasonRunnerCreated, fmt.Sprintf("Created runner Job %s for Gitea job %d", c.JobName, c.GiteaJobID))
 	return nil

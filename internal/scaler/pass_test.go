@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -208,4 +209,31 @@ func TestSelectorsPickGroups(t *testing.T) {
 			assert.Equal(t, tt.want, served)
 		})
 	}
+}
+
+// A warm pool of 2 with no demand starts 2 runners, labelled as started for
+// no Gitea job, and the next passes start no more; a queued job is then
+// left to them (no new runner for it) and the pool is topped up.
+func TestWarmPoolStartsItsRunnersOnce(t *testing.T) {
+	e := newEnv(t, newGroup("ci", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.MinIdleRunners = 2 }))
+
+	e.pass()
+	e.pass()
+
+	jobs := e.jobs()
+	require.Len(t, jobs, 2, "the pool, once")
+	for _, j := range jobs {
+		assert.Equal(t, "0", j.Labels[v1alpha1.LabelGiteaJobID], "a warm runner was started for no Gitea job")
+	}
+	var warmEvents int
+	for _, ev := range e.events() {
+		if strings.Contains(ev.Message, "for the warm pool") {
+			warmEvents++
+		}
+	}
+	assert.Equal(t, 2, warmEvents)
+
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+	e.pass()
+	assert.Len(t, e.jobs(), 3, "the job is left to a warm runner; the pool is topped up by one, so 2 stay idle once it takes the job")
 }

@@ -97,9 +97,6 @@ type Config struct {
 	// RunnerStartTimeout is how long a runner Job's pod may take to start
 	// before the Job is deleted; 0 never deletes one.
 	RunnerStartTimeout time.Duration
-	// MinIdleRunners idle runners of a group's surplus are never reaped: a
-	// warm pool's hook. 0 keeps none.
-	MinIdleRunners int
 }
 
 // DefaultGroupTimeout is Config.GroupTimeout's default: room for a few
@@ -143,8 +140,8 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		return nil, errors.New("the spawn TTL must be positive")
 	case cfg.GroupTimeout < 0:
 		return nil, errors.New("the group timeout must not be negative")
-	case cfg.RunnerIdleTimeout < 0 || cfg.RunnerStartTimeout < 0 || cfg.MinIdleRunners < 0:
-		return nil, errors.New("the runner idle and start timeouts and the minimum of idle runners must not be negative")
+	case cfg.RunnerIdleTimeout < 0 || cfg.RunnerStartTimeout < 0:
+		return nil, errors.New("the runner idle and start timeouts must not be negative")
 	}
 	s := &Scaler{
 		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,

@@ -58,6 +58,7 @@ const (
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=".spec.maxActiveRunners",description="Most runner Jobs this group may have at once; 0 pauses the group."
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=".status.queuedJobs",description="Queued Gitea jobs that this group's labels can serve."
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Status of the Ready condition."
+// +kubebuilder:printcolumn:name="Warm",type=integer,priority=1,JSONPath=".status.warmRunners",description="Idle runners the warm pool keeps ready (at most spec.minIdleRunners)."
 // +kubebuilder:printcolumn:name="Running",type=integer,priority=1,JSONPath=".status.runningJobs",description="Gitea jobs in progress on this group's runners."
 // +kubebuilder:printcolumn:name="Blocked",type=integer,priority=1,JSONPath=".status.blockedJobs",description="Matching Gitea jobs that wait for their needs or an approval."
 // +kubebuilder:printcolumn:name="URL",type=string,priority=1,JSONPath=".spec.gitea.url",description="Base URL of the Gitea instance."
@@ -101,6 +102,7 @@ type RunnerGroupList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.org) || self.scope in ['org', 'repo']",message="spec.org is allowed only with spec.scope org or repo",messageExpression="'spec.org is not allowed with spec.scope ' + self.scope + ': only scopes org and repo name an organization'",fieldPath=".org",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.user) || self.scope in ['user', 'repo']",message="spec.user is allowed only with spec.scope user or repo",messageExpression="'spec.user is not allowed with spec.scope ' + self.scope + ': only scopes user and repo name a user'",fieldPath=".user",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.repo) || self.scope == 'repo'",message="spec.repo is allowed only with spec.scope repo",messageExpression="'spec.repo is not allowed with spec.scope ' + self.scope + ': only scope repo names a repository'",fieldPath=".repo",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.minIdleRunners) || self.minIdleRunners <= self.maxActiveRunners",message="spec.minIdleRunners must be at most spec.maxActiveRunners: warm runners count against the cap",fieldPath=".minIdleRunners",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultLabels) || self.defaultLabels || (has(self.labels) && size(self.labels) > 0)",message="spec.labels must name at least one label when spec.defaultLabels is false: a runner with no labels would get act_runner's own defaults",fieldPath=".labels",reason=FieldValueRequired
 type RunnerGroupSpec struct {
 	// Scope says at which level the runners register in Gitea and so whose
@@ -175,6 +177,16 @@ type RunnerGroupSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	MaxActiveRunners int32 `json:"maxActiveRunners"`
+
+	// MinIdleRunners is the warm pool: the scaler keeps this many idle
+	// runners registered beyond the queued jobs, so a job starts without
+	// waiting for a pod, and never reaps those for being idle. The group
+	// asks for min(minIdleRunners + queued jobs, maxActiveRunners) runners.
+	// At most maxActiveRunners. Default 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MinIdleRunners int32 `json:"minIdleRunners,omitempty"`
 
 	// RegistrationToken points at the runner registration token of the
 	// group's scope, in a Secret in the RunnerGroup's namespace.
@@ -306,6 +318,12 @@ type RunnerGroupStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ReapedRunners int32 `json:"reapedRunners"`
+
+	// WarmRunners counts idle runners beyond the queued jobs that the warm
+	// pool keeps (at most spec.minIdleRunners): ready for the next job.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WarmRunners int32 `json:"warmRunners"`
 
 	// LastCheckTime is when the scaler last asked Gitea for this group's
 	// jobs.
