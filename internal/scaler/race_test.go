@@ -291,7 +291,7 @@ func TestRacingPassesKeepTheWarmPoolExact(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		assert.Len(t, e.jobs(), 3, "exactly the warm pool")
+		assert.Equal(t, 3, len(e.jobs()), "exactly the warm pool")
 	}
 	t.Logf("%d rounds of %d racing passes: %d runner Jobs", rounds, passes, len(e.jobs()))
 }
