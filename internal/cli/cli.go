@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -48,6 +49,7 @@ const (
 type CLI struct {
 	Run     RunCmd     `cmd:"" help:"Run one scale pass over the selected RunnerGroups (or keep passing with --loop)."`
 	Version VersionCmd `cmd:"" help:"Print the version."`
+	Status  StatusCmd  `cmd:"" help:"Show one line per selected RunnerGroup from its status: demand, runners, last pass, conditions. Read-only."`
 }
 
 // RunCmd is `gitea-runner-scaler run`.
@@ -65,6 +67,7 @@ type RunCmd struct {
 	DefaultLabels   []string      `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"Labels every group gets unless it sets a label of the same name (comma-separated). Default: act_runner's defaults (ubuntu-latest, ubuntu-24.04, ubuntu-22.04)."`
 	SpawnTTL        time.Duration `env:"SCALER_SPAWN_TTL" default:"5m" help:"How long a claimed queued job waits for its runner before a retry."`
 	GiteaTimeout    time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
+	GiteaCAFile     string        `env:"SCALER_GITEA_CA_FILE" placeholder:"PATH" help:"PEM bundle of CAs trusted for Gitea besides the system's (a Gitea behind a private CA). HTTPS_PROXY, HTTP_PROXY and NO_PROXY are honoured."`
 	Workers         int           `env:"SCALER_WORKERS" default:"4" help:"RunnerGroups served at once."`
 	RunnerJobTTL    int32         `env:"SCALER_RUNNER_JOB_TTL" default:"600" help:"ttlSecondsAfterFinished of runner Jobs."`
 	GroupTimeout    time.Duration `env:"SCALER_GROUP_TIMEOUT" default:"30s" help:"Time one RunnerGroup's part of a pass may take; must be longer than --gitea-timeout."`
@@ -86,6 +89,10 @@ type RunCmd struct {
 	// mounted from a ConfigMap) and the fields groups may not change.
 	RunnerTemplate       string   `env:"SCALER_RUNNER_TEMPLATE" placeholder:"PATH" type:"path" help:"YAML file with a pod template (metadata and spec) merged over the built-in runner pod and under each group's spec.template; empty for none."`
 	RunnerTemplatePinned []string `env:"SCALER_RUNNER_TEMPLATE_PINNED" placeholder:"FIELD" help:"Fields a group's spec.template may not set, spec.<pod field> or runner.<container field>, e.g. spec.runtimeClassName,runner.image (repeat, or comma-separated)."`
+
+	// giteaTransport sends every Gitea request: built once by Validate
+	// from --gitea-ca-file and the proxy variables, shared by all clients.
+	giteaTransport http.RoundTripper
 }
 
 // minGiteaResponseBytes is the smallest --gitea-max-response-bytes: below
@@ -131,6 +138,13 @@ func (r *RunCmd) Validate() error {
 	}
 	if r.RunnerJobTTL < 0 {
 		errs = append(errs, fmt.Errorf("--runner-job-ttl must be 0 or more, got %d", r.RunnerJobTTL))
+	}
+	if r.GiteaCAFile != "" {
+		t, err := gitea.NewTransport(r.GiteaCAFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--gitea-ca-file: %w", err))
+		}
+		r.giteaTransport = t
 	}
 	if strings.TrimSpace(r.RunnerImage) == "" {
 		errs = append(errs, errors.New("--runner-image must not be empty"))
@@ -234,6 +248,8 @@ func Main(args []string, streams IO) int {
 	case "version":
 		fmt.Fprintln(streams.Out, Version)
 		return ExitOK
+	case "status":
+		return c.Status.run(streams)
 	default:
 		return c.Run.run(streams)
 	}
@@ -256,8 +272,13 @@ func (r *RunCmd) run(streams IO) int {
 		log.Error("cannot create Kubernetes client", "error", err)
 		return ExitFailed
 	}
+	factory, err := r.giteaFactory()
+	if err != nil {
+		log.Error("cannot set up Gitea requests", "error", err)
+		return ExitUsage
+	}
 	return r.runWith(scaler.Deps{
-		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: r.giteaFactory(), Log: log, Out: streams.Out,
+		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: factory, Log: log, Out: streams.Out,
 	})
 }
 
@@ -273,12 +294,21 @@ func (r *RunCmd) kubeConfig() (*rest.Config, error) {
 }
 
 // giteaFactory makes the clients of real Gitea instances.
-func (r *RunCmd) giteaFactory() scaler.GiteaFactory {
+func (r *RunCmd) giteaFactory() (scaler.GiteaFactory, error) {
+	t := r.giteaTransport
+	if t == nil {
+		var err error
+		if t, err = gitea.NewTransport(r.GiteaCAFile); err != nil {
+			return nil, err
+		}
+	}
+	hc := &http.Client{Transport: t}
 	return func(baseURL, token string) (gitea.Client, error) {
 		return gitea.NewClient(baseURL, token, gitea.Options{
 			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
+			HTTPClient: hc,
 		})
-	}
+	}, nil
 }
 
 // scalerConfig is the scaler's part of the flags.
@@ -306,7 +336,7 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 	}
 	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
-		"groupTimeout", r.GroupTimeout, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst,
+		"groupTimeout", r.GroupTimeout, "giteaCAFile", r.GiteaCAFile, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst,
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout,
 		"runnerTemplate", r.RunnerTemplate, "runnerTemplatePinned", cfg.Runner.Pinned.String())
 	if err := sc.Run(context.Background(), scaler.RunOptions{Loop: r.Loop, Interval: r.Interval}); err != nil {

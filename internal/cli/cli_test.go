@@ -158,7 +158,9 @@ func TestGiteaClientsBoundAnswers(t *testing.T) {
 	srv.InjectFault(3, giteatest.Fault{LargeBody: 100 << 10})
 	r, err := parse(t, "--gitea-max-response-bytes", "65536")
 	require.NoError(t, err)
-	c, err := r.giteaFactory()(srv.URL, "tok")
+	factory, err := r.giteaFactory()
+	require.NoError(t, err)
+	c, err := factory(srv.URL, "tok")
 	require.NoError(t, err)
 
 	_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
@@ -272,6 +274,9 @@ func TestChartReservedEnvMatchesScalerFlags(t *testing.T) {
 	var flagEnv []string
 	typ := reflect.TypeOf(RunCmd{})
 	for i := range typ.NumField() {
+		if !typ.Field(i).IsExported() {
+			continue // not a flag
+		}
 		env := typ.Field(i).Tag.Get("env")
 		require.NotEmpty(t, env, "flag %s has no env var", typ.Field(i).Name)
 		flagEnv = append(flagEnv, env)

@@ -148,16 +148,8 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		log: deps.Log, out: deps.Out, now: deps.Now, newJobName: deps.NewJobName,
 		cfg: cfg,
 	}
-	var err error
-	if s.include, err = selector.Parse(cfg.Selector); err != nil {
-		return nil, fmt.Errorf("invalid selector %q: %w", cfg.Selector, err)
-	}
-	for _, raw := range cfg.ExcludeSelectors {
-		sel, err := selector.ParseExclude(raw)
-		if err != nil {
-			return nil, fmt.Errorf("invalid exclude selector %q: %w", raw, err)
-		}
-		s.excludes = append(s.excludes, sel)
+	if err := s.parseSelectors(); err != nil {
+		return nil, err
 	}
 	s.cfg.Workers = max(cfg.Workers, 1)
 	if s.cfg.GroupTimeout == 0 {
@@ -176,6 +168,22 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		s.newJobName = runnerjob.NewName
 	}
 	return s, nil
+}
+
+// parseSelectors parses cfg's selectors once, for listGroups.
+func (s *Scaler) parseSelectors() error {
+	var err error
+	if s.include, err = selector.Parse(s.cfg.Selector); err != nil {
+		return fmt.Errorf("invalid selector %q: %w", s.cfg.Selector, err)
+	}
+	for _, raw := range s.cfg.ExcludeSelectors {
+		sel, err := selector.ParseExclude(raw)
+		if err != nil {
+			return fmt.Errorf("invalid exclude selector %q: %w", raw, err)
+		}
+		s.excludes = append(s.excludes, sel)
+	}
+	return nil
 }
 
 // detachedTimeout bounds the clean-up a pass does after its context ended.

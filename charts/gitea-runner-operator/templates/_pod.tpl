@@ -16,6 +16,7 @@ Argument: dict "root" $ "listener" <an entry of gitea-runner-operator.listeners>
 {{- define "gitea-runner-operator.defaultListenerPod" -}}
 {{- $v := .root.Values -}}
 {{- $s := $v.scaler -}}
+{{- $ca := include "gitea-runner-operator.giteaCA" .root | fromYaml -}}
 metadata:
   labels:
     {{- include "gitea-runner-operator.listenerLabels" (dict "root" .root "listener" .listener.name) | nindent 4 }}
@@ -39,9 +40,30 @@ spec:
       type: RuntimeDefault
   nodeSelector:
     kubernetes.io/os: linux
+  {{- if or $ca $v.runnerTemplate }}
+  volumes:
+  {{- end }}
+  {{- if $ca }}
+    - name: gitea-ca
+      {{- if $ca.configMap }}
+      configMap:
+        name: {{ $ca.configMap | quote }}
+      {{- else }}
+      secret:
+        secretName: {{ $ca.secret | quote }}
+      {{- end }}
+        items:
+          - key: {{ $ca.key | quote }}
+            path: {{ $ca.key | quote }}
+  {{- end }}
+  {{- if $v.runnerTemplate }}
+    - name: runner-template
+      configMap:
+        name: {{ include "gitea-runner-operator.runnerTemplateName" .root }}
+  {{- end }}
   containers:
     - name: listener
-      image: {{ printf "%s:%s" $v.image.repository (include "gitea-runner-operator.imageTag" .root) | quote }}
+      image: {{ include "gitea-runner-operator.image" .root | quote }}
       imagePullPolicy: {{ $v.image.pullPolicy }}
       command: [gitea-runner-scaler, run]
       env:
@@ -100,19 +122,30 @@ spec:
           value: {{ $s.runnerIdleTimeout | toString | quote }}
         - name: SCALER_RUNNER_START_TIMEOUT
           value: {{ $s.runnerStartTimeout | toString | quote }}
+        {{- if $ca }}
+        - name: SCALER_GITEA_CA_FILE
+          value: {{ printf "/etc/gitea-runner-scaler/gitea-ca/%s" $ca.key | quote }}
+        {{- end }}
         {{- if $v.runnerTemplate }}
         - name: SCALER_RUNNER_TEMPLATE
-          value: /etc/gitea-runner-scaler/runner-template.yaml
+          value: /etc/gitea-runner-scaler/runner-template/runner-template.yaml
         {{- end }}
         {{- with $v.runnerTemplatePinned }}
         - name: SCALER_RUNNER_TEMPLATE_PINNED
           value: {{ join "," . | quote }}
         {{- end }}
-      {{- if $v.runnerTemplate }}
+      {{- if or $ca $v.runnerTemplate }}
       volumeMounts:
-        - name: runner-template
-          mountPath: /etc/gitea-runner-scaler
+        {{- if $ca }}
+        - name: gitea-ca
+          mountPath: /etc/gitea-runner-scaler/gitea-ca
           readOnly: true
+        {{- end }}
+        {{- if $v.runnerTemplate }}
+        - name: runner-template
+          mountPath: /etc/gitea-runner-scaler/runner-template
+          readOnly: true
+        {{- end }}
       {{- end }}
       resources:
         {{- toYaml $v.resources | nindent 8 }}
@@ -128,10 +161,4 @@ spec:
           type: RuntimeDefault
       # A failed pass shows its last log lines in `kubectl describe pod`.
       terminationMessagePolicy: FallbackToLogsOnError
-  {{- if $v.runnerTemplate }}
-  volumes:
-    - name: runner-template
-      configMap:
-        name: {{ include "gitea-runner-operator.runnerTemplateName" .root }}
-  {{- end }}
 {{- end -}}
