@@ -110,6 +110,16 @@ test-e2e: testbed-up ## End-to-end tests against the test bed.
 	go test -count=1 -tags e2e -timeout $(E2E_TIMEOUT) -v ./internal/e2e/ 2>&1 | tee $(CACHE)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  exit $${PIPESTATUS[0]}
 
+# The scale benchmark's full matrix (internal/e2e/bench_test.go) takes tens
+# of minutes; the e2e suite runs its smoke matrix. Take the e2e lock first:
+#   flock /tmp/e2e.lock bash -c 'make bench; rc=$$?; scripts/testbed down; exit $$rc'
+BENCH_TIMEOUT ?= 100m
+
+.PHONY: bench
+bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea and Kubernetes requests, peak RSS; shared design against naive.
+	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmarkScale$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/bench.log ; \
+	  exit $${PIPESTATUS[0]}
+
 .PHONY: test
 # Each fuzz target runs briefly: long enough to catch a regression on
 # malformed input, short enough for every CI run. A count, not a duration:

@@ -5,11 +5,13 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -24,12 +26,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/webhook"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
@@ -79,6 +83,16 @@ type RunCmd struct {
 	// client-go's default of 5/s would take over 8 minutes.
 	KubeQPS   float64 `env:"SCALER_KUBE_QPS" default:"50" help:"Requests per second to the Kubernetes API, sustained."`
 	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"100" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
+	// Groups with the same Gitea, token and target share one listing per
+	// pass; this bounds how many distinct listings are read at once.
+	GiteaConcurrency  int    `env:"SCALER_GITEA_CONCURRENCY" default:"4" help:"Gitea listings (one per distinct Gitea URL, API token and target) read at once in a pass."`
+	MetricsAddr       string `env:"SCALER_METRICS_ADDR" placeholder:"HOST:PORT" help:"With --loop, serve Prometheus metrics on this address at /metrics (e.g. ':9090'); empty serves none. A single pass logs the same numbers in its 'pass finished' line."`
+	WebhookAddr       string `env:"SCALER_WEBHOOK_ADDR" placeholder:"HOST:PORT" help:"With --loop, accept Gitea's workflow_job webhook at POST /webhook on this address (e.g. ':8080'): a queued job starts a pass at once. Needs a secret."`
+	WebhookSecret     string `env:"SCALER_WEBHOOK_SECRET" placeholder:"SECRET" help:"The webhook's secret (as set in Gitea); prefer the env var or --webhook-secret-file over the flag, which shows in the process list."`
+	WebhookSecretFile string `env:"SCALER_WEBHOOK_SECRET_FILE" placeholder:"PATH" help:"A file holding the webhook's secret (surrounding whitespace is trimmed)."`
+	// The benchmark (make bench) runs the same binary both ways, to print
+	// the naive design's numbers beside the shared ones.
+	BenchNaive bool `env:"SCALER_BENCH_NAIVE" hidden:"" help:"Benchmark only: turn off what a pass shares between RunnerGroups and ask Gitea one status per request."`
 
 	// The runner lifecycle: idle surplus runners, runner Jobs that never
 	// start, orphan registrations.
@@ -126,6 +140,21 @@ func (r *RunCmd) Validate() error {
 	}
 	if r.KubeQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-qps must be positive, got %g", r.KubeQPS))
+	}
+	if r.MetricsAddr != "" && !r.Loop {
+		errs = append(errs, errors.New("--metrics-addr needs --loop: a single pass logs its numbers in its 'pass finished' line instead"))
+	}
+	if r.WebhookAddr != "" && !r.Loop {
+		errs = append(errs, errors.New("--webhook-addr needs --loop: a single pass has nobody to trigger"))
+	}
+	if r.WebhookSecret != "" && r.WebhookSecretFile != "" {
+		errs = append(errs, errors.New("give the webhook secret once: --webhook-secret or --webhook-secret-file"))
+	}
+	if r.WebhookAddr != "" && r.WebhookSecret == "" && r.WebhookSecretFile == "" {
+		errs = append(errs, errors.New("--webhook-addr needs a secret (SCALER_WEBHOOK_SECRET or --webhook-secret-file): unsigned deliveries are refused"))
+	}
+	if r.GiteaConcurrency < 1 || r.GiteaConcurrency > 64 {
+		errs = append(errs, fmt.Errorf("--gitea-concurrency must be between 1 and 64, got %d", r.GiteaConcurrency))
 	}
 	if r.KubeBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-burst must be at least 1, got %d", r.KubeBurst))
@@ -262,6 +291,10 @@ func (r *RunCmd) run(streams IO) int {
 		log.Error("cannot load Kubernetes client config", "error", err)
 		return ExitFailed
 	}
+	// The requests are counted in every mode: a pass's summary line
+	// reports them even when nothing scrapes.
+	m := metrics.New()
+	cfg.Wrap(m.KubeTransport)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		log.Error("cannot create Kubernetes client", "error", err)
@@ -272,14 +305,45 @@ func (r *RunCmd) run(streams IO) int {
 		log.Error("cannot create Kubernetes client", "error", err)
 		return ExitFailed
 	}
-	factory, err := r.giteaFactory()
+	factory, err := r.giteaFactory(m)
 	if err != nil {
 		log.Error("cannot set up Gitea requests", "error", err)
 		return ExitUsage
 	}
+	if r.MetricsAddr != "" {
+		stop, err := serveMetrics(r.MetricsAddr, m, log)
+		if err != nil {
+			log.Error("cannot serve metrics", "addr", r.MetricsAddr, "error", err)
+			return ExitFailed
+		}
+		defer stop()
+	}
 	return r.runWith(scaler.Deps{
 		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: factory, Log: log, Out: streams.Out,
+		Observer: m, Requests: m,
 	})
+}
+
+// serveMetrics serves m at /metrics on addr until stop is called.
+func serveMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics endpoint stopped", "error", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String(), "path", "/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 // kubeConfig is the Kubernetes client config, at the flags' rate.
@@ -293,8 +357,9 @@ func (r *RunCmd) kubeConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// giteaFactory makes the clients of real Gitea instances.
-func (r *RunCmd) giteaFactory() (scaler.GiteaFactory, error) {
+// giteaFactory makes the clients of real Gitea instances, their requests
+// counted by m (nil counts none).
+func (r *RunCmd) giteaFactory(m *metrics.Metrics) (scaler.GiteaFactory, error) {
 	t := r.giteaTransport
 	if t == nil {
 		var err error
@@ -302,11 +367,16 @@ func (r *RunCmd) giteaFactory() (scaler.GiteaFactory, error) {
 			return nil, err
 		}
 	}
+	if m != nil {
+		t = m.GiteaTransport(t)
+	}
+	// One transport for every client, so connections are reused.
 	hc := &http.Client{Transport: t}
 	return func(baseURL, token string) (gitea.Client, error) {
 		return gitea.NewClient(baseURL, token, gitea.Options{
 			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
-			HTTPClient: hc,
+			HTTPClient:          hc,
+			OneStatusPerRequest: r.BenchNaive,
 		})
 	}, nil
 }
@@ -318,6 +388,7 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
 		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, GroupTimeout: r.GroupTimeout, Runner: opts,
 		RunnerIdleTimeout: r.RunnerIdleTimeout, RunnerStartTimeout: r.RunnerStartTimeout,
+		GiteaConcurrency: r.GiteaConcurrency, Naive: r.BenchNaive,
 	}, err
 }
 
@@ -336,13 +407,70 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 	}
 	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
-		"groupTimeout", r.GroupTimeout, "giteaCAFile", r.GiteaCAFile, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst,
-		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout,
+		"groupTimeout", r.GroupTimeout, "giteaCAFile", r.GiteaCAFile, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
+		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,
 		"runnerTemplate", r.RunnerTemplate, "runnerTemplatePinned", cfg.Runner.Pinned.String())
+	if r.WebhookAddr != "" {
+		stop, err := r.serveWebhook(sc, deps)
+		if err != nil {
+			deps.Log.Error("cannot serve the webhook", "addr", r.WebhookAddr, "error", err)
+			return ExitFailed
+		}
+		defer stop()
+	}
 	if err := sc.Run(context.Background(), scaler.RunOptions{Loop: r.Loop, Interval: r.Interval}); err != nil {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// webhookSecret is the secret from the env var or the file, never logged.
+func (r *RunCmd) webhookSecret() ([]byte, error) {
+	if r.WebhookSecretFile == "" {
+		return []byte(r.WebhookSecret), nil
+	}
+	raw, err := os.ReadFile(r.WebhookSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read --webhook-secret-file: %w", err)
+	}
+	secret := bytes.TrimSpace(raw)
+	if len(secret) == 0 {
+		return nil, fmt.Errorf("--webhook-secret-file %s is empty", r.WebhookSecretFile)
+	}
+	return secret, nil
+}
+
+// serveWebhook accepts Gitea's deliveries at POST /webhook on
+// --webhook-addr and hands each queued job to the scaler, until stop.
+func (r *RunCmd) serveWebhook(sc *scaler.Scaler, deps scaler.Deps) (stop func(), err error) {
+	secret, err := r.webhookSecret()
+	if err != nil {
+		return nil, err
+	}
+	h := &webhook.Handler{Secret: secret, Trigger: func(j webhook.Job) {
+		sc.Trigger(scaler.QueuedJob{Repo: j.Repo, Labels: j.Labels})
+	}}
+	if o, ok := deps.Observer.(interface{ WebhookDelivery(outcome string) }); ok {
+		h.Outcome = o.WebhookDelivery
+	}
+	ln, err := net.Listen("tcp", r.WebhookAddr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/webhook", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			deps.Log.Error("webhook endpoint stopped", "error", err)
+		}
+	}()
+	deps.Log.Info("accepting Gitea webhooks", "addr", ln.Addr().String(), "path", "/webhook")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {

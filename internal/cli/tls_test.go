@@ -41,7 +41,7 @@ func TestGiteaCAFileIsTrustedForGitea(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := parse(t, tt.args...)
 			require.NoError(t, err)
-			factory, err := r.giteaFactory()
+			factory, err := r.giteaFactory(nil)
 			require.NoError(t, err)
 			c, err := factory(srv.URL, "tok")
 			require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,13 +32,31 @@ type groupRun struct {
 	runnerLabels runnerlabels.Set
 	// rule says which group serves a job that several groups could run.
 	rule *assign.Rule
+	// key names the group's Gitea listing (set by validate); shared is
+	// what the pass gathered for every group (nil: the group reads its
+	// own), and sharedUsed says the first observation took it, so that
+	// observing again after a lost race reads afresh.
+	key        listingKey
+	shared     *gathered
+	sharedUsed bool
+	// preloaded is the state gather read for the first attempt of claim
+	// (hasPreload says it did), with the error of reading it.
+	preloaded  state.Loaded
+	preloadErr error
+	hasPreload bool
+	// queuedAt is the last observation's queuedAt, and queuedToJob the
+	// time from each served job's creation in Gitea to its runner Job.
+	queuedAt    map[int64]time.Time
+	queuedToJob []time.Duration
+	// stats is the group's line in the pass's Summary, set by record.
+	stats GroupStats
 	// invalid is why the validate step failed, if it did.
 	invalid error
 }
 
 // passGroup takes one group through every step of a pass on its own.
 func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *assign.Rule) (int, error) {
-	g := s.prepare(ctx, rg)
+	g := s.prepare(ctx, rg, nil)
 	g.rule = rule
 	return s.finish(ctx, g)
 }
@@ -45,14 +64,17 @@ func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *
 // prepare starts a group's part of the pass: the validate step. Its outcome
 // is kept in the groupRun for finish, and tells the assignment rule whether
 // the group can serve.
-func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup) *groupRun {
+//
+// secrets, when not nil, holds the Secrets the pass has read, so groups
+// of a namespace that name the same Secret read it once.
+func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup, secrets *passSecrets) *groupRun {
 	g := &groupRun{
 		rg:    rg,
 		log:   s.log.With("runnergroup", groupKey(rg)),
 		store: state.Store{Client: s.kube},
 		owner: stateOwner(rg),
 	}
-	g.invalid = s.validate(ctx, g)
+	g.invalid = s.validate(ctx, g, secrets)
 	if g.invalid != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		g.invalid = outOfTime(s.cfg.GroupTimeout, g.invalid)
 	}
@@ -69,6 +91,7 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 	if err == nil {
 		var claims []plan.Claim
 		if claims, obs, err = s.claim(ctx, g); err == nil {
+			g.queuedAt = obs.queuedAt
 			created, err = s.create(ctx, g, claims)
 			if lerr := s.lifecycle(ctx, g, obs); err == nil {
 				err = lerr
@@ -83,7 +106,7 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 
 // validate checks the spec and both token Secrets, and makes the group's
 // Gitea client with the API token.
-func (s *Scaler) validate(ctx context.Context, g *groupRun) error {
+func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets) error {
 	spec := &g.rg.Spec
 	if err := spec.Validate(); err != nil {
 		return newGroupError(ReasonInvalidSpec, "invalid spec: %w", err)
@@ -93,6 +116,9 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun) error {
 	}
 	// Both tokens usually live in one Secret; read each Secret once.
 	secrets := map[string]*corev1.Secret{}
+	if shared != nil {
+		shared.preload(ctx, s, g.rg.Namespace, secrets, spec.AuthToken.SecretRef.Name, spec.RegistrationToken.SecretRef.Name)
+	}
 	token, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "authToken", spec.AuthToken.SecretRef)
 	if err != nil {
 		return err
@@ -107,6 +133,7 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun) error {
 	if g.gitea, err = s.gitea(spec.Gitea.URL, token); err != nil {
 		return newGroupError(ReasonGiteaUnavailable, "cannot create Gitea client for %s: %w", spec.Gitea.URL, err)
 	}
+	g.key = newListingKey(spec, token)
 	g.runnerLabels = runnerlabels.NewSet(runnerlabels.ForGroup(spec, s.cfg.Runner.DefaultLabels))
 	return nil
 }

@@ -76,6 +76,19 @@ spec:
           value: "true"
         - name: SCALER_INTERVAL
           value: {{ $s.interval | toString | quote }}
+        {{- if $v.metrics.enabled }}
+        - name: SCALER_METRICS_ADDR
+          value: {{ printf ":%d" (int64 $v.metrics.port) | quote }}
+        {{- end }}
+        {{- if $v.webhook.enabled }}
+        - name: SCALER_WEBHOOK_ADDR
+          value: {{ printf ":%d" (int64 $v.webhook.port) | quote }}
+        - name: SCALER_WEBHOOK_SECRET
+          valueFrom:
+            secretKeyRef:
+              name: {{ $v.webhook.secret.name | quote }}
+              key: {{ $v.webhook.secret.key | quote }}
+        {{- end }}
         {{- else }}
         - name: SCALER_LOOP
           value: "false"
@@ -118,6 +131,8 @@ spec:
           value: {{ $s.kubeQPS | toString | quote }}
         - name: SCALER_KUBE_BURST
           value: {{ printf "%d" (int64 $s.kubeBurst) | quote }}
+        - name: SCALER_GITEA_CONCURRENCY
+          value: {{ printf "%d" (int64 $s.giteaConcurrency) | quote }}
         - name: SCALER_RUNNER_IDLE_TIMEOUT
           value: {{ $s.runnerIdleTimeout | toString | quote }}
         - name: SCALER_RUNNER_START_TIMEOUT
@@ -145,6 +160,19 @@ spec:
         - name: runner-template
           mountPath: /etc/gitea-runner-scaler/runner-template
           readOnly: true
+        {{- end }}
+      {{- end }}
+      {{- if and (eq $v.mode "deployment") (or $v.metrics.enabled $v.webhook.enabled) }}
+      ports:
+        {{- if $v.metrics.enabled }}
+        - name: metrics
+          containerPort: {{ int64 $v.metrics.port }}
+          protocol: TCP
+        {{- end }}
+        {{- if $v.webhook.enabled }}
+        - name: webhook
+          containerPort: {{ int64 $v.webhook.port }}
+          protocol: TCP
         {{- end }}
       {{- end }}
       resources:
