@@ -112,6 +112,9 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 	if err := spec.Validate(); err != nil {
 		return newGroupError(ReasonInvalidSpec, "invalid spec: %w", err)
 	}
+	if err := runnerjob.CheckTemplate(g.rg, s.cfg.Runner); err != nil {
+		return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
+	}
 	// Both tokens usually live in one Secret; read each Secret once.
 	secrets := map[string]*corev1.Secret{}
 	if shared != nil {

@@ -57,6 +57,10 @@ const (
 	// VerdictRunnerStarting: the runner's pod runs; its runner registers
 	// and takes the job.
 	VerdictRunnerStarting = "RunnerStarting"
+	// VerdictIdleRunner: the assigned group had idle runners at its last
+	// pass (its warm pool, or runners that took no job): Gitea hands the
+	// job to one of them, no new runner is needed.
+	VerdictIdleRunner = "IdleRunner"
 	// VerdictWaitingForPass: the assigned group can serve it and has room;
 	// its next pass starts the runner.
 	VerdictWaitingForPass = "WaitingForPass"
@@ -410,6 +414,9 @@ func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup,
 
 	ready := meta.FindStatusCondition(rg.Status.Conditions, scaler.ConditionReady)
 	switch {
+	case rg.Status.IdleRunners > 0:
+		rep.Verdict = VerdictIdleRunner
+		rep.say("At its last pass %s had %d idle runner(s) (%d kept by its warm pool): Gitea gives a queued job to an idle runner whose labels fit when that runner next asks, so this job needs no new runner.", key, rg.Status.IdleRunners, rg.Status.WarmRunners)
 	case rg.Spec.MaxActiveRunners == 0:
 		rep.Verdict = VerdictGroupPaused
 		rep.say("%s is paused (maxActiveRunners: 0) and is the only group that can run it, so it waits until the group is resumed.", key)

@@ -84,7 +84,8 @@ func newWorld(t *testing.T) *world {
 		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"}, objs...)
 
 	// Job 107 has its runner Job, whose pod cannot pull its image.
-	rj := runnerjob.Build(plain, "plain-pull1", 107, runnerjob.DefaultOptions())
+	rj, err := runnerjob.Build(plain, "plain-pull1", 107, runnerjob.DefaultOptions())
+	require.NoError(t, err)
 	rj.UID = "uid-plain-pull1"
 	rj.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
 	pod := &corev1.Pod{
@@ -309,9 +310,10 @@ func TestParseRef(t *testing.T) {
 // started for job 101 may run job 104, and 101 then waits like any other.
 func TestExplainSeesARunnerJobWhoseRunnerTookAnotherJob(t *testing.T) {
 	w := newWorld(t)
-	rj := runnerjob.Build(w.groups["plain"], "plain-run01", 101, runnerjob.DefaultOptions())
+	rj, err := runnerjob.Build(w.groups["plain"], "plain-run01", 101, runnerjob.DefaultOptions())
+	require.NoError(t, err)
 	rj.Annotations = map[string]string{v1alpha1.AnnotationRunnerName: runnerjob.RunnerName(w.groups["plain"], "plain-run01")}
-	_, err := w.deps.Kube.BatchV1().Jobs(ns).Create(context.Background(), rj, metav1.CreateOptions{})
+	_, err = w.deps.Kube.BatchV1().Jobs(ns).Create(context.Background(), rj, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	rep := w.explain(t, "101")
@@ -365,4 +367,20 @@ func TestExplainAsksGiteaAsLittleAsItCan(t *testing.T) {
 	for _, r := range reqs {
 		assert.Contains(t, r, "/api/v1/orgs/acme/actions/jobs", "the groups' own scope")
 	}
+}
+
+// A warm pool's idle runner takes a queued job without a new runner.
+func TestExplainPointsAtTheWarmPoolsIdleRunners(t *testing.T) {
+	w := newWorld(t)
+	rg := w.groups["gpu"].DeepCopy()
+	rg.Spec.MaxActiveRunners, rg.Spec.MinIdleRunners = 3, 1
+	rg.Status.IdleRunners, rg.Status.WarmRunners = 1, 1
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rg)
+	require.NoError(t, err)
+	_, err = w.deps.Groups.(runnergroups.Client).Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Update(context.Background(), &unstructured.Unstructured{Object: m}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	rep := w.explain(t, "102")
+	assert.Equal(t, VerdictIdleRunner, rep.Verdict)
+	assert.Contains(t, rep.Explanation, "At its last pass ci/gpu had 1 idle runner(s) (1 kept by its warm pool): Gitea gives a queued job to an idle runner whose labels fit when that runner next asks, so this job needs no new runner.")
 }

@@ -193,3 +193,10 @@ no Helm release (applied apart, e.g. kubectl apply -f crds/)
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+Name of the ConfigMap that holds runnerTemplate.
+*/}}
+{{- define "gitea-runner-operator.runnerTemplateName" -}}
+{{- printf "%s-runner-template" (include "gitea-runner-operator.fullname" . | trunc 47 | trimSuffix "-") -}}
+{{- end -}}
