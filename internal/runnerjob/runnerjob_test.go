@@ -22,7 +22,7 @@ func group() *v1alpha1.RunnerGroup {
 			Gitea:             v1alpha1.GiteaSpec{URL: "https://gitea.example.com"},
 			Labels:            []string{"gpu", "ubuntu-latest:docker://my/image"},
 			MaxActiveRunners:  3,
-			RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "reg", Key: "token"}},
+			RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "reg", Key: "token"}},
 			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "api", Key: "token"}},
 		},
 	}
@@ -88,6 +88,19 @@ func TestBuildNeverCarriesASecretValue(t *testing.T) {
 	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
 		assert.NotContains(t, e.Name, "AUTH", "the API token stays with the scaler")
 	}
+}
+
+func TestBuildReferencesTheMintedSecretWithoutARegistrationToken(t *testing.T) {
+	rg := group()
+	rg.Spec.RegistrationToken = nil
+	j, err := Build(rg, "ci-x2v7k", 1, DefaultOptions())
+	require.NoError(t, err)
+	reg := env(j.Spec.Template.Spec.Containers[0])["GITEA_RUNNER_REGISTRATION_TOKEN"]
+	assert.Empty(t, reg.Value, "the minted token stays in its Secret")
+	require.NotNil(t, reg.ValueFrom)
+	require.NotNil(t, reg.ValueFrom.SecretKeyRef)
+	assert.Equal(t, "ci-registration-token", reg.ValueFrom.SecretKeyRef.Name)
+	assert.Equal(t, "token", reg.ValueFrom.SecretKeyRef.Key)
 }
 
 // A restarted container must register afresh: nothing that survives a

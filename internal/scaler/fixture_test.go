@@ -79,7 +79,7 @@ func newGroup(name string, max int32, mutate ...func(*v1alpha1.RunnerGroup)) *v1
 			Scope: v1alpha1.ScopeOrg, Org: "acme",
 			Gitea:             v1alpha1.GiteaSpec{URL: "https://gitea.example.com"},
 			MaxActiveRunners:  max,
-			RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "reg", Key: "token"}},
+			RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "reg", Key: "token"}},
 			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "api", Key: "token"}},
 		},
 	}
