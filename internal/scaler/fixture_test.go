@@ -51,6 +51,22 @@ type fakeGitea struct {
 	// barrier, when set, runs before answering, outside the lock: a pass
 	// asks Gitea after it read the state and before it writes it.
 	barrier func()
+	// regToken is what minting a registration token answers (regErr
+	// fails it); mints counts the requests.
+	regToken string
+	regErr   error
+	mints    int
+}
+
+func (f *fakeGitea) RegistrationToken(_ context.Context, t gitea.Target) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mints++
+	f.seen = append(f.seen, t)
+	if f.regErr != nil {
+		return "", f.regErr
+	}
+	return f.regToken, nil
 }
 
 func (f *fakeGitea) Snapshot(_ context.Context, t gitea.Target) (gitea.Snapshot, error) {

@@ -116,7 +116,9 @@ gitea.bpg.pw/listener: {{ .listener | quote }}
 {{/*
 What the scaler does, and nothing more: read RunnerGroups and patch their
 status, create/list/get/delete runner Jobs, keep its per-group state
-ConfigMap, read the registration and API token Secrets, and record Events.
+ConfigMap, read the registration and API token Secrets (and create and
+update <group>-registration-token for a group that leaves
+spec.registrationToken out: the scaler mints it), and record Events.
 The runner lifecycle reads runner pods (did one start, and why not) and
 lists Events (a Job's FailedCreate, when Pod Security Admission or a quota
 refused its pod).
@@ -138,7 +140,7 @@ scopes cannot drift apart.
   verbs: ["get", "create", "update"]
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get"]
+  verbs: ["get", "create", "update"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "list"]
