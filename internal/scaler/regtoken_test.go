@@ -123,8 +123,8 @@ func TestAnEmptyMintedSecretIsMintedAgainAtOnce(t *testing.T) {
 
 func TestASecretTheGroupDoesNotOwnIsNeverTouched(t *testing.T) {
 	tests := map[string][]metav1.OwnerReference{
-		"no owner": nil,
-		"another object's": {{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "uid-other"}},
+		"no owner":                      nil,
+		"another object's":              {{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "uid-other"}},
 		"an earlier group of that name": {{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind, Name: "ci", UID: "uid-old"}},
 	}
 	for name, owners := range tests {
