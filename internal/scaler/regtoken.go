@@ -73,13 +73,13 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 	if !ok {
 		return newGroupError(ReasonGiteaUnavailable, "registration token: the Gitea client cannot mint registration tokens")
 	}
-	token, err := minter.RegistrationToken(ctx, targetOf(&rg.Spec))
+	token, err := minter.RegistrationToken(ctx, TargetOf(&rg.Spec))
 	if err != nil {
 		reason := giteaReason(err)
 		if errors.Is(err, gitea.ErrWrongUser) {
 			reason = ReasonGiteaForbidden
 		}
-		return newGroupError(reason, "registration token: cannot mint one for %s with spec.authToken: %w", targetOf(&rg.Spec), err)
+		return newGroupError(reason, "registration token: cannot mint one for %s with spec.authToken: %w", TargetOf(&rg.Spec), err)
 	}
 	checked := now.UTC().Format(time.RFC3339)
 	if sec == nil {
