@@ -44,7 +44,7 @@ func group(name string, max int32, labels []string, status v1alpha1.RunnerGroupS
 			Scope: v1alpha1.ScopeOrg, Org: "acme", MaxActiveRunners: max, Labels: labels,
 			Gitea:             v1alpha1.GiteaSpec{URL: giteaURL},
 			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "tokens", Key: "api"}},
-			RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "tokens", Key: "reg"}},
+			RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "tokens", Key: "reg"}},
 		},
 		Status: status,
 	}
