@@ -232,3 +232,24 @@ func (p *Policy) Transport() *http.Transport {
 	t.DialContext = d.DialContext
 	return t
 }
+
+// maxRedirects is what http.Client follows by default.
+const maxRedirects = 10
+
+// HTTPClient sends requests with p's dial check and checks every redirect
+// with Check, so Gitea (or whatever answers) cannot send the token's
+// requests somewhere the list does not allow. Share one: its transport
+// keeps the connections for reuse.
+func (p *Policy) HTTPClient() *http.Client {
+	return &http.Client{
+		Transport: p.Transport(),
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= maxRedirects {
+				return fmt.Errorf("stopped after %d redirects", maxRedirects)
+			}
+			u := *req.URL
+			u.RawQuery, u.ForceQuery, u.Fragment = "", false, ""
+			return p.Check(u.String())
+		},
+	}
+}
