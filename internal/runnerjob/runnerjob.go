@@ -192,6 +192,10 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 				},
 				Spec: corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyOnFailure,
+					// Workflows are untrusted code: they get no Kubernetes
+					// credentials, whatever the namespace's default
+					// ServiceAccount may do.
+					AutomountServiceAccountToken: ptr.To(false),
 					Containers: []corev1.Container{{
 						Name:  ContainerName,
 						Image: opts.Image,

@@ -89,6 +89,13 @@ func TestBuildNeverCarriesASecretValue(t *testing.T) {
 
 // A restarted container must register afresh: nothing that survives a
 // container restart (a volume) may hold act_runner's state file.
+func TestBuildMountsNoServiceAccountToken(t *testing.T) {
+	rg := &v1alpha1.RunnerGroup{ObjectMeta: metav1.ObjectMeta{Name: "ci", Namespace: "runners"}}
+	spec := Build(rg, "ci-abc12", 1, DefaultOptions()).Spec.Template.Spec
+	require.NotNil(t, spec.AutomountServiceAccountToken)
+	assert.False(t, *spec.AutomountServiceAccountToken)
+}
+
 func TestBuildKeepsRunnerStateOutOfVolumes(t *testing.T) {
 	j := Build(group(), "ci-x2v7k", 1, DefaultOptions())
 	spec := j.Spec.Template.Spec

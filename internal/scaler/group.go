@@ -17,6 +17,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // groupRun is one RunnerGroup within a pass: what its steps share.
@@ -33,11 +34,13 @@ type groupRun struct {
 	rule *assign.Rule
 	// invalid is why the validate step failed, if it did.
 	invalid error
+	// namespaces are the pass's answers on the groups' namespaces.
+	namespaces *namespaces
 }
 
 // passGroup takes one group through every step of a pass on its own.
 func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *assign.Rule) (int, error) {
-	g := s.prepare(ctx, rg)
+	g := s.prepare(ctx, rg, newNamespaces())
 	g.rule = rule
 	return s.finish(ctx, g)
 }
@@ -45,12 +48,13 @@ func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *
 // prepare starts a group's part of the pass: the validate step. Its outcome
 // is kept in the groupRun for finish, and tells the assignment rule whether
 // the group can serve.
-func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup) *groupRun {
+func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup, nss *namespaces) *groupRun {
 	g := &groupRun{
-		rg:    rg,
-		log:   s.log.With("runnergroup", groupKey(rg)),
-		store: state.Store{Client: s.kube},
-		owner: stateOwner(rg),
+		rg:         rg,
+		log:        s.log.With("runnergroup", groupKey(rg)),
+		store:      state.Store{Client: s.kube},
+		owner:      stateOwner(rg),
+		namespaces: nss,
 	}
 	g.invalid = s.validate(ctx, g)
 	if g.invalid != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -81,12 +85,21 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 	return created, err
 }
 
-// validate checks the spec and both token Secrets, and makes the group's
-// Gitea client with the API token.
+// validate checks, in this order, the spec, that its Gitea URL is allowed,
+// that the namespace is enabled, that its Pod Security admits the runner
+// pod, and both token Secrets; then it makes the group's Gitea client with
+// the API token. The checks that need no request come first, and nothing
+// is read in a namespace that is not enabled.
 func (s *Scaler) validate(ctx context.Context, g *groupRun) error {
 	spec := &g.rg.Spec
 	if err := spec.Validate(); err != nil {
 		return newGroupError(ReasonInvalidSpec, "invalid spec: %w", err)
+	}
+	if err := s.cfg.AllowedGiteaURLs.Check(spec.Gitea.URL); err != nil {
+		return newGroupError(ReasonGiteaURLNotAllowed, "spec.gitea.url: %w; the platform team lists the allowed Gitea URLs (chart value allowedGiteaURLs)", err)
+	}
+	if err := s.tenantChecks(ctx, g); err != nil {
+		return err
 	}
 	// Both tokens usually live in one Secret; read each Secret once.
 	secrets := map[string]*corev1.Secret{}
@@ -108,6 +121,27 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun) error {
 	return nil
 }
 
+// tenantChecks refuses a group whose namespace is not enabled, or whose
+// namespace's Pod Security would not admit its runner pod.
+func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
+	f := g.namespaces.facts(ctx, s, g.rg.Namespace)
+	switch {
+	case f.err != nil:
+		return newGroupError(ReasonKubernetesError, "%w", f.err)
+	case len(f.missing) > 0:
+		return newGroupError(ReasonNamespaceNotEnabled, "%s", s.cfg.Tenancy.NotEnabledMessage(g.rg.Namespace, f.missing))
+	case f.nsErr != nil:
+		return newGroupError(ReasonKubernetesError, "cannot read namespace %s for its Pod Security labels: %w", g.rg.Namespace, f.nsErr)
+	}
+	// The runner pod as it would be created: its shape does not depend on
+	// the Gitea job.
+	pod := runnerjob.Build(g.rg, "pod-security-check", 0, s.cfg.Runner).Spec.Template.Spec
+	if why := tenancy.PodSecurity(f.ns, &pod, s.cfg.TrustUnlabelledNamespaces); why != "" {
+		return newGroupError(ReasonPodSecurityForbidsRunner, "%s", why)
+	}
+	return nil
+}
+
 // readSecretKey returns one key of a Secret in the group's namespace,
 // reading the Secret only if read does not hold it yet. Errors name the
 // Secret and key, never the value.
@@ -121,6 +155,10 @@ func (s *Scaler) readSecretKey(ctx context.Context, read map[string]*corev1.Secr
 			return "", newGroupError(ReasonSecretNotFound, "spec.%s: Secret %s/%s not found", field, namespace, ref.Name)
 		case err != nil:
 			return "", newGroupError(ReasonKubernetesError, "spec.%s: cannot read Secret %s/%s: %w", field, namespace, ref.Name, err)
+		}
+		if !tenancy.SecretAllowed(sec) {
+			return "", newGroupError(ReasonSecretNotLabelled, "spec.%s: Secret %s/%s lacks the label %s=true that lets the scaler use it; whoever may change the Secret adds it: kubectl label secret --namespace %s %s %s=true",
+				field, namespace, ref.Name, tenancy.SecretLabel, namespace, ref.Name, tenancy.SecretLabel)
 		}
 		read[ref.Name] = sec
 	}

@@ -73,10 +73,11 @@ func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 	// Validate every group first, so the assignment rule knows which of the
 	// groups this pass serves can serve, before any of them plans.
 	runs := make([]*groupRun, len(groups))
+	nss := newNamespaces()
 	s.forEachGroup(len(groups), func(i int) {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 		defer cancel()
-		runs[i] = s.prepare(gctx, &groups[i])
+		runs[i] = s.prepare(gctx, &groups[i], nss)
 	})
 	rule := s.assignment(ctx, groups, runs)
 	var mu sync.Mutex
