@@ -20,11 +20,13 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
@@ -77,6 +79,12 @@ type RunCmd struct {
 	// start, orphan registrations.
 	RunnerIdleTimeout  time.Duration `env:"SCALER_RUNNER_IDLE_TIMEOUT" default:"10m" help:"How long a runner beyond the queued jobs stays idle before it is disabled in Gitea and its Job deleted; 0 turns that and the removal of orphan registrations off (both need the runners API)."`
 	RunnerStartTimeout time.Duration `env:"SCALER_RUNNER_START_TIMEOUT" default:"10m" help:"How long a runner Job's pod may take to start before the Job is deleted and the group says why; 0 never deletes one."`
+
+	// Tenancy: what a RunnerGroup's writer may make the scaler do.
+	AllowedGiteaURLs          []string `name:"allowed-gitea-urls" env:"SCALER_ALLOWED_GITEA_URLS" placeholder:"URL" help:"Gitea URLs a group's API token may be sent to (repeat, or comma-separated in the env var): a group's URL needs an entry's scheme, host and port and a path under the entry's. Empty: any host but loopback, link-local and metadata addresses."`
+	TenantClusterRole         string   `env:"SCALER_TENANT_CLUSTER_ROLE" placeholder:"NAME" help:"The ClusterRole that enables a namespace when bound there; named in the message of a group whose namespace is not enabled."`
+	ServiceAccount            string   `env:"SCALER_SERVICE_ACCOUNT" placeholder:"NS:NAME" help:"The scaler's ServiceAccount (namespace:name); named in the message of a group whose namespace is not enabled."`
+	TrustUnlabelledNamespaces bool     `env:"SCALER_TRUST_UNLABELLED_NAMESPACES" help:"Take a namespace without a pod-security.kubernetes.io/enforce label to admit privileged runner pods (the cluster's default level is privileged)."`
 }
 
 // minGiteaResponseBytes is the smallest --gitea-max-response-bytes: below
@@ -137,6 +145,14 @@ func (r *RunCmd) Validate() error {
 	for _, l := range r.DefaultLabels {
 		if strings.TrimSpace(l) == "" || strings.ContainsAny(l, " \t") || runnerlabels.Name(l) == "" {
 			errs = append(errs, fmt.Errorf("--default-labels: invalid label %q", l))
+		}
+	}
+	if _, err := giteaurl.Parse(r.AllowedGiteaURLs); err != nil {
+		errs = append(errs, fmt.Errorf("--allowed-gitea-urls: %w", err))
+	}
+	if r.ServiceAccount != "" {
+		if ns, name, ok := strings.Cut(r.ServiceAccount, ":"); !ok || ns == "" || name == "" {
+			errs = append(errs, fmt.Errorf("--service-account must be namespace:name, got %q", r.ServiceAccount))
 		}
 	}
 	r.Namespace = compact(r.Namespace)
@@ -226,13 +242,24 @@ func (r *RunCmd) kubeConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// giteaFactory makes the clients of real Gitea instances.
+// giteaFactory makes the clients of real Gitea instances. They share one
+// HTTP client, which checks the allowed Gitea URLs on every dial and
+// redirect, and keeps connections for reuse across groups and passes.
 func (r *RunCmd) giteaFactory() scaler.GiteaFactory {
+	hc := r.allowedGiteaURLs().HTTPClient()
 	return func(baseURL, token string) (gitea.Client, error) {
 		return gitea.NewClient(baseURL, token, gitea.Options{
 			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
+			HTTPClient: hc,
 		})
 	}
+}
+
+// allowedGiteaURLs is --allowed-gitea-urls as a policy; Validate has
+// refused a list that does not parse.
+func (r *RunCmd) allowedGiteaURLs() *giteaurl.Policy {
+	p, _ := giteaurl.Parse(r.AllowedGiteaURLs)
+	return p
 }
 
 // scalerConfig is the scaler's part of the flags.
@@ -247,6 +274,9 @@ func (r *RunCmd) scalerConfig() scaler.Config {
 		Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
 		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, GroupTimeout: r.GroupTimeout, Runner: opts,
 		RunnerIdleTimeout: r.RunnerIdleTimeout, RunnerStartTimeout: r.RunnerStartTimeout,
+		AllowedGiteaURLs:          r.allowedGiteaURLs(),
+		Tenancy:                   tenancy.Names{TenantClusterRole: r.TenantClusterRole, ServiceAccount: r.ServiceAccount},
+		TrustUnlabelledNamespaces: r.TrustUnlabelledNamespaces,
 	}
 }
 
@@ -261,7 +291,11 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
 		"groupTimeout", r.GroupTimeout, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst,
-		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout)
+		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout,
+		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces)
+	if len(r.AllowedGiteaURLs) == 0 {
+		deps.Log.Warn("no allowed Gitea URLs: a RunnerGroup may send its API token to any host but loopback, link-local and metadata addresses; set --allowed-gitea-urls")
+	}
 	if err := sc.Run(context.Background(), scaler.RunOptions{Loop: r.Loop, Interval: r.Interval}); err != nil {
 		return ExitFailed
 	}
