@@ -151,7 +151,9 @@ func TestPodSecurityAdmitsAPrivilegedRunnerOnlyWhereTheNamespaceSaysPrivileged(t
 }
 
 func TestSecretAllowedOnlyWithTheLabel(t *testing.T) {
-	sec := func(l map[string]string) *corev1.Secret { return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: l}} }
+	sec := func(l map[string]string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: l}}
+	}
 	assert.True(t, SecretAllowed(sec(map[string]string{SecretLabel: "true"})))
 	assert.False(t, SecretAllowed(sec(map[string]string{SecretLabel: "yes"})))
 	assert.False(t, SecretAllowed(sec(nil)))
