@@ -1,7 +1,8 @@
 # gitea-runner-operator: build, lint and test.
 #
-#   make test   runs everything CI runs: lint, unit tests, the chart's tests,
-#               and the end-to-end suite on a local control plane and Gitea.
+#   make test   runs everything CI runs: lint, unit tests, the image's test,
+#               the chart's tests, and the end-to-end suite on a local
+#               control plane and Gitea.
 #   make demo   brings the test bed up and shows runners serving Gitea jobs.
 
 SHELL := /usr/bin/env bash
@@ -26,6 +27,32 @@ E2E_TIMEOUT ?= 25m
 .PHONY: build
 build: ## Build the scaler into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/gitea-runner-scaler ./cmd/gitea-runner-scaler
+
+# The release image (scripts/tools/image): an OCI image layout in
+# $(IMAGE_DIR), one image per platform of IMAGE_PLATFORMS under one index,
+# named $(VERSION) in the layout. The creation time is the commit's, so one
+# commit gives one digest.
+IMAGE_DIR := bin/image
+IMAGE_PLATFORMS ?= linux/$(shell go env GOARCH)
+IMAGE_SOURCE := https://github.com/gitea-runner-operator/gitea-runner-operator
+IMAGE_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE_CREATED ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+.PHONY: image
+image: ## Build the scaler's OCI image into bin/image without Docker (IMAGE_PLATFORMS="linux/amd64 linux/arm64" for more).
+	@bins=(); for p in $(IMAGE_PLATFORMS); do os=$${p%%/*}; arch=$${p##*/}; \
+	  out=bin/image-build/$$os-$$arch/gitea-runner-scaler; \
+	  echo "build $$p"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(LDFLAGS)' -o $$out ./cmd/gitea-runner-scaler; \
+	  bins+=(-binary "$$p=$(CURDIR)/$$out"); done; \
+	cd scripts/tools/image && go run -mod=readonly . -out $(CURDIR)/$(IMAGE_DIR) "$${bins[@]}" \
+	  -ca /etc/ssl/certs/ca-certificates.crt -rootfs rootfs \
+	  -source $(IMAGE_SOURCE) -version $(VERSION) -revision $(IMAGE_REVISION) -created $(IMAGE_CREATED)
+
+.PHONY: test-image
+test-image: image ## Build the image, read it back and run its binary's version.
+	cd scripts/tools/image && IMAGE_LAYOUT=$(CURDIR)/$(IMAGE_DIR) IMAGE_VERSION=$(VERSION) IMAGE_REVISION=$(IMAGE_REVISION) \
+	  go test -count=1 ./...
 
 $(STATICCHECK):
 	GOBIN=$(dir $@) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -59,6 +86,7 @@ lint: $(STATICCHECK) ## gofmt, go vet (with and without the e2e tag), staticchec
 	$(STATICCHECK) -tags e2e ./...
 	cd scripts/tools/testbed && go vet ./...
 	cd scripts/tools/controller-gen && go vet ./...
+	cd scripts/tools/image && go vet ./...
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes only).
@@ -82,6 +110,16 @@ test-e2e: testbed-up ## End-to-end tests against the test bed.
 	go test -count=1 -tags e2e -timeout $(E2E_TIMEOUT) -v ./internal/e2e/ 2>&1 | tee $(CACHE)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  exit $${PIPESTATUS[0]}
 
+# The scale benchmark's full matrix (internal/e2e/bench_test.go) takes tens
+# of minutes; the e2e suite runs its smoke matrix. Take the e2e lock first:
+#   flock /tmp/e2e.lock bash -c 'make bench; rc=$$?; scripts/testbed down; exit $$rc'
+BENCH_TIMEOUT ?= 100m
+
+.PHONY: bench
+bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea and Kubernetes requests, peak RSS; shared design against naive.
+	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmarkScale$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/bench.log ; \
+	  exit $${PIPESTATUS[0]}
+
 .PHONY: test
 # Each fuzz target runs briefly: long enough to catch a regression on
 # malformed input, short enough for every CI run. A count, not a duration:
@@ -96,7 +134,7 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each.
 	  echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; done
 
-test: verify-generated lint test-unit fuzz test-chart test-e2e ## Everything CI runs.
+test: verify-generated lint test-unit fuzz test-image test-chart test-e2e ## Everything CI runs.
 
 .PHONY: demo
 demo: ## One command: test bed, Gitea org/repo/workflow, chart install, runners at work.

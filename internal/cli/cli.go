@@ -5,11 +5,15 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -21,12 +25,14 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/webhook"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
@@ -46,6 +52,7 @@ const (
 type CLI struct {
 	Run     RunCmd     `cmd:"" help:"Run one scale pass over the selected RunnerGroups (or keep passing with --loop)."`
 	Version VersionCmd `cmd:"" help:"Print the version."`
+	Status  StatusCmd  `cmd:"" help:"Show one line per selected RunnerGroup from its status: demand, runners, last pass, conditions. Read-only."`
 }
 
 // RunCmd is `gitea-runner-scaler run`.
@@ -63,6 +70,7 @@ type RunCmd struct {
 	DefaultLabels   []string      `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"Labels every group gets unless it sets a label of the same name (comma-separated). Default: act_runner's defaults (ubuntu-latest, ubuntu-24.04, ubuntu-22.04)."`
 	SpawnTTL        time.Duration `env:"SCALER_SPAWN_TTL" default:"5m" help:"How long a claimed queued job waits for its runner before a retry."`
 	GiteaTimeout    time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
+	GiteaCAFile     string        `env:"SCALER_GITEA_CA_FILE" placeholder:"PATH" help:"PEM bundle of CAs trusted for Gitea besides the system's (a Gitea behind a private CA). HTTPS_PROXY, HTTP_PROXY and NO_PROXY are honoured."`
 	Workers         int           `env:"SCALER_WORKERS" default:"4" help:"RunnerGroups served at once."`
 	RunnerJobTTL    int32         `env:"SCALER_RUNNER_JOB_TTL" default:"600" help:"ttlSecondsAfterFinished of runner Jobs."`
 	GroupTimeout    time.Duration `env:"SCALER_GROUP_TIMEOUT" default:"30s" help:"Time one RunnerGroup's part of a pass may take; must be longer than --gitea-timeout."`
@@ -74,6 +82,16 @@ type RunCmd struct {
 	// client-go's default of 5/s would take over 8 minutes.
 	KubeQPS   float64 `env:"SCALER_KUBE_QPS" default:"50" help:"Requests per second to the Kubernetes API, sustained."`
 	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"100" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
+	// Groups with the same Gitea, token and target share one listing per
+	// pass; this bounds how many distinct listings are read at once.
+	GiteaConcurrency  int    `env:"SCALER_GITEA_CONCURRENCY" default:"4" help:"Gitea listings (one per distinct Gitea URL, API token and target) read at once in a pass."`
+	MetricsAddr       string `env:"SCALER_METRICS_ADDR" placeholder:"HOST:PORT" help:"With --loop, serve Prometheus metrics on this address at /metrics (e.g. ':9090'); empty serves none. A single pass logs the same numbers in its 'pass finished' line."`
+	WebhookAddr       string `env:"SCALER_WEBHOOK_ADDR" placeholder:"HOST:PORT" help:"With --loop, accept Gitea's workflow_job webhook at POST /webhook on this address (e.g. ':8080'): a queued job starts a pass at once. Needs a secret."`
+	WebhookSecret     string `env:"SCALER_WEBHOOK_SECRET" placeholder:"SECRET" help:"The webhook's secret (as set in Gitea); prefer the env var or --webhook-secret-file over the flag, which shows in the process list."`
+	WebhookSecretFile string `env:"SCALER_WEBHOOK_SECRET_FILE" placeholder:"PATH" help:"A file holding the webhook's secret (surrounding whitespace is trimmed)."`
+	// The benchmark (make bench) runs the same binary both ways, to print
+	// the naive design's numbers beside the shared ones.
+	BenchNaive bool `env:"SCALER_BENCH_NAIVE" hidden:"" help:"Benchmark only: turn off what a pass shares between RunnerGroups and ask Gitea one status per request."`
 
 	// The runner lifecycle: idle surplus runners, runner Jobs that never
 	// start, orphan registrations.
@@ -85,6 +103,10 @@ type RunCmd struct {
 	TenantClusterRole         string   `env:"SCALER_TENANT_CLUSTER_ROLE" placeholder:"NAME" help:"The ClusterRole that enables a namespace when bound there; named in the message of a group whose namespace is not enabled."`
 	ServiceAccount            string   `env:"SCALER_SERVICE_ACCOUNT" placeholder:"NS:NAME" help:"The scaler's ServiceAccount (namespace:name); named in the message of a group whose namespace is not enabled."`
 	TrustUnlabelledNamespaces bool     `env:"SCALER_TRUST_UNLABELLED_NAMESPACES" help:"Take a namespace without a pod-security.kubernetes.io/enforce label to admit privileged runner pods (the cluster's default level is privileged)."`
+
+	// giteaTransport sends every Gitea request: built once by Validate
+	// from --gitea-ca-file and the proxy variables, shared by all clients.
+	giteaTransport http.RoundTripper
 }
 
 // minGiteaResponseBytes is the smallest --gitea-max-response-bytes: below
@@ -119,6 +141,21 @@ func (r *RunCmd) Validate() error {
 	if r.KubeQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-qps must be positive, got %g", r.KubeQPS))
 	}
+	if r.MetricsAddr != "" && !r.Loop {
+		errs = append(errs, errors.New("--metrics-addr needs --loop: a single pass logs its numbers in its 'pass finished' line instead"))
+	}
+	if r.WebhookAddr != "" && !r.Loop {
+		errs = append(errs, errors.New("--webhook-addr needs --loop: a single pass has nobody to trigger"))
+	}
+	if r.WebhookSecret != "" && r.WebhookSecretFile != "" {
+		errs = append(errs, errors.New("give the webhook secret once: --webhook-secret or --webhook-secret-file"))
+	}
+	if r.WebhookAddr != "" && r.WebhookSecret == "" && r.WebhookSecretFile == "" {
+		errs = append(errs, errors.New("--webhook-addr needs a secret (SCALER_WEBHOOK_SECRET or --webhook-secret-file): unsigned deliveries are refused"))
+	}
+	if r.GiteaConcurrency < 1 || r.GiteaConcurrency > 64 {
+		errs = append(errs, fmt.Errorf("--gitea-concurrency must be between 1 and 64, got %d", r.GiteaConcurrency))
+	}
 	if r.KubeBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-burst must be at least 1, got %d", r.KubeBurst))
 	}
@@ -130,6 +167,13 @@ func (r *RunCmd) Validate() error {
 	}
 	if r.RunnerJobTTL < 0 {
 		errs = append(errs, fmt.Errorf("--runner-job-ttl must be 0 or more, got %d", r.RunnerJobTTL))
+	}
+	if r.GiteaCAFile != "" {
+		t, err := gitea.NewTransport(r.GiteaCAFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--gitea-ca-file: %w", err))
+		}
+		r.giteaTransport = t
 	}
 	if strings.TrimSpace(r.RunnerImage) == "" {
 		errs = append(errs, errors.New("--runner-image must not be empty"))
@@ -204,6 +248,8 @@ func Main(args []string, streams IO) int {
 	case "version":
 		fmt.Fprintln(streams.Out, Version)
 		return ExitOK
+	case "status":
+		return c.Status.run(streams)
 	default:
 		return c.Run.run(streams)
 	}
@@ -216,6 +262,10 @@ func (r *RunCmd) run(streams IO) int {
 		log.Error("cannot load Kubernetes client config", "error", err)
 		return ExitFailed
 	}
+	// The requests are counted in every mode: a pass's summary line
+	// reports them even when nothing scrapes.
+	m := metrics.New()
+	cfg.Wrap(m.KubeTransport)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		log.Error("cannot create Kubernetes client", "error", err)
@@ -226,9 +276,45 @@ func (r *RunCmd) run(streams IO) int {
 		log.Error("cannot create Kubernetes client", "error", err)
 		return ExitFailed
 	}
+	factory, err := r.giteaFactory(m)
+	if err != nil {
+		log.Error("cannot set up Gitea requests", "error", err)
+		return ExitUsage
+	}
+	if r.MetricsAddr != "" {
+		stop, err := serveMetrics(r.MetricsAddr, m, log)
+		if err != nil {
+			log.Error("cannot serve metrics", "addr", r.MetricsAddr, "error", err)
+			return ExitFailed
+		}
+		defer stop()
+	}
 	return r.runWith(scaler.Deps{
-		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: r.giteaFactory(), Log: log, Out: streams.Out,
+		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: factory, Log: log, Out: streams.Out,
+		Observer: m, Requests: m,
 	})
+}
+
+// serveMetrics serves m at /metrics on addr until stop is called.
+func serveMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics endpoint stopped", "error", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String(), "path", "/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 // kubeConfig is the Kubernetes client config, at the flags' rate.
@@ -242,17 +328,29 @@ func (r *RunCmd) kubeConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// giteaFactory makes the clients of real Gitea instances. They share one
-// HTTP client, which checks the allowed Gitea URLs on every dial and
-// redirect, and keeps connections for reuse across groups and passes.
-func (r *RunCmd) giteaFactory() scaler.GiteaFactory {
-	hc := r.allowedGiteaURLs().HTTPClient()
+// giteaFactory makes the clients of real Gitea instances, their requests
+// counted by m (nil counts none). They share one HTTP client, which checks
+// the allowed Gitea URLs on every dial and redirect, and one transport, so
+// connections are reused.
+func (r *RunCmd) giteaFactory(m *metrics.Metrics) (scaler.GiteaFactory, error) {
+	base, ok := r.giteaTransport.(*http.Transport)
+	if !ok || base == nil {
+		var err error
+		if base, err = gitea.NewTransport(r.GiteaCAFile); err != nil {
+			return nil, err
+		}
+	}
+	hc := r.allowedGiteaURLs().HTTPClient(base)
+	if m != nil {
+		hc.Transport = m.GiteaTransport(hc.Transport)
+	}
 	return func(baseURL, token string) (gitea.Client, error) {
 		return gitea.NewClient(baseURL, token, gitea.Options{
 			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
-			HTTPClient: hc,
+			HTTPClient:          hc,
+			OneStatusPerRequest: r.BenchNaive,
 		})
-	}
+	}, nil
 }
 
 // allowedGiteaURLs is --allowed-gitea-urls as a policy; Validate has
@@ -274,6 +372,7 @@ func (r *RunCmd) scalerConfig() scaler.Config {
 		Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
 		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, GroupTimeout: r.GroupTimeout, Runner: opts,
 		RunnerIdleTimeout: r.RunnerIdleTimeout, RunnerStartTimeout: r.RunnerStartTimeout,
+		GiteaConcurrency: r.GiteaConcurrency, Naive: r.BenchNaive,
 		AllowedGiteaURLs:          r.allowedGiteaURLs(),
 		Tenancy:                   tenancy.Names{TenantClusterRole: r.TenantClusterRole, ServiceAccount: r.ServiceAccount},
 		TrustUnlabelledNamespaces: r.TrustUnlabelledNamespaces,
@@ -290,16 +389,73 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 	}
 	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
-		"groupTimeout", r.GroupTimeout, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst,
-		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout,
+		"groupTimeout", r.GroupTimeout, "giteaCAFile", r.GiteaCAFile, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
+		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,
 		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces)
 	if len(r.AllowedGiteaURLs) == 0 {
 		deps.Log.Warn("no allowed Gitea URLs: a RunnerGroup may send its API token to any host but loopback, link-local and metadata addresses; set --allowed-gitea-urls")
+	}
+	if r.WebhookAddr != "" {
+		stop, err := r.serveWebhook(sc, deps)
+		if err != nil {
+			deps.Log.Error("cannot serve the webhook", "addr", r.WebhookAddr, "error", err)
+			return ExitFailed
+		}
+		defer stop()
 	}
 	if err := sc.Run(context.Background(), scaler.RunOptions{Loop: r.Loop, Interval: r.Interval}); err != nil {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// webhookSecret is the secret from the env var or the file, never logged.
+func (r *RunCmd) webhookSecret() ([]byte, error) {
+	if r.WebhookSecretFile == "" {
+		return []byte(r.WebhookSecret), nil
+	}
+	raw, err := os.ReadFile(r.WebhookSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read --webhook-secret-file: %w", err)
+	}
+	secret := bytes.TrimSpace(raw)
+	if len(secret) == 0 {
+		return nil, fmt.Errorf("--webhook-secret-file %s is empty", r.WebhookSecretFile)
+	}
+	return secret, nil
+}
+
+// serveWebhook accepts Gitea's deliveries at POST /webhook on
+// --webhook-addr and hands each queued job to the scaler, until stop.
+func (r *RunCmd) serveWebhook(sc *scaler.Scaler, deps scaler.Deps) (stop func(), err error) {
+	secret, err := r.webhookSecret()
+	if err != nil {
+		return nil, err
+	}
+	h := &webhook.Handler{Secret: secret, Trigger: func(j webhook.Job) {
+		sc.Trigger(scaler.QueuedJob{Repo: j.Repo, Labels: j.Labels})
+	}}
+	if o, ok := deps.Observer.(interface{ WebhookDelivery(outcome string) }); ok {
+		h.Outcome = o.WebhookDelivery
+	}
+	ln, err := net.Listen("tcp", r.WebhookAddr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/webhook", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			deps.Log.Error("webhook endpoint stopped", "error", err)
+		}
+	}()
+	deps.Log.Info("accepting Gitea webhooks", "addr", ln.Addr().String(), "path", "/webhook")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {

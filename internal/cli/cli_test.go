@@ -4,12 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -28,6 +33,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
@@ -92,6 +98,7 @@ func TestDefaults(t *testing.T) {
 	assert.EqualValues(t, gitea.DefaultMaxResponseBytes, r.GiteaMaxResponseBytes)
 	assert.InDelta(t, 50, r.KubeQPS, 0)
 	assert.Equal(t, 100, r.KubeBurst)
+	assert.Equal(t, 4, r.GiteaConcurrency)
 	assert.Equal(t, 10*time.Minute, r.RunnerIdleTimeout)
 	assert.Equal(t, 10*time.Minute, r.RunnerStartTimeout)
 }
@@ -135,14 +142,18 @@ func TestGiteaClientsDialOnlyAllowedSpecialAddresses(t *testing.T) {
 
 	r, err := parse(t)
 	require.NoError(t, err)
-	c, err := r.giteaFactory()(srv.URL, "tok")
+	factory, err := r.giteaFactory(nil)
+	require.NoError(t, err)
+	c, err := factory(srv.URL, "tok")
 	require.NoError(t, err)
 	_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
 	require.ErrorIs(t, err, gitea.ErrURLNotAllowed, "the fake Gitea is on loopback")
 
 	r, err = parse(t, "--allowed-gitea-urls", srv.URL)
 	require.NoError(t, err)
-	c, err = r.giteaFactory()(srv.URL, "tok")
+	factory, err = r.giteaFactory(nil)
+	require.NoError(t, err)
+	c, err = factory(srv.URL, "tok")
 	require.NoError(t, err)
 	_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
 	assert.NoError(t, err)
@@ -153,9 +164,16 @@ func TestRobustnessFlagsFromEnvironment(t *testing.T) {
 	t.Setenv("SCALER_GITEA_MAX_RESPONSE_BYTES", "1048576")
 	t.Setenv("SCALER_KUBE_QPS", "12.5")
 	t.Setenv("SCALER_KUBE_BURST", "25")
+	t.Setenv("SCALER_GITEA_CONCURRENCY", "9")
 
 	r, err := parse(t)
 	require.NoError(t, err)
+	assert.Equal(t, 9, r.scalerConfig().GiteaConcurrency, "the scaler gets the listings' bound")
+	assert.False(t, r.scalerConfig().Naive, "sharing is on unless the benchmark turns it off")
+
+	r, err = parse(t, "--bench-naive")
+	require.NoError(t, err)
+	assert.True(t, r.scalerConfig().Naive)
 
 	assert.Equal(t, 45*time.Second, r.GroupTimeout)
 	assert.EqualValues(t, 1<<20, r.GiteaMaxResponseBytes)
@@ -194,7 +212,9 @@ func TestGiteaClientsBoundAnswers(t *testing.T) {
 	srv.InjectFault(3, giteatest.Fault{LargeBody: 100 << 10})
 	r, err := parse(t, "--gitea-max-response-bytes", "65536", "--allowed-gitea-urls", srv.URL)
 	require.NoError(t, err)
-	c, err := r.giteaFactory()(srv.URL, "tok")
+	factory, err := r.giteaFactory(nil)
+	require.NoError(t, err)
+	c, err := factory(srv.URL, "tok")
 	require.NoError(t, err)
 
 	_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
@@ -229,6 +249,9 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 			want: "--group-timeout (30s) must be longer than --gitea-timeout (1m0s)"},
 		{name: "small response limit", args: []string{"--gitea-max-response-bytes", "1000"}, want: "--gitea-max-response-bytes must be at least 65536, got 1000"},
 		{name: "zero QPS", args: []string{"--kube-qps", "0"}, want: "--kube-qps must be positive, got 0"},
+		{name: "metrics without a loop", args: []string{"--metrics-addr", ":9090"}, want: "--metrics-addr needs --loop"},
+		{name: "no Gitea listing at once", args: []string{"--gitea-concurrency", "0"}, want: "--gitea-concurrency must be between 1 and 64, got 0"},
+		{name: "too many Gitea listings at once from env", env: map[string]string{"SCALER_GITEA_CONCURRENCY": "65"}, want: "--gitea-concurrency must be between 1 and 64, got 65"},
 		{name: "negative QPS from env", env: map[string]string{"SCALER_KUBE_QPS": "-1"}, want: "--kube-qps must be positive, got -1"},
 		{name: "burst below 1", args: []string{"--kube-burst", "0"}, want: "--kube-burst must be at least 1, got 0"},
 		{name: "allowed Gitea URL without a scheme", env: map[string]string{"SCALER_ALLOWED_GITEA_URLS": "https://ok.example.com,gitea.example.com"},
@@ -267,6 +290,9 @@ func TestChartReservedEnvMatchesScalerFlags(t *testing.T) {
 	var flagEnv []string
 	typ := reflect.TypeOf(RunCmd{})
 	for i := range typ.NumField() {
+		if !typ.Field(i).IsExported() {
+			continue // not a flag
+		}
 		env := typ.Field(i).Tag.Get("env")
 		require.NotEmpty(t, env, "flag %s has no env var", typ.Field(i).Name)
 		flagEnv = append(flagEnv, env)
@@ -383,4 +409,171 @@ func TestLoopStopsAfterThePassInFlight(t *testing.T) {
 		assert.Equal(t, ExitOK, code)
 		assert.EqualValues(t, 1, g.calls.Load(), "round %d: a pass started after SIGTERM", round)
 	}
+}
+
+// In loop mode the metrics are served at /metrics on --metrics-addr, and
+// stop with the scaler.
+func TestServeMetrics(t *testing.T) {
+	r, err := parse(t, "--loop", "--metrics-addr", "127.0.0.1:0")
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:0", r.MetricsAddr)
+
+	m := metrics.New()
+	m.ObservePass(scaler.Summary{Created: 2}, time.Second, nil)
+	logs := &bytes.Buffer{}
+	stop, err := serveMetrics("127.0.0.1:0", m, newLogger(logs, "json", "info"))
+	require.NoError(t, err)
+	var line struct{ Addr string }
+	require.NoError(t, json.Unmarshal([]byte(strings.Split(logs.String(), "\n")[0]), &line))
+	resp, err := http.Get("http://" + line.Addr + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(body), "gitea_runner_scaler_runners_created_total 2")
+
+	stop()
+	_, err = http.Get("http://" + line.Addr + "/metrics")
+	assert.Error(t, err, "stopped")
+}
+
+func TestWebhookFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "secret")
+	require.NoError(t, os.WriteFile(file, []byte("  from-file\n"), 0o600))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	tests := []struct {
+		name       string
+		args       []string
+		env        map[string]string
+		wantErr    string
+		wantSecret string
+		secretErr  string
+	}{
+		{name: "secret from the env", args: []string{"--loop", "--webhook-addr", ":8080"}, env: map[string]string{"SCALER_WEBHOOK_SECRET": "s3"}, wantSecret: "s3"},
+		{name: "secret from a file, trimmed", args: []string{"--loop", "--webhook-addr", ":8080", "--webhook-secret-file", file}, wantSecret: "from-file"},
+		{name: "an empty file", args: []string{"--loop", "--webhook-addr", ":8080", "--webhook-secret-file", empty}, secretErr: "is empty"},
+		{name: "a missing file", args: []string{"--loop", "--webhook-addr", ":8080", "--webhook-secret-file", filepath.Join(dir, "nope")}, secretErr: "cannot read --webhook-secret-file"},
+		{name: "no secret", args: []string{"--loop", "--webhook-addr", ":8080"}, wantErr: "--webhook-addr needs a secret"},
+		{name: "two secrets", args: []string{"--loop", "--webhook-addr", ":8080", "--webhook-secret-file", file}, env: map[string]string{"SCALER_WEBHOOK_SECRET": "s3"}, wantErr: "give the webhook secret once"},
+		{name: "no loop", args: []string{"--webhook-addr", ":8080"}, env: map[string]string{"SCALER_WEBHOOK_SECRET": "s3"}, wantErr: "--webhook-addr needs --loop"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			r, err := parse(t, tt.args...)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			secret, err := r.webhookSecret()
+			if tt.secretErr != "" {
+				require.ErrorContains(t, err, tt.secretErr)
+				assert.NotContains(t, err.Error(), "from-file")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantSecret, string(secret))
+		})
+	}
+}
+
+// pacedGitea counts passes and answers with nothing queued.
+type pacedGitea struct{ calls atomic.Int32 }
+
+func (p *pacedGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, error) {
+	p.calls.Add(1)
+	return gitea.Snapshot{}, nil
+}
+
+// A recorded queued delivery, signed with the hook's secret, starts a pass
+// of a looping scaler at once; one with a wrong signature gets 401 and
+// starts none. The deliveries are counted by outcome.
+func TestWebhookTriggersAPass(t *testing.T) {
+	raw, err := os.ReadFile("../webhook/testdata/webhook-workflow-job-queued.json")
+	require.NoError(t, err)
+	var rec struct {
+		Headers map[string]string `json:"headers"`
+		Body    string            `json:"body"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &rec))
+	t.Setenv("SCALER_WEBHOOK_SECRET", "fixture-secret")
+	r, err := parse(t, "--loop", "--interval", "1h", "--webhook-addr", "127.0.0.1:0")
+	require.NoError(t, err)
+
+	kube, groups := oneGlobalGroup()
+	g := &pacedGitea{}
+	m := metrics.New()
+	logs := &lockedLog{}
+	done := make(chan int, 1)
+	go func() {
+		done <- r.runWith(scaler.Deps{Kube: kube, Groups: groups, Gitea: func(string, string) (gitea.Client, error) { return g, nil },
+			Log: slog.New(slog.NewJSONHandler(logs, nil)), Observer: m})
+	}()
+	addr := ""
+	for deadline := time.Now().Add(5 * time.Second); addr == "" || g.calls.Load() < 1; time.Sleep(5 * time.Millisecond) {
+		require.False(t, time.Now().After(deadline), "the webhook endpoint and the first pass")
+		for _, l := range strings.Split(logs.String(), "\n") {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "accepting Gitea webhooks" {
+				addr = line.Addr
+			}
+		}
+	}
+	post := func(sig string) int {
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/webhook", strings.NewReader(rec.Body))
+		require.NoError(t, err)
+		for k, v := range rec.Headers {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("X-Gitea-Signature", sig)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	assert.Equal(t, http.StatusUnauthorized, post(strings.Repeat("0", 64)))
+	time.Sleep(300 * time.Millisecond)
+	assert.EqualValues(t, 1, g.calls.Load(), "no pass for a delivery that is not signed by the secret")
+	assert.Equal(t, http.StatusAccepted, post(rec.Headers["X-Gitea-Signature"]))
+	for deadline := time.Now().Add(5 * time.Second); g.calls.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		require.False(t, time.Now().After(deadline), "a pass triggered by the delivery")
+	}
+
+	_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case code := <-done:
+		assert.Equal(t, ExitOK, code)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop did not stop")
+	}
+	assert.NotContains(t, logs.String(), "fixture-secret", "the secret is never logged")
+	var body strings.Builder
+	resp := httptest.NewRecorder()
+	m.Handler().ServeHTTP(resp, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body.WriteString(resp.Body.String())
+	assert.Contains(t, body.String(), `gitea_runner_scaler_webhook_deliveries_total{outcome="triggered"} 1`)
+	assert.Contains(t, body.String(), `gitea_runner_scaler_webhook_deliveries_total{outcome="unauthorized"} 1`)
+}
+
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -173,9 +174,12 @@ func (p *giteaProxy) servedIDs() map[int64]bool {
 }
 
 // listingOf matches a job listing with this status filter.
+// listingOf matches the job listings that ask for status: since the
+// scaler asks for all three statuses in one request per page, a fault on
+// the in_progress listing is a fault on that one request.
 func listingOf(status string) func(*http.Request) bool {
 	return func(r *http.Request) bool {
-		return isJobListing(r) && r.URL.Query().Get("status") == status
+		return isJobListing(r) && slices.Contains(r.URL.Query()["status"], status)
 	}
 }
 

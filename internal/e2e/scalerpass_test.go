@@ -9,6 +9,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -45,14 +46,17 @@ type passOpts struct {
 	kubeconfig string
 	// args are more flags, e.g. the runner lifecycle's timeouts.
 	args []string
+	// deadline bounds the pass; 0 means passDeadline.
+	deadline time.Duration
 }
 
 // passRun is a pass in flight.
 type passRun struct {
-	cmd    *exec.Cmd
-	out    *bytes.Buffer
-	start  time.Time
-	cancel context.CancelFunc
+	cmd      *exec.Cmd
+	out      *bytes.Buffer
+	start    time.Time
+	cancel   context.CancelFunc
+	deadline time.Duration
 }
 
 // passResult is how a pass ended.
@@ -84,13 +88,13 @@ func (b *bed) startPass(ctx context.Context, t *testing.T, o passOpts) *passRun 
 		args = append(args, "--allowed-gitea-urls", strings.Join(b.giteaURLsOf(ctx, t, o.namespaces), ","))
 	}
 	args = append(args, o.args...)
-	pctx, cancel := context.WithTimeout(ctx, passDeadline)
+	pctx, cancel := context.WithTimeout(ctx, cmp.Or(o.deadline, passDeadline))
 	cmd := exec.CommandContext(pctx, filepath.Join(b.root, "bin", "gitea-runner-scaler"), args...)
 	// Nothing of the test's environment (KUBECONFIG, SCALER_*) reaches it.
 	cmd.Env = []string{"HOME=" + t.TempDir()}
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	r := &passRun{cmd: cmd, out: out, start: time.Now(), cancel: cancel}
+	r := &passRun{cmd: cmd, out: out, start: time.Now(), cancel: cancel, deadline: cmp.Or(o.deadline, passDeadline)}
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatalf("start the scaler (is bin/gitea-runner-scaler built? scripts/testbed up builds it): %v", err)
@@ -132,7 +136,7 @@ func (r *passRun) wait(t *testing.T) passResult {
 		t.Fatalf("scaler pass: %v\n%s", err, redact(tail(res.log, 40)))
 	}
 	if res.exit < 0 {
-		t.Fatalf("scaler pass killed after %s (deadline %s)\n%s", res.took.Round(time.Millisecond), passDeadline, redact(tail(res.log, 40)))
+		t.Fatalf("scaler pass killed after %s (deadline %s)\n%s", res.took.Round(time.Millisecond), r.deadline, redact(tail(res.log, 40)))
 	}
 	return res
 }

@@ -30,10 +30,31 @@ const (
 // next pass sees it as it really is.
 var statusRank = map[string]int{statusBlocked: 0, statusQueued: 1, statusRunning: 2}
 
-// maxConcurrentListings bounds the requests one Snapshot has in flight. Three
-// lets the three status listings of a target run side by side; the user scope
-// (three listings per repository) queues behind the same bound so one group
-// cannot flood Gitea.
+// allStatuses are the three filters, asked together in one request per
+// page unless Options.OneStatusPerRequest.
+var allStatuses = []string{statusQueued, statusBlocked, statusRunning}
+
+// statusOfJob places a job from a listing that asked for several statuses
+// by the status Gitea reports on it. Gitea 1.26 reports its internal
+// states as queued (ready), waiting (blocked) and in_progress (running);
+// later Gitea versions call blocked jobs "pending" and have a "requested"
+// state. Anything not queued or running is therefore blocked, which never
+// starts a runner for it. Finished jobs are not asked for; one that
+// finished while we paged is dropped.
+func statusOfJob(s string) (string, bool) {
+	switch s {
+	case statusQueued, statusRunning:
+		return s, true
+	case "completed":
+		return "", false
+	default:
+		return statusBlocked, true
+	}
+}
+
+// maxConcurrentListings bounds the requests one Snapshot has in flight: the
+// user scope (a listing per repository) or OneStatusPerRequest (three per
+// source) queue behind it, so one target cannot flood Gitea.
 const maxConcurrentListings = 3
 
 // client implements Client. It holds no mutable state: every request builds
@@ -132,12 +153,12 @@ func (c *client) requestURI(apiPath string, q url.Values) string {
 	return s
 }
 
-func (c *client) pageQuery(page int, status string) url.Values {
+func (c *client) pageQuery(page int, statuses ...string) url.Values {
 	q := url.Values{}
 	q.Set("page", strconv.Itoa(page))
 	q.Set("limit", strconv.Itoa(c.opts.PageSize))
-	if status != "" {
-		q.Set("status", status)
+	for _, st := range statuses {
+		q.Add("status", st)
 	}
 	return q
 }
@@ -172,24 +193,29 @@ func repoSource(owner, repo string) jobSource {
 	}
 }
 
-// listing is one source read with one status filter, every page.
+// listing is one source read with its status filters, every page. With
+// one filter its jobs have that status; with several, each job's own
+// status field places it (statusOfJob).
 type listing struct {
-	src    jobSource
-	status string
+	src      jobSource
+	statuses []string
 }
 
-func listingsFor(src jobSource) []listing {
-	return []listing{{src, statusQueued}, {src, statusBlocked}, {src, statusRunning}}
+func (c *client) listingsFor(src jobSource) []listing {
+	if c.opts.OneStatusPerRequest {
+		return []listing{{src, []string{statusQueued}}, {src, []string{statusBlocked}}, {src, []string{statusRunning}}}
+	}
+	return []listing{{src, allStatuses}}
 }
 
 // Snapshot reads the target's queued, blocked and running jobs.
 //
-// Requests per call, with P = PageSize and one page when a status has at
-// most P jobs: global, org and repo make 3 (one per status); user makes
-// ceil(repos/P) repository pages plus 3 per non-empty repository. Each
-// status listing with more than P jobs costs one request per page; a listing
-// whose last page is full costs no extra request, because Gitea's Link header
-// says there is no next page.
+// Requests per call, with P = PageSize: global, org and repo make
+// ceil(jobs/P) (at least 1), the three statuses asked together; user makes
+// ceil(repos/P) repository pages plus that per non-empty repository. A
+// listing whose last page is full costs no extra request, because Gitea's
+// Link header says there is no next page. With OneStatusPerRequest each
+// status is its own listing: three times the requests when few jobs wait.
 //
 // The user scope lists /users/{user}/repos and then each repository's jobs:
 // Gitea 1.26 has no /users/{user}/actions/jobs (404), and /user/actions/jobs
@@ -197,8 +223,9 @@ func listingsFor(src jobSource) []listing {
 //
 // A job ID that turns up more than once (on two pages, because the list
 // shifted while we paged, or in two status listings, because it moved) is
-// kept once, in the listing of its latest state. Jobs are classified by the
-// listing that returned them, not by their status field.
+// kept once, in its latest state. A job is classified by the listing that
+// returned it when that listing asked for one status, else by its status
+// field (statusOfJob).
 func (c *client) Snapshot(ctx context.Context, t Target) (Snapshot, error) {
 	if err := t.validate(); err != nil {
 		return Snapshot{}, err
@@ -206,18 +233,18 @@ func (c *client) Snapshot(ctx context.Context, t Target) (Snapshot, error) {
 	var ls []listing
 	switch t.Scope {
 	case ScopeGlobal:
-		ls = listingsFor(adminSource())
+		ls = c.listingsFor(adminSource())
 	case ScopeOrg:
-		ls = listingsFor(orgSource(t.Owner))
+		ls = c.listingsFor(orgSource(t.Owner))
 	case ScopeRepo:
-		ls = listingsFor(repoSource(t.Owner, t.Repo))
+		ls = c.listingsFor(repoSource(t.Owner, t.Repo))
 	case ScopeUser:
 		repos, err := c.userRepos(ctx, t.Owner)
 		if err != nil {
 			return Snapshot{}, err
 		}
 		for _, r := range repos {
-			ls = append(ls, listingsFor(repoSource(r.owner, r.name))...)
+			ls = append(ls, c.listingsFor(repoSource(r.owner, r.name))...)
 		}
 	}
 	results, err := c.runListings(ctx, ls)
@@ -278,9 +305,18 @@ feed:
 // fetchJobs reads every page of one listing.
 func (c *client) fetchJobs(ctx context.Context, l listing) ([]*sdk.ActionWorkflowJob, error) {
 	var jobs []*sdk.ActionWorkflowJob
-	uri := func(page int) string { return c.requestURI(l.src.apiPath, c.pageQuery(page, l.status)) }
+	uri := func(page int) string { return c.requestURI(l.src.apiPath, c.pageQuery(page, l.statuses...)) }
 	err := paginate(ctx, true, uri, func(ctx context.Context, page int) (int, *sdk.Response, error) {
 		var res *sdk.ActionWorkflowJobsResponse
+		if len(l.statuses) > 1 {
+			res = new(sdk.ActionWorkflowJobsResponse)
+			resp, err := c.getJSON(ctx, l.src.apiPath, c.pageQuery(page, l.statuses...), res)
+			if err != nil {
+				return 0, resp, err
+			}
+			jobs = append(jobs, res.Jobs...)
+			return len(res.Jobs), resp, nil
+		}
 		resp, err := c.do(ctx, uri(page), func(sc *sdk.Client) (*sdk.Response, error) {
 			var (
 				resp *sdk.Response
@@ -288,7 +324,7 @@ func (c *client) fetchJobs(ctx context.Context, l listing) ([]*sdk.ActionWorkflo
 			)
 			res, resp, err = l.src.list(sc, sdk.ListRepoActionJobsOptions{
 				ListOptions: sdk.ListOptions{Page: page, PageSize: c.opts.PageSize},
-				Status:      l.status,
+				Status:      l.statuses[0],
 			})
 			return resp, err
 		})
@@ -317,7 +353,7 @@ type repoRef struct{ owner, name string }
 // no job, and each one would cost three requests per pass.
 func (c *client) userRepos(ctx context.Context, user string) ([]repoRef, error) {
 	apiPath := "/users/" + url.PathEscape(user) + "/repos"
-	uri := func(page int) string { return c.requestURI(apiPath, c.pageQuery(page, "")) }
+	uri := func(page int) string { return c.requestURI(apiPath, c.pageQuery(page)) }
 	var (
 		repos []repoRef
 		seen  = map[string]bool{}
@@ -360,7 +396,7 @@ func (c *client) userRepos(ctx context.Context, user string) ([]repoRef, error) 
 func buildSnapshot(ls []listing, results [][]*sdk.ActionWorkflowJob) Snapshot {
 	type entry struct {
 		job    Job
-		status string // the listing's status filter
+		status string // one of the three filters
 	}
 	byID := map[int64]entry{}
 	for i, l := range ls {
@@ -368,10 +404,17 @@ func buildSnapshot(ls []listing, results [][]*sdk.ActionWorkflowJob) Snapshot {
 			if j == nil {
 				continue
 			}
-			if e, ok := byID[j.ID]; ok && statusRank[e.status] >= statusRank[l.status] {
+			status := l.statuses[0]
+			if len(l.statuses) > 1 {
+				var ok bool
+				if status, ok = statusOfJob(j.Status); !ok {
+					continue
+				}
+			}
+			if e, ok := byID[j.ID]; ok && statusRank[e.status] >= statusRank[status] {
 				continue
 			}
-			byID[j.ID] = entry{job: toJob(j, l.src.repo), status: l.status}
+			byID[j.ID] = entry{job: toJob(j, l.src.repo), status: status}
 		}
 	}
 	var s Snapshot
@@ -402,6 +445,7 @@ func toJob(j *sdk.ActionWorkflowJob, listingRepo string) Job {
 		Labels:     slices.Clone(j.Labels),
 		RunnerName: j.RunnerName,
 		Repo:       repo,
+		Created:    j.CreatedAt,
 	}
 }
 

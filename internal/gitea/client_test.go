@@ -18,13 +18,25 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 )
 
-// jobsReq is the request a listing makes for one page.
+// jobsReq is the request a listing makes for one page with one status.
 func jobsReq(path string, page, limit int, status string) string {
 	return fmt.Sprintf("GET /api/v1%s?limit=%d&page=%d&status=%s", path, limit, page, status)
 }
 
-// statusReqs are the three page-1 listings of one job source.
+// allReq is the request for one page of all three statuses at once.
+func allReq(path string, page, limit int) string {
+	return fmt.Sprintf("GET /api/v1%s?limit=%d&page=%d&status=queued&status=waiting&status=in_progress", path, limit, page)
+}
+
+// statusReqs are the page-1 listings of one job source: one request for
+// the three statuses.
 func statusReqs(path string, limit int) []string {
+	return []string{allReq(path, 1, limit)}
+}
+
+// oneStatusReqs are the page-1 listings of one job source with
+// OneStatusPerRequest: one per status.
+func oneStatusReqs(path string, limit int) []string {
 	return []string{
 		jobsReq(path, 1, limit, "queued"),
 		jobsReq(path, 1, limit, "waiting"),
@@ -108,6 +120,39 @@ func TestSnapshotScopes(t *testing.T) {
 	}
 }
 
+// TestSnapshotOneRequestSeesWhatThreeSee compares the two ways of asking on
+// every scope of the recordings' scene with a running job: the same
+// snapshot, one request per job source instead of three.
+func TestSnapshotOneRequestSeesWhatThreeSee(t *testing.T) {
+	targets := []struct {
+		target Target
+		token  string
+		path   string
+	}{
+		{Target{Scope: ScopeGlobal}, adminToken, "/admin/actions/jobs"},
+		{Target{Scope: ScopeOrg, Owner: "acme"}, adminToken, "/orgs/acme/actions/jobs"},
+		{Target{Scope: ScopeRepo, Owner: "acme", Repo: "app"}, adminToken, "/repos/acme/app/actions/jobs"},
+		{Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"}, aliceToken, "/repos/alice/tool/actions/jobs"},
+	}
+	for _, tt := range targets {
+		t.Run(tt.target.String(), func(t *testing.T) {
+			f := newFake(t, fixtureScene())
+			require.NoError(t, f.SetJobStatus(2, giteatest.StatusInProgress, "gpu-pool-k2x9q"))
+
+			one, err := newTestClient(t, f.URL, tt.token, Options{}).Snapshot(t.Context(), tt.target)
+			require.NoError(t, err)
+			assert.Equal(t, statusReqs(tt.path, 50), f.Requests())
+			f.ResetRequests()
+			three, err := newTestClient(t, f.URL, tt.token, Options{OneStatusPerRequest: true}).Snapshot(t.Context(), tt.target)
+			require.NoError(t, err)
+			assert.ElementsMatch(t, oneStatusReqs(tt.path, 50), f.Requests())
+
+			assert.Equal(t, three, one)
+			assert.NotEmpty(t, append(append(one.Queued, one.Blocked...), one.Running...))
+		})
+	}
+}
+
 // TestSnapshotJobFields checks that a job carries its raw labels, its
 // runner and its repository.
 func TestSnapshotJobFields(t *testing.T) {
@@ -118,9 +163,11 @@ func TestSnapshotJobFields(t *testing.T) {
 	snap, err := c.Snapshot(t.Context(), Target{Scope: ScopeGlobal})
 	require.NoError(t, err)
 
-	assert.Equal(t, []Job{{ID: 2, Labels: []string{"self-hosted", "gpu"}, RunnerName: "gpu-pool-k2x9q", Repo: "acme/app"}}, snap.Running)
-	assert.Equal(t, []Job{{ID: 6, Labels: []string{"ubuntu-latest", "deploy"}, Repo: "alice/tool"}}, snap.Blocked)
-	assert.Equal(t, Job{ID: 3, Labels: []string{"linux-arm64"}, Repo: "acme/app"}, snap.Queued[0])
+	// The recordings' scene was created at this moment (created_at).
+	created := time.Date(2026, time.November, 21, 5, 36, 24, 0, time.UTC)
+	assert.Equal(t, []Job{{ID: 2, Labels: []string{"self-hosted", "gpu"}, RunnerName: "gpu-pool-k2x9q", Repo: "acme/app", Created: created}}, snap.Running)
+	assert.Equal(t, []Job{{ID: 6, Labels: []string{"ubuntu-latest", "deploy"}, Repo: "alice/tool", Created: created}}, snap.Blocked)
+	assert.Equal(t, Job{ID: 3, Labels: []string{"linux-arm64"}, Repo: "acme/app", Created: created}, snap.Queued[0])
 }
 
 // TestSnapshotSeparatesBlockedQueuedRunning follows the recorded repo
@@ -184,13 +231,37 @@ func TestSnapshotPaginates(t *testing.T) {
 		name       string
 		scene      giteatest.Scene
 		pageSize   int
+		oneStatus  bool
 		wantQueued []int64
 		wantReqs   []string
 	}{
 		{
-			name:       "recorded admin pages: 4 queued in pages of 2, last page full",
+			name:       "all statuses at once: 4 queued and 1 blocked in pages of 2",
 			scene:      fixtureScene(),
 			pageSize:   2,
+			wantQueued: []int64{2, 3, 4, 5},
+			wantReqs: []string{
+				allReq("/admin/actions/jobs", 1, 2),
+				allReq("/admin/actions/jobs", 2, 2),
+				allReq("/admin/actions/jobs", 3, 2),
+			},
+		},
+		{
+			name:       "all statuses at once: 7 queued and 2 blocked in pages of 3, last page full",
+			scene:      sevenQueued,
+			pageSize:   3,
+			wantQueued: []int64{10, 11, 12, 13, 14, 15, 16},
+			wantReqs: []string{
+				allReq("/admin/actions/jobs", 1, 3),
+				allReq("/admin/actions/jobs", 2, 3),
+				allReq("/admin/actions/jobs", 3, 3),
+			},
+		},
+		{
+			name:       "one status per request: recorded admin pages: 4 queued in pages of 2, last page full",
+			scene:      fixtureScene(),
+			pageSize:   2,
+			oneStatus:  true,
 			wantQueued: []int64{2, 3, 4, 5},
 			wantReqs: []string{
 				jobsReq("/admin/actions/jobs", 1, 2, "queued"),
@@ -200,9 +271,10 @@ func TestSnapshotPaginates(t *testing.T) {
 			},
 		},
 		{
-			name:       "7 queued in pages of 3, last page partial",
+			name:       "one status per request: 7 queued in pages of 3, last page partial",
 			scene:      sevenQueued,
 			pageSize:   3,
+			oneStatus:  true,
 			wantQueued: []int64{10, 11, 12, 13, 14, 15, 16},
 			wantReqs: []string{
 				jobsReq("/admin/actions/jobs", 1, 3, "queued"),
@@ -213,9 +285,10 @@ func TestSnapshotPaginates(t *testing.T) {
 			},
 		},
 		{
-			name:       "page size above Gitea's maximum is capped by Gitea, Link still leads",
+			name:       "one status per request: page size above Gitea's maximum is capped by Gitea, Link still leads",
 			scene:      giteatest.Scene{Users: []string{"root"}, Repos: []giteatest.Repo{{Owner: "root", Name: "big"}}, Jobs: manyJobs("root", "big", 1, 60, giteatest.StatusQueued)},
 			pageSize:   100,
+			oneStatus:  true,
 			wantQueued: seq(1, 60),
 			wantReqs: []string{
 				jobsReq("/admin/actions/jobs", 1, 100, "queued"),
@@ -228,7 +301,7 @@ func TestSnapshotPaginates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake(t, tt.scene)
-			c := newTestClient(t, f.URL, adminToken, Options{PageSize: tt.pageSize})
+			c := newTestClient(t, f.URL, adminToken, Options{PageSize: tt.pageSize, OneStatusPerRequest: tt.oneStatus})
 
 			snap, err := c.Snapshot(t.Context(), Target{Scope: ScopeGlobal})
 			require.NoError(t, err)
@@ -283,13 +356,13 @@ func TestSnapshotUserScopeAcrossRepoPages(t *testing.T) {
 		"GET /api/v1/users/bob/repos?limit=2&page=2",
 		"GET /api/v1/users/bob/repos?limit=2&page=3",
 		// r1 has three queued jobs: two pages at limit 2.
-		jobsReq("/repos/bob/r1/actions/jobs", 2, 2, "queued"),
+		allReq("/repos/bob/r1/actions/jobs", 2, 2),
 	}
 	for _, r := range []string{"r1", "r2", "r3", "r5"} {
 		want = append(want, statusReqs("/repos/bob/"+r+"/actions/jobs", 2)...)
 	}
 	assert.ElementsMatch(t, want, f.Requests())
-	assert.Equal(t, 16, f.RequestCount(), "3 repo pages + 4 repos x 3 statuses + 1 extra page")
+	assert.Equal(t, 8, f.RequestCount(), "3 repo pages + 4 repos x 1 request + 1 extra page")
 }
 
 // TestSnapshotAgainstDevelopmentBuild guards against the SDK's version check:
@@ -504,12 +577,16 @@ func TestSnapshotConcurrentUse(t *testing.T) {
 // Options.HTTPClient is the one used.
 func TestSnapshotSendsTokenAndUserAgent(t *testing.T) {
 	tests := []struct {
-		name   string
-		ua     string
-		wantUA string
+		name      string
+		ua        string
+		oneStatus bool
+		wantUA    string
+		wantReqs  int
 	}{
-		{name: "default user agent", wantUA: DefaultUserAgent},
-		{name: "custom user agent", ua: "scaler/1.2.3", wantUA: "scaler/1.2.3"},
+		{name: "default user agent, one request around the SDK", wantUA: DefaultUserAgent, wantReqs: 1},
+		{name: "custom user agent, one request around the SDK", ua: "scaler/1.2.3", wantUA: "scaler/1.2.3", wantReqs: 1},
+		{name: "default user agent, three requests through the SDK", oneStatus: true, wantUA: DefaultUserAgent, wantReqs: 3},
+		{name: "custom user agent, three requests through the SDK", ua: "scaler/1.2.3", oneStatus: true, wantUA: "scaler/1.2.3", wantReqs: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -525,13 +602,17 @@ func TestSnapshotSendsTokenAndUserAgent(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			rt := &countingTransport{next: http.DefaultTransport}
-			c := newTestClient(t, srv.URL, adminToken, Options{UserAgent: tt.ua, HTTPClient: &http.Client{Transport: rt}})
+			c := newTestClient(t, srv.URL, adminToken, Options{UserAgent: tt.ua, HTTPClient: &http.Client{Transport: rt}, OneStatusPerRequest: tt.oneStatus})
 
 			_, err := c.Snapshot(t.Context(), Target{Scope: ScopeGlobal})
 			require.NoError(t, err)
-			assert.Equal(t, int32(3), rt.n.Load(), "requests went through Options.HTTPClient")
-			assert.Equal(t, []string{"token " + adminToken, "token " + adminToken, "token " + adminToken}, auths)
-			assert.Equal(t, []string{tt.wantUA, tt.wantUA, tt.wantUA}, uas)
+			assert.Equal(t, int32(tt.wantReqs), rt.n.Load(), "requests went through Options.HTTPClient")
+			var wantAuths, wantUAs []string
+			for range tt.wantReqs {
+				wantAuths, wantUAs = append(wantAuths, "token "+adminToken), append(wantUAs, tt.wantUA)
+			}
+			assert.Equal(t, wantAuths, auths)
+			assert.Equal(t, wantUAs, uas)
 		})
 	}
 }
@@ -671,7 +752,7 @@ func TestClientRequestsStayWithinTheAllowedURLs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newTestClient(t, tt.url, adminToken, Options{HTTPClient: tt.policy.HTTPClient()})
+			c := newTestClient(t, tt.url, adminToken, Options{HTTPClient: tt.policy.HTTPClient(nil)})
 			_, err := c.Snapshot(context.Background(), Target{Scope: ScopeOrg, Owner: "acme"})
 			require.ErrorIs(t, err, ErrURLNotAllowed)
 			assert.Contains(t, err.Error(), tt.message)

@@ -114,7 +114,7 @@ func TestPaginateStopsEndlessListing(t *testing.T) {
 // two listings (it moved while we read) counts in its latest state.
 func TestBuildSnapshotDedupes(t *testing.T) {
 	src := repoSource("acme", "app")
-	ls := []listing{{src, statusQueued}, {src, statusBlocked}, {src, statusRunning}}
+	ls := []listing{{src, []string{statusQueued}}, {src, []string{statusBlocked}}, {src, []string{statusRunning}}}
 	j := func(id int64, status string) *sdk.ActionWorkflowJob {
 		return &sdk.ActionWorkflowJob{ID: id, Name: "j" + strconv.FormatInt(id, 10), Status: status, Labels: []string{"l"}}
 	}
@@ -131,12 +131,51 @@ func TestBuildSnapshotDedupes(t *testing.T) {
 	assert.Equal(t, "acme/app", snap.Queued[0].Repo, "no URLs: the listing's repository")
 }
 
+// TestBuildSnapshotPlacesJobsOfOneRequestByTheirStatus reads a listing
+// that asked for all three statuses at once: each job goes where its own
+// status says, blocked under any name Gitea gives it (waiting in 1.26,
+// pending and requested later), a job that finished while we paged is
+// dropped, and a job seen twice counts once, in its latest state.
+func TestBuildSnapshotPlacesJobsOfOneRequestByTheirStatus(t *testing.T) {
+	j := func(id int64, status string) *sdk.ActionWorkflowJob {
+		return &sdk.ActionWorkflowJob{ID: id, Status: status}
+	}
+	ls := []listing{{repoSource("acme", "app"), allStatuses}}
+	results := [][]*sdk.ActionWorkflowJob{{
+		j(1, "queued"), j(2, "waiting"), j(3, "in_progress"), j(4, "pending"), j(5, "requested"),
+		j(6, "completed"), j(7, "queued"), j(7, "in_progress"),
+	}}
+	snap := buildSnapshot(ls, results)
+
+	assert.Equal(t, []int64{1}, ids(snap.Queued))
+	assert.Equal(t, []int64{2, 4, 5}, ids(snap.Blocked))
+	assert.Equal(t, []int64{3, 7}, ids(snap.Running), "7 moved queued->running between pages")
+}
+
+// TestNextLinkReadsThePageOfRelNext parses Gitea's Link header the way the
+// SDK does for the requests that go around it.
+func TestNextLinkReadsThePageOfRelNext(t *testing.T) {
+	tests := []struct {
+		link string
+		want int
+	}{
+		{`<http://gitea.test:3000/api/v1/admin/actions/jobs?limit=2&page=2&status=queued>; rel="next",<http://gitea.test:3000/api/v1/admin/actions/jobs?limit=2&page=3&status=queued>; rel="last"`, 2},
+		{`<http://x/api/v1/a?page=1>; rel="first",<http://x/api/v1/a?page=1>; rel="prev"`, 0},
+		{``, 0},
+		{`garbage`, 0},
+		{`<http://x/a?page=7>; rel=next`, 7},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, nextLink(tt.link), tt.link)
+	}
+}
+
 // TestBuildSnapshotCopiesLabels makes sure a Job does not share its labels
 // slice with the decoded response.
 func TestBuildSnapshotCopiesLabels(t *testing.T) {
 	src := adminSource()
 	raw := &sdk.ActionWorkflowJob{ID: 1, Labels: []string{"a"}}
-	snap := buildSnapshot([]listing{{src, statusQueued}}, [][]*sdk.ActionWorkflowJob{{raw}})
+	snap := buildSnapshot([]listing{{src, []string{statusQueued}}}, [][]*sdk.ActionWorkflowJob{{raw}})
 	raw.Labels[0] = "changed"
 	assert.Equal(t, []string{"a"}, snap.Queued[0].Labels)
 	assert.Empty(t, snap.Queued[0].Repo)

@@ -223,26 +223,23 @@ func (p *Policy) Dialer() *net.Dialer {
 	return &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: p.Control}
 }
 
-// Transport is http.DefaultTransport with p's dial check. Proxies from the
-// environment still apply: the dial check then sees the proxy's address,
-// and the proxy decides where it connects.
-func (p *Policy) Transport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	d := p.Dialer()
-	t.DialContext = d.DialContext
-	return t
-}
-
 // maxRedirects is what http.Client follows by default.
 const maxRedirects = 10
 
-// HTTPClient sends requests with p's dial check and checks every redirect
-// with Check, so Gitea (or whatever answers) cannot send the token's
-// requests somewhere the list does not allow. Share one: its transport
-// keeps the connections for reuse.
-func (p *Policy) HTTPClient() *http.Client {
+// HTTPClient sends requests through a clone of base (nil: Go's default
+// transport) that applies p's dial check, and checks every redirect with
+// Check, so Gitea (or whatever answers) cannot send the token's requests
+// somewhere the list does not allow. Proxies of base still apply: the dial
+// check then sees the proxy's address, and the proxy decides where it
+// connects. Share one client: its transport keeps connections for reuse.
+func (p *Policy) HTTPClient(base *http.Transport) *http.Client {
+	if base == nil {
+		base = http.DefaultTransport.(*http.Transport)
+	}
+	t := base.Clone()
+	t.DialContext = p.Dialer().DialContext
 	return &http.Client{
-		Transport: p.Transport(),
+		Transport: t,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= maxRedirects {
 				return fmt.Errorf("stopped after %d redirects", maxRedirects)

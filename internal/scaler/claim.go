@@ -27,7 +27,14 @@ const maxClaimAttempts = 5
 func (s *Scaler) claim(ctx context.Context, g *groupRun) ([]plan.Claim, *observation, error) {
 	var obs *observation
 	for attempt := 1; ; attempt++ {
-		loaded, err := s.loadClaims(ctx, g)
+		var loaded state.Loaded
+		var err error
+		if attempt == 1 && g.hasPreload {
+			// Read by gather, before the runner Jobs it observes.
+			loaded, err = g.preloaded, g.preloadErr
+		} else {
+			loaded, err = s.loadClaims(ctx, g)
+		}
 		if err != nil {
 			return nil, obs, err
 		}

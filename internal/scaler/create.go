@@ -39,6 +39,9 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim) (
 		err := s.createJob(ctx, g, c)
 		if err == nil {
 			created++
+			if at, ok := g.queuedAt[c.GiteaJobID]; ok && !at.IsZero() {
+				g.queuedToJob = append(g.queuedToJob, max(s.now().Sub(at), 0))
+			}
 			continue
 		}
 		g.log.Warn("cannot create runner Job", "job", c.JobName, "giteaJob", c.GiteaJobID, "error", err)

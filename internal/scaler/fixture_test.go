@@ -103,10 +103,11 @@ type env struct {
 	cms    *optimisticConfigMaps
 	names  atomic.Int64
 	ticks  atomic.Int64
-	// enabled are the namespaces where the scaler holds the tenant rights;
-	// reviews counts the rules reviews asked per namespace. Both under mu.
-	enabled map[string]bool
-	reviews map[string]int
+	// disabled are the namespaces where the scaler lacks the tenant
+	// rights; reviews counts the rules reviews asked per namespace. Both
+	// under mu.
+	disabled map[string]bool
+	reviews  map[string]int
 }
 
 // now is a clock that moves one second per reading, so successive passes
@@ -122,15 +123,16 @@ func newEnv(t testing.TB, groups ...*v1alpha1.RunnerGroup) *env {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns, Labels: runnerToken}, Data: map[string][]byte{"token": []byte(secretToken)}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: ns, Labels: runnerToken}, Data: map[string][]byte{"token": []byte("reg-" + secretToken)}},
 	)
-	e.enabled = map[string]bool{ns: true}
+	e.disabled = map[string]bool{}
 	// The API server answers a rules review with what RBAC grants: the
-	// tenant rules in an enabled namespace, nothing elsewhere.
+	// tenant rules in an enabled namespace (every one but those a test
+	// disables), nothing elsewhere.
 	e.kube.PrependReactor("create", "selfsubjectrulesreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		rr := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectRulesReview).DeepCopy()
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.reviews[rr.Spec.Namespace]++
-		if e.enabled[rr.Spec.Namespace] {
+		if !e.disabled[rr.Spec.Namespace] {
 			for _, r := range tenancy.Rights {
 				rr.Status.ResourceRules = append(rr.Status.ResourceRules, authorizationv1.ResourceRule{
 					APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: []string{r.Verb}})
@@ -148,6 +150,12 @@ func newEnv(t testing.TB, groups ...*v1alpha1.RunnerGroup) *env {
 		}
 		return false, nil, nil
 	})
+	// Every group's namespace admits privileged runner pods.
+	for _, rg := range groups {
+		if rg.Namespace != ns {
+			_ = e.kube.Tracker().Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rg.Namespace, Labels: map[string]string{tenancy.LabelEnforce: tenancy.LevelPrivileged}}})
+		}
+	}
 	var objs []runtime.Object
 	for _, rg := range groups {
 		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rg) // newGroup sets apiVersion and kind

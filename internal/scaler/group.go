@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +33,24 @@ type groupRun struct {
 	runnerLabels runnerlabels.Set
 	// rule says which group serves a job that several groups could run.
 	rule *assign.Rule
+	// key names the group's Gitea listing (set by validate); shared is
+	// what the pass gathered for every group (nil: the group reads its
+	// own), and sharedUsed says the first observation took it, so that
+	// observing again after a lost race reads afresh.
+	key        listingKey
+	shared     *gathered
+	sharedUsed bool
+	// preloaded is the state gather read for the first attempt of claim
+	// (hasPreload says it did), with the error of reading it.
+	preloaded  state.Loaded
+	preloadErr error
+	hasPreload bool
+	// queuedAt is the last observation's queuedAt, and queuedToJob the
+	// time from each served job's creation in Gitea to its runner Job.
+	queuedAt    map[int64]time.Time
+	queuedToJob []time.Duration
+	// stats is the group's line in the pass's Summary, set by record.
+	stats GroupStats
 	// invalid is why the validate step failed, if it did.
 	invalid error
 	// namespaces are the pass's answers on the groups' namespaces.
@@ -40,7 +59,7 @@ type groupRun struct {
 
 // passGroup takes one group through every step of a pass on its own.
 func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *assign.Rule) (int, error) {
-	g := s.prepare(ctx, rg, newNamespaces())
+	g := s.prepare(ctx, rg, nil, newNamespaces())
 	g.rule = rule
 	return s.finish(ctx, g)
 }
@@ -48,7 +67,11 @@ func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *
 // prepare starts a group's part of the pass: the validate step. Its outcome
 // is kept in the groupRun for finish, and tells the assignment rule whether
 // the group can serve.
-func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup, nss *namespaces) *groupRun {
+//
+// secrets, when not nil, holds the Secrets the pass has read, so groups
+// of a namespace that name the same Secret read it once; nss are the
+// pass's answers on the groups' namespaces.
+func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup, secrets *passSecrets, nss *namespaces) *groupRun {
 	g := &groupRun{
 		rg:         rg,
 		log:        s.log.With("runnergroup", groupKey(rg)),
@@ -56,7 +79,7 @@ func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup, nss *nam
 		owner:      stateOwner(rg),
 		namespaces: nss,
 	}
-	g.invalid = s.validate(ctx, g)
+	g.invalid = s.validate(ctx, g, secrets)
 	if g.invalid != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		g.invalid = outOfTime(s.cfg.GroupTimeout, g.invalid)
 	}
@@ -73,6 +96,7 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 	if err == nil {
 		var claims []plan.Claim
 		if claims, obs, err = s.claim(ctx, g); err == nil {
+			g.queuedAt = obs.queuedAt
 			created, err = s.create(ctx, g, claims)
 			if lerr := s.lifecycle(ctx, g, obs); err == nil {
 				err = lerr
@@ -90,7 +114,7 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 // pod, and both token Secrets; then it makes the group's Gitea client with
 // the API token. The checks that need no request come first, and nothing
 // is read in a namespace that is not enabled.
-func (s *Scaler) validate(ctx context.Context, g *groupRun) error {
+func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets) error {
 	spec := &g.rg.Spec
 	if err := spec.Validate(); err != nil {
 		return newGroupError(ReasonInvalidSpec, "invalid spec: %w", err)
@@ -103,6 +127,9 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun) error {
 	}
 	// Both tokens usually live in one Secret; read each Secret once.
 	secrets := map[string]*corev1.Secret{}
+	if shared != nil {
+		shared.preload(ctx, s, g.rg.Namespace, secrets, spec.AuthToken.SecretRef.Name, spec.RegistrationToken.SecretRef.Name)
+	}
 	token, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "authToken", spec.AuthToken.SecretRef)
 	if err != nil {
 		return err
@@ -117,6 +144,7 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun) error {
 	if g.gitea, err = s.gitea(spec.Gitea.URL, token); err != nil {
 		return newGroupError(ReasonGiteaUnavailable, "cannot create Gitea client for %s: %w", spec.Gitea.URL, err)
 	}
+	g.key = newListingKey(spec, token)
 	g.runnerLabels = runnerlabels.NewSet(runnerlabels.ForGroup(spec, s.cfg.Runner.DefaultLabels))
 	return nil
 }
@@ -156,11 +184,13 @@ func (s *Scaler) readSecretKey(ctx context.Context, read map[string]*corev1.Secr
 		case err != nil:
 			return "", newGroupError(ReasonKubernetesError, "spec.%s: cannot read Secret %s/%s: %w", field, namespace, ref.Name, err)
 		}
-		if !tenancy.SecretAllowed(sec) {
-			return "", newGroupError(ReasonSecretNotLabelled, "spec.%s: Secret %s/%s lacks the label %s=true that lets the scaler use it; whoever may change the Secret adds it: kubectl label secret --namespace %s %s %s=true",
-				field, namespace, ref.Name, tenancy.SecretLabel, namespace, ref.Name, tenancy.SecretLabel)
-		}
 		read[ref.Name] = sec
+	}
+	// Checked on every use, however the Secret was read (the pass may
+	// have read it for another group of the namespace).
+	if !tenancy.SecretAllowed(sec) {
+		return "", newGroupError(ReasonSecretNotLabelled, "spec.%s: Secret %s/%s lacks the label %s=true that lets the scaler use it; whoever may change the Secret adds it: kubectl label secret --namespace %s %s %s=true",
+			field, namespace, ref.Name, tenancy.SecretLabel, namespace, ref.Name, tenancy.SecretLabel)
 	}
 	v, ok := sec.Data[ref.Key]
 	if !ok || len(strings.TrimSpace(string(v))) == 0 {

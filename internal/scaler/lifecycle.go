@@ -25,8 +25,8 @@ type lifecycleReport struct {
 	// because their pod did not start in time.
 	stuck []plan.Stuck
 	// reaped counts idle runner Jobs deleted and orphan registrations
-	// removed.
-	reaped int
+	// removed; orphans counts the latter alone.
+	reaped, orphans int
 	// deletedJobs counts the runner Jobs this step deleted, which the
 	// listing still showed as active.
 	deletedJobs int
@@ -54,7 +54,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	var regs map[string][]gitea.Runner
 	var all []gitea.Runner
 	if runners != nil && s.cfg.RunnerIdleTimeout > 0 {
-		if all, err = runners.ListRunners(ctx, targetOf(&g.rg.Spec)); err != nil {
+		if all, err = s.listRunners(ctx, g, runners); err != nil {
 			return newGroupError(ReasonRunnerReapFailed, "cannot list the runners of %s: %w", targetOf(&g.rg.Spec), err)
 		}
 		regs = map[string][]gitea.Runner{}
@@ -99,20 +99,42 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	return nil
 }
 
-// runnerPods lists the group's runner pods and tells, per runner Job UID,
+// listRunners lists the runners registered in the group's scope, once per
+// pass for the groups that share a listing (same Gitea, token and target).
+func (s *Scaler) listRunners(ctx context.Context, g *groupRun, runners gitea.Runners) ([]gitea.Runner, error) {
+	list := func(ctx context.Context) ([]gitea.Runner, error) {
+		return runners.ListRunners(ctx, targetOf(&g.rg.Spec))
+	}
+	if g.shared == nil {
+		return list(ctx)
+	}
+	return g.shared.runners.get(ctx, g.key, list)
+}
+
+// runnerPods lists the group's runner pods (or takes the pass's list of
+// its namespace) and tells, per runner Job UID,
 // whether one has run and, if none has, why in Kubernetes' words.
 func (s *Scaler) runnerPods(ctx context.Context, g *groupRun) (map[types.UID]podView, error) {
+	if ns := g.shared.namespace(g.rg.Namespace); ns != nil {
+		return ns.pods, ns.podsErr
+	}
 	list, err := s.kube.CoreV1().Pods(g.rg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runnerjob.Selector(g.rg.Name)})
 	if err != nil {
 		return nil, err
 	}
+	return podViews(list.Items), nil
+}
+
+// podViews tells, per runner Job UID, whether one of its pods has run and,
+// if none has, why in Kubernetes' words. It reorders pods.
+func podViews(pods []corev1.Pod) map[types.UID]podView {
 	// Newest first, so a Job's latest pod gives the reason.
-	sort.Slice(list.Items, func(i, j int) bool {
-		return list.Items[j].CreationTimestamp.Before(&list.Items[i].CreationTimestamp)
+	sort.Slice(pods, func(i, j int) bool {
+		return pods[j].CreationTimestamp.Before(&pods[i].CreationTimestamp)
 	})
 	out := map[types.UID]podView{}
-	for i := range list.Items {
-		p := &list.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		ref := metav1.GetControllerOf(p)
 		if ref == nil {
 			continue
@@ -130,7 +152,7 @@ func (s *Scaler) runnerPods(ctx context.Context, g *groupRun) (map[types.UID]pod
 		}
 		out[ref.UID] = pv
 	}
-	return out, nil
+	return out
 }
 
 // podStart says whether a pod has run, and if not, why: its PodScheduled

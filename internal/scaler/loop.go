@@ -6,6 +6,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
 // RunOptions say whether Run passes once or keeps passing.
@@ -52,10 +54,37 @@ func (s *Scaler) run(ctx context.Context, o RunOptions, signals <-chan os.Signal
 			return nil
 		default:
 		}
+		if stopped := s.waitForNextPass(ctx, start.Add(o.Interval), stopping); stopped {
+			return nil
+		}
+	}
+}
+
+// waitForNextPass waits until next, making a triggered pass whenever a
+// webhook asks for one (Trigger) meanwhile, and reports whether a stop
+// came first.
+func (s *Scaler) waitForNextPass(ctx context.Context, next time.Time, stopping <-chan struct{}) bool {
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
+	for {
 		select {
 		case <-stopping:
-			return nil
-		case <-time.After(time.Until(start.Add(o.Interval))):
+			return true
+		case <-timer.C:
+			return false
+		case <-s.trig.wake:
+			// Let the rest of a burst of deliveries arrive first.
+			select {
+			case <-stopping:
+				return true
+			case <-time.After(triggerDelay):
+			}
+			s.triggeredPass(ctx)
+			select {
+			case <-stopping:
+				return true
+			default:
+			}
 		}
 	}
 }
@@ -89,17 +118,43 @@ func (s *Scaler) stopOnSignals(ctx context.Context, cancel context.CancelFunc, s
 
 // loggedPass makes one pass and logs how it went. Its error says the pass
 // could not run or a group failed.
+//
+// Its "pass finished" line carries the pass's numbers (the metrics
+// endpoint's, summed over groups), so a CronJob pass, which nothing
+// scrapes, still reports them: runners created and reaped, the groups'
+// queued, blocked, running, active and idle counts, the requests sent to
+// Gitea and Kubernetes, and the time from queued to runner Job.
 func (s *Scaler) loggedPass(ctx context.Context) error {
+	return s.loggedPassOf(ctx, nil)
+}
+
+// loggedPassOf is loggedPass over the groups keep accepts (see passOf).
+func (s *Scaler) loggedPassOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bool) error {
 	start := time.Now()
-	sum, err := s.Pass(ctx)
+	g0, k0 := s.requestCounts()
+	sum, err := s.passOf(ctx, keep)
+	took := time.Since(start)
+	if s.observer != nil {
+		s.observer.ObservePass(sum, took, err)
+	}
+	g1, k1 := s.requestCounts()
+	attrs := summaryAttrs(sum, took, g1-g0, k1-k0)
 	switch {
 	case err != nil:
 		s.log.Error("pass could not run", "error", err)
 		return err
 	case sum.Err() != nil:
-		s.log.Error("pass finished with failed RunnerGroups", "groups", sum.Groups, "created", sum.Created, "failed", sum.Failed, "failedNamespaces", sum.FailedNamespaces, "duration", time.Since(start))
+		s.log.Error("pass finished with failed RunnerGroups", append(attrs, "failedGroups", sum.Failed, "failedNamespaceNames", sum.FailedNamespaces)...)
 		return sum.Err()
 	}
-	s.log.Info("pass finished", "groups", sum.Groups, "created", sum.Created, "duration", time.Since(start))
+	s.log.Info("pass finished", attrs...)
 	return nil
+}
+
+// requestCounts are the requests sent so far, zero without a counter.
+func (s *Scaler) requestCounts() (gitea, kube int64) {
+	if s.requests == nil {
+		return 0, 0
+	}
+	return s.requests.Requests()
 }

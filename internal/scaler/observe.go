@@ -20,8 +20,10 @@ type observation struct {
 	// askedAt is when the pass began to ask Gitea.
 	askedAt time.Time
 	// queued are the IDs of the queued Gitea jobs the group serves: those
-	// its runners can run and the assignment rule gives it.
-	queued []int64
+	// its runners can run and the assignment rule gives it; queuedAt says
+	// when Gitea created each (for the time from queued to runner Job).
+	queued   []int64
+	queuedAt map[int64]time.Time
 	// leftToOthers counts queued jobs the group could run but the rule
 	// gives to another group.
 	leftToOthers int
@@ -44,19 +46,17 @@ type observation struct {
 // its scope, keeping those the group serves. The order matters: a runner Job
 // seen finished had its Gitea job finished before Gitea was asked, so the
 // listing never shows as queued a job whose runner is already gone.
+//
+// The first observation of a pass takes what the pass gathered for all
+// groups (gather, which keeps the same order); one after a lost race for
+// the state reads afresh.
 func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error) {
 	rg := g.rg
-	list, err := s.kube.BatchV1().Jobs(rg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runnerjob.Selector(rg.Name)})
+	jobs, askedAt, snap, err := s.read(ctx, g)
 	if err != nil {
-		return nil, newGroupError(ReasonKubernetesError, "cannot list runner Jobs: %w", err)
+		return nil, err
 	}
-	target := targetOf(&rg.Spec)
-	askedAt := s.now()
-	snap, err := g.gitea.Snapshot(ctx, target)
-	if err != nil {
-		return nil, newGroupError(giteaReason(err), "cannot list Gitea jobs of %s at %s: %w", target, rg.Spec.Gitea.URL, err)
-	}
-	obs := &observation{jobs: ownJobs(rg, list.Items), askedAt: askedAt, busy: map[string]bool{}}
+	obs := &observation{jobs: ownJobs(rg, jobs), askedAt: askedAt, busy: map[string]bool{}, queuedAt: map[int64]time.Time{}}
 	for _, j := range snap.Queued {
 		switch {
 		case !g.runnerLabels.CanRun(j.Labels):
@@ -64,6 +64,7 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 			obs.leftToOthers++
 		default:
 			obs.queued = append(obs.queued, j.ID)
+			obs.queuedAt[j.ID] = j.Created
 		}
 	}
 	for _, j := range snap.Blocked {
@@ -79,6 +80,36 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 		}
 	}
 	return obs, nil
+}
+
+// read returns the group's runner Jobs (with the group's label; ownJobs
+// keeps those it owns), when Gitea was asked and what Gitea said.
+func (s *Scaler) read(ctx context.Context, g *groupRun) ([]batchv1.Job, time.Time, gitea.Snapshot, error) {
+	rg := g.rg
+	target := targetOf(&rg.Spec)
+	giteaErr := func(err error) error {
+		return newGroupError(giteaReason(err), "cannot list Gitea jobs of %s at %s: %w", target, rg.Spec.Gitea.URL, err)
+	}
+	if ns, l := g.shared.namespace(rg.Namespace), g.shared.listing(g.key); ns != nil && l != nil && !g.sharedUsed {
+		g.sharedUsed = true
+		switch {
+		case ns.jobsErr != nil:
+			return nil, time.Time{}, gitea.Snapshot{}, newGroupError(ReasonKubernetesError, "cannot list runner Jobs: %w", ns.jobsErr)
+		case l.err != nil:
+			return nil, time.Time{}, gitea.Snapshot{}, giteaErr(l.err)
+		}
+		return groupJobs(rg, ns.jobs), l.askedAt, l.snap, nil
+	}
+	list, err := s.kube.BatchV1().Jobs(rg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runnerjob.Selector(rg.Name)})
+	if err != nil {
+		return nil, time.Time{}, gitea.Snapshot{}, newGroupError(ReasonKubernetesError, "cannot list runner Jobs: %w", err)
+	}
+	askedAt := s.now()
+	snap, err := g.gitea.Snapshot(ctx, target)
+	if err != nil {
+		return nil, time.Time{}, gitea.Snapshot{}, giteaErr(err)
+	}
+	return list.Items, askedAt, snap, nil
 }
 
 // runnerNames maps the name each runner Job's runner registered with to

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -28,6 +29,14 @@ type Summary struct {
 	FailedNamespaces []string
 	// Created counts the runner Jobs created.
 	Created int
+	// GroupStats has one line per group served, in serving order, and
+	// QueuedToJob the time from each served Gitea job's creation to its
+	// runner Job: what the metrics and the pass's summary line report.
+	GroupStats  []GroupStats
+	QueuedToJob []time.Duration
+	// Partial is set for a pass over some of the groups only (a
+	// webhook's): groups missing from GroupStats were not looked at.
+	Partial bool
 }
 
 // Err is non-nil when any group or namespace failed, so the pass's Job
@@ -56,15 +65,32 @@ func (s Summary) Err() error {
 // turn), so groups that are slow and sort first do not leave the same tail
 // unserved whenever a pass runs out of time.
 func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
+	return s.passOf(ctx, nil)
+}
+
+// passOf is a pass over the listed groups that keep accepts (all when keep
+// is nil): a webhook's pass serves only the groups that could serve its
+// jobs. The assignment rule still hears of every listed group, so a
+// partial pass gives a job to the same group a full one would.
+func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bool) (Summary, error) {
 	if s.groups == nil {
 		return Summary{}, errNotMadeByNew
 	}
-	groups, broken, failedNS, err := s.listGroups(ctx)
+	listed, broken, failedNS, err := s.listGroups(ctx)
 	if err != nil {
 		return Summary{}, err
 	}
+	groups := listed
+	if keep != nil {
+		groups, broken = nil, nil
+		for i := range listed {
+			if keep(&listed[i]) {
+				groups = append(groups, listed[i])
+			}
+		}
+	}
 	groups = rotate(groups, s.turn())
-	sum := Summary{Groups: len(groups) + len(broken), FailedNamespaces: failedNS}
+	sum := Summary{Groups: len(groups) + len(broken), FailedNamespaces: failedNS, Partial: keep != nil}
 	for _, b := range broken {
 		s.log.Error("cannot read RunnerGroup", "runnergroup", b.Namespace+"/"+b.Name, "error", b.Err)
 		sum.Failed = append(sum.Failed, b.Namespace+"/"+b.Name)
@@ -73,20 +99,23 @@ func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 	// Validate every group first, so the assignment rule knows which of the
 	// groups this pass serves can serve, before any of them plans.
 	runs := make([]*groupRun, len(groups))
-	nss := newNamespaces()
+	secrets, nss := s.passSecrets(), newNamespaces()
 	s.forEachGroup(len(groups), func(i int) {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 		defer cancel()
-		runs[i] = s.prepare(gctx, &groups[i], nss)
+		runs[i] = s.prepare(gctx, &groups[i], secrets, nss)
 	})
-	rule := s.assignment(ctx, groups, runs)
+	rule := s.assignment(ctx, listed, runs)
+	shared := s.gather(ctx, runs)
 	var mu sync.Mutex
 	s.forEachGroup(len(groups), func(i int) {
-		runs[i].rule = rule
+		runs[i].rule, runs[i].shared = rule, shared
 		created, err := s.serveGroup(ctx, runs[i])
 		mu.Lock()
 		defer mu.Unlock()
 		sum.Created += created
+		sum.GroupStats = append(sum.GroupStats, runs[i].stats)
+		sum.QueuedToJob = append(sum.QueuedToJob, runs[i].queuedToJob...)
 		if err != nil {
 			sum.Failed = append(sum.Failed, groupKey(runs[i].rg))
 		}
@@ -181,18 +210,5 @@ func (s *Scaler) excluded(l map[string]string) bool {
 
 // forEachGroup calls fn for 0..n-1 on at most cfg.Workers goroutines.
 func (s *Scaler) forEachGroup(n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range min(s.cfg.Workers, max(n, 1)) {
-		wg.Go(func() {
-			for i := range work {
-				fn(i)
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	forEach(n, s.cfg.Workers, fn)
 }

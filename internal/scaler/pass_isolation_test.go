@@ -242,7 +242,9 @@ func TestPassesRotateWhichGroupGoesFirst(t *testing.T) {
 			e.gitea.seen = nil
 			e.pass(func(d *Deps, c *Config) {
 				d.Now = func() time.Time { return at }
-				c.Workers = 1
+				// One at a time, so the order of the listings is the
+				// order of the groups.
+				c.Workers, c.GiteaConcurrency = 1, 1
 			})
 			orders = append(orders, servedOrgs(e.gitea.seen))
 		}
@@ -252,7 +254,7 @@ func TestPassesRotateWhichGroupGoesFirst(t *testing.T) {
 		e := newEnv(t, groups...)
 		sc := e.scaler(func(d *Deps, c *Config) {
 			d.Now = func() time.Time { return t0 }
-			c.Workers = 1
+			c.Workers, c.GiteaConcurrency = 1, 1
 		})
 		var orders [][]string
 		for range names {

@@ -30,7 +30,9 @@ func TestPassServesQueuedMatchingJobsOnly(t *testing.T) {
 
 	sum := e.pass()
 
-	assert.Equal(t, Summary{Groups: 1, Created: 1}, sum)
+	assert.Equal(t, Summary{Groups: 1, Created: 1, GroupStats: []GroupStats{{
+		Namespace: ns, Name: "ci", Queued: 1, Blocked: 1, Running: 1, Active: 1, Max: 5, Created: 1,
+	}}}, sum, "no queued-to-Job time: the fake's jobs have no creation time")
 	assert.Equal(t, map[int64]int{1: 1}, e.giteaJobsServed(), "one runner for the matching queued job; none for gpu or blocked jobs")
 	assert.Equal(t, []gitea.Target{{Scope: gitea.ScopeOrg, Owner: "acme"}}, e.gitea.seen)
 	assert.Equal(t, []string{secretToken}, e.tokens, "Gitea is asked with the authToken")

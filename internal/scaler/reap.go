@@ -196,6 +196,7 @@ func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.R
 			continue
 		}
 		rep.reaped++
+		rep.orphans++
 		g.log.Info("removed an orphan runner registration", "runner", o.Name, "id", o.ID)
 		s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea: it registered, but its runner Job %s is gone and it ran no job", o.Name, o.Job))
 	}

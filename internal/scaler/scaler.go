@@ -14,6 +14,8 @@
 //	loop.go     one pass, or one every interval until a signal (Run)
 //	pass.go     the groups of a pass and the workers that serve them
 //	group.go    one group's steps, and the first of them: validate
+//	gather.go   what a pass reads once for all groups: each namespace's
+//	            runner Jobs and pods, each distinct Gitea listing
 //	observe.go  what the group's runner Jobs and Gitea say
 //	claim.go    the claims: load, plan, store under resourceVersion
 //	create.go   a runner Job per claim; a claim whose Job failed is released
@@ -68,6 +70,11 @@ type Deps struct {
 	// (default runnerjob.NewName); tests replace them.
 	Now        func() time.Time
 	NewJobName func(group string) string
+	// Observer hears about each finished pass (the metrics endpoint);
+	// Requests counts the requests to Gitea and Kubernetes for each pass's
+	// summary line. Both may be nil.
+	Observer PassObserver
+	Requests RequestCounter
 }
 
 // Config is what the scaler's flags set.
@@ -99,6 +106,15 @@ type Config struct {
 	// RunnerStartTimeout is how long a runner Job's pod may take to start
 	// before the Job is deleted; 0 never deletes one.
 	RunnerStartTimeout time.Duration
+	// GiteaConcurrency bounds the Gitea listings a pass reads at once
+	// (one per distinct Gitea URL, API token and target); less than 1
+	// means DefaultGiteaConcurrency.
+	GiteaConcurrency int
+	// Naive turns off what a pass shares between groups: each group lists
+	// its own runner Jobs, pods and Gitea jobs. It exists for the
+	// benchmark's side-by-side numbers (with gitea.Options
+	// OneStatusPerRequest it is the design before sharing).
+	Naive bool
 	// MinIdleRunners idle runners of a group's surplus are never reaped: a
 	// warm pool's hook. 0 keeps none.
 	MinIdleRunners int
@@ -120,6 +136,11 @@ type Config struct {
 // a CronJob pass has.
 const DefaultGroupTimeout = 30 * time.Second
 
+// DefaultGiteaConcurrency is Config.GiteaConcurrency's default: a few
+// listings at once cut a pass over many targets without flooding Gitea
+// (each listing has up to three requests of its own in flight).
+const DefaultGiteaConcurrency = 4
+
 // Scaler runs passes. Make one with New: the zero value has nothing to talk
 // to, and its Pass says so.
 type Scaler struct {
@@ -131,6 +152,10 @@ type Scaler struct {
 	now        func() time.Time
 	newJobName func(group string) string
 	cfg        Config
+	observer   PassObserver
+	requests   RequestCounter
+	// trig holds the webhook's queued jobs until a pass serves them.
+	trig triggers
 
 	// include and excludes are cfg's selectors, parsed once.
 	include  labels.Selector
@@ -162,22 +187,18 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 	s := &Scaler{
 		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,
 		log: deps.Log, out: deps.Out, now: deps.Now, newJobName: deps.NewJobName,
-		cfg: cfg,
+		cfg: cfg, observer: deps.Observer, requests: deps.Requests,
 	}
-	var err error
-	if s.include, err = selector.Parse(cfg.Selector); err != nil {
-		return nil, fmt.Errorf("invalid selector %q: %w", cfg.Selector, err)
-	}
-	for _, raw := range cfg.ExcludeSelectors {
-		sel, err := selector.ParseExclude(raw)
-		if err != nil {
-			return nil, fmt.Errorf("invalid exclude selector %q: %w", raw, err)
-		}
-		s.excludes = append(s.excludes, sel)
+	s.trig.wake = make(chan struct{}, 1)
+	if err := s.parseSelectors(); err != nil {
+		return nil, err
 	}
 	s.cfg.Workers = max(cfg.Workers, 1)
 	if s.cfg.AllowedGiteaURLs == nil {
 		s.cfg.AllowedGiteaURLs = &giteaurl.Policy{}
+	}
+	if s.cfg.GiteaConcurrency < 1 {
+		s.cfg.GiteaConcurrency = DefaultGiteaConcurrency
 	}
 	if s.cfg.GroupTimeout == 0 {
 		s.cfg.GroupTimeout = DefaultGroupTimeout
@@ -195,6 +216,22 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		s.newJobName = runnerjob.NewName
 	}
 	return s, nil
+}
+
+// parseSelectors parses cfg's selectors once, for listGroups.
+func (s *Scaler) parseSelectors() error {
+	var err error
+	if s.include, err = selector.Parse(s.cfg.Selector); err != nil {
+		return fmt.Errorf("invalid selector %q: %w", s.cfg.Selector, err)
+	}
+	for _, raw := range s.cfg.ExcludeSelectors {
+		sel, err := selector.ParseExclude(raw)
+		if err != nil {
+			return fmt.Errorf("invalid exclude selector %q: %w", raw, err)
+		}
+		s.excludes = append(s.excludes, sel)
+	}
+	return nil
 }
 
 // detachedTimeout bounds the clean-up a pass does after its context ended.

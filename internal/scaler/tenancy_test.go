@@ -20,10 +20,6 @@ import (
 
 const otherNS = "team-b"
 
-func inNamespace(namespace string) func(*v1alpha1.RunnerGroup) {
-	return func(rg *v1alpha1.RunnerGroup) { rg.Namespace = namespace }
-}
-
 // groupIn reads a group of any namespace.
 func (e *env) groupIn(namespace, name string) *v1alpha1.RunnerGroup {
 	e.t.Helper()
@@ -56,6 +52,7 @@ func requestsIn(e *env, namespace string) []string {
 
 func TestAGroupInANamespaceNotEnabledGetsNamespaceNotEnabledAndNoOtherRequest(t *testing.T) {
 	e := newEnv(t, newGroup("ci", 5), newGroup("ci", 5, inNamespace(otherNS)), newGroup("web", 5, inNamespace(otherNS)))
+	e.disabled[otherNS] = true
 	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
 	e.kube.ClearActions()
 
@@ -85,16 +82,14 @@ func TestAGroupInANamespaceNotEnabledGetsNamespaceNotEnabledAndNoOtherRequest(t 
 
 func TestANamespaceIsServedFromThePassAfterItIsEnabled(t *testing.T) {
 	e := newEnv(t, newGroup("ci", 5, inNamespace(otherNS)))
+	e.disabled[otherNS] = true
 	e.pass()
 	require.Equal(t, ReasonNamespaceNotEnabled, ready(e.groupIn(otherNS, "ci")).Reason)
 
 	e.mu.Lock()
-	e.enabled[otherNS] = true
+	delete(e.disabled, otherNS)
 	e.mu.Unlock()
-	for _, obj := range []runtime.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: otherNS, Labels: map[string]string{tenancy.LabelEnforce: "privileged"}}},
-		secret("api", secretToken), secret("reg", "reg-"+secretToken),
-	} {
+	for _, obj := range []runtime.Object{secret("api", secretToken), secret("reg", "reg-"+secretToken)} {
 		if s, ok := obj.(*corev1.Secret); ok {
 			s.Namespace = otherNS
 		}

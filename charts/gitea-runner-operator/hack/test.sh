@@ -4,7 +4,8 @@
 #   2. README values table == values.yaml keys      (hack/check-values-doc.sh)
 #   3. README merge table == templates/_merge.tpl   (hack/check-merge-rules.sh)
 #   4. helm lint --strict, default values and each ci/*-values.yaml
-#   5. listener routing: each RunnerGroup label set has exactly one listener
+#   5. kubeVersion admits 1.34 (what CI runs) and refuses 1.33
+#   5b. listener routing: each RunnerGroup label set has exactly one listener
 #   6. every rendered listener pod passes Pod Security Standards restricted
 #   7. helm unittest (tests/*_test.yaml)
 #
@@ -34,6 +35,14 @@ for f in "${chart_dir}"/ci/*-values.yaml; do
   step "helm lint --strict (ci/$(basename "${f}"))"
   helm lint --strict "${chart_dir}" --values "${f}"
 done
+
+step "kubeVersion: the version CI runs installs, an older minor is refused"
+helm template gro "${chart_dir}" --kube-version 1.34.2 >/dev/null
+if out="$(helm template gro "${chart_dir}" --kube-version 1.33.9 2>&1 >/dev/null)"; then
+  echo "kubeVersion: Kubernetes 1.33 was accepted, but CI proves only 1.34"; exit 1
+fi
+grep -q "incompatible with Kubernetes v1.33.9" <<<"${out}" || { echo "kubeVersion: unexpected refusal: ${out}"; exit 1; }
+echo "kubeVersion: 1.34.2 renders, 1.33.9 is refused"
 
 step "listener routing (exactly one listener per RunnerGroup)"
 "${chart_dir}/hack/check-listener-routing.sh"

@@ -28,9 +28,36 @@ gitea-runner-operator` does not give gitea-runner-operator-gitea-runner-operator
 {{- end -}}
 {{- end -}}
 
+{{/*
+scaler.giteaCA as YAML when a bundle is set ({} when not): configMap or
+secret, and key. Both set is refused: which one wins would be a guess.
+*/}}
+{{- define "gitea-runner-operator.giteaCA" -}}
+{{- $ca := .Values.scaler.giteaCA | default dict -}}
+{{- if and $ca.configMap $ca.secret -}}
+{{- fail "scaler.giteaCA: set configMap or secret, not both" -}}
+{{- end -}}
+{{- if or $ca.configMap $ca.secret -}}
+{{- dict "configMap" ($ca.configMap | default "") "secret" ($ca.secret | default "") "key" ($ca.key | default "ca.crt") | toYaml -}}
+{{- else -}}
+{}
+{{- end -}}
+{{- end -}}
+
 {{/* The scaler image tag: image.tag, else the chart's appVersion. */}}
 {{- define "gitea-runner-operator.imageTag" -}}
 {{- default .Chart.AppVersion .Values.image.tag -}}
+{{- end -}}
+
+{{/*
+The scaler image reference: repository:tag, pinned by @digest when
+image.digest is set. The tag stays so the reference still says which
+version it is; the runtime pulls by the digest.
+*/}}
+{{- define "gitea-runner-operator.image" -}}
+{{- $ref := printf "%s:%s" .Values.image.repository (include "gitea-runner-operator.imageTag" .) -}}
+{{- with .Values.image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref -}}
 {{- end -}}
 
 {{/*

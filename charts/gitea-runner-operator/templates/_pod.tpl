@@ -16,6 +16,7 @@ Argument: dict "root" $ "listener" <an entry of gitea-runner-operator.listeners>
 {{- define "gitea-runner-operator.defaultListenerPod" -}}
 {{- $v := .root.Values -}}
 {{- $s := $v.scaler -}}
+{{- $ca := include "gitea-runner-operator.giteaCA" .root | fromYaml -}}
 metadata:
   labels:
     {{- include "gitea-runner-operator.listenerLabels" (dict "root" .root "listener" .listener.name) | nindent 4 }}
@@ -34,9 +35,23 @@ spec:
       type: RuntimeDefault
   nodeSelector:
     kubernetes.io/os: linux
+  {{- if $ca }}
+  volumes:
+    - name: gitea-ca
+      {{- if $ca.configMap }}
+      configMap:
+        name: {{ $ca.configMap | quote }}
+      {{- else }}
+      secret:
+        secretName: {{ $ca.secret | quote }}
+      {{- end }}
+        items:
+          - key: {{ $ca.key | quote }}
+            path: {{ $ca.key | quote }}
+  {{- end }}
   containers:
     - name: listener
-      image: {{ printf "%s:%s" $v.image.repository (include "gitea-runner-operator.imageTag" .root) | quote }}
+      image: {{ include "gitea-runner-operator.image" .root | quote }}
       imagePullPolicy: {{ $v.image.pullPolicy }}
       command: [gitea-runner-scaler, run]
       env:
@@ -49,6 +64,19 @@ spec:
           value: "true"
         - name: SCALER_INTERVAL
           value: {{ $s.interval | toString | quote }}
+        {{- if $v.metrics.enabled }}
+        - name: SCALER_METRICS_ADDR
+          value: {{ printf ":%d" (int64 $v.metrics.port) | quote }}
+        {{- end }}
+        {{- if $v.webhook.enabled }}
+        - name: SCALER_WEBHOOK_ADDR
+          value: {{ printf ":%d" (int64 $v.webhook.port) | quote }}
+        - name: SCALER_WEBHOOK_SECRET
+          valueFrom:
+            secretKeyRef:
+              name: {{ $v.webhook.secret.name | quote }}
+              key: {{ $v.webhook.secret.key | quote }}
+        {{- end }}
         {{- else }}
         - name: SCALER_LOOP
           value: "false"
@@ -91,6 +119,8 @@ spec:
           value: {{ $s.kubeQPS | toString | quote }}
         - name: SCALER_KUBE_BURST
           value: {{ printf "%d" (int64 $s.kubeBurst) | quote }}
+        - name: SCALER_GITEA_CONCURRENCY
+          value: {{ printf "%d" (int64 $s.giteaConcurrency) | quote }}
         - name: SCALER_RUNNER_IDLE_TIMEOUT
           value: {{ $s.runnerIdleTimeout | toString | quote }}
         - name: SCALER_RUNNER_START_TIMEOUT
@@ -105,6 +135,29 @@ spec:
           value: {{ printf "%s:%s" .root.Release.Namespace (include "gitea-runner-operator.serviceAccountName" .root) | quote }}
         - name: SCALER_TRUST_UNLABELLED_NAMESPACES
           value: {{ ternary "true" "false" (eq ($s.trustUnlabelledNamespaces | toString) "true") | quote }}
+        {{- if $ca }}
+        - name: SCALER_GITEA_CA_FILE
+          value: {{ printf "/etc/gitea-runner-scaler/gitea-ca/%s" $ca.key | quote }}
+        {{- end }}
+      {{- if $ca }}
+      volumeMounts:
+        - name: gitea-ca
+          mountPath: /etc/gitea-runner-scaler/gitea-ca
+          readOnly: true
+      {{- end }}
+      {{- if and (eq $v.mode "deployment") (or $v.metrics.enabled $v.webhook.enabled) }}
+      ports:
+        {{- if $v.metrics.enabled }}
+        - name: metrics
+          containerPort: {{ int64 $v.metrics.port }}
+          protocol: TCP
+        {{- end }}
+        {{- if $v.webhook.enabled }}
+        - name: webhook
+          containerPort: {{ int64 $v.webhook.port }}
+          protocol: TCP
+        {{- end }}
+      {{- end }}
       resources:
         {{- toYaml $v.resources | nindent 8 }}
       securityContext:

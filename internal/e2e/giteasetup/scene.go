@@ -154,3 +154,14 @@ func (c *Client) PushWorkflow(ctx context.Context, r Repo, name string, content 
 		"branch":  "main",
 	}, nil)
 }
+
+// CreateRepoHook adds a webhook of type gitea to the repository: JSON
+// deliveries of the workflow_job events to url, signed with secret.
+func (c *Client) CreateRepoHook(ctx context.Context, r Repo, url, secret string) error {
+	return c.call(ctx, http.MethodPost, r.path("hooks"), map[string]any{
+		"type":   "gitea",
+		"active": true,
+		"events": []string{"workflow_job"},
+		"config": map[string]string{"url": url, "content_type": "json", "secret": secret},
+	}, nil)
+}

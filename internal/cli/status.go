@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/status"
+)
+
+// Selection are the flags that pick RunnerGroups, as `run` reads them (same
+// names, same environment variables), for the read-only commands: with the
+// listener's environment they show what that listener serves.
+type Selection struct {
+	Kubeconfig      string   `env:"KUBECONFIG" placeholder:"PATH" help:"Kubeconfig file; empty uses the pod's in-cluster config, then ~/.kube/config."`
+	Namespace       []string `short:"n" env:"SCALER_NAMESPACES" placeholder:"NS" help:"Namespace to look at (repeat, or comma-separated in the env var); empty means all namespaces."`
+	Selector        string   `env:"SCALER_SELECTOR" placeholder:"SELECTOR" help:"Label selector over RunnerGroups, in either form run takes."`
+	ExcludeSelector []string `env:"SCALER_EXCLUDE_SELECTORS" sep:";" placeholder:"SELECTOR" help:"Leave out RunnerGroups this selector matches (repeat, or ';'-separated in the env var)."`
+}
+
+// Validate runs at parse time, as RunCmd's does.
+func (s *Selection) Validate() error {
+	if _, err := selector.Parse(s.Selector); err != nil {
+		return fmt.Errorf("--selector %q: %w", s.Selector, err)
+	}
+	for _, x := range s.ExcludeSelector {
+		if _, err := selector.ParseExclude(x); err != nil {
+			return fmt.Errorf("--exclude-selector %q: %w", x, err)
+		}
+	}
+	s.Namespace = compact(s.Namespace)
+	return nil
+}
+
+func (s *Selection) config() scaler.Config {
+	return scaler.Config{Namespaces: s.Namespace, Selector: s.Selector, ExcludeSelectors: s.ExcludeSelector}
+}
+
+// StatusCmd is `gitea-runner-scaler status`.
+type StatusCmd struct {
+	Selection `embed:""`
+	Output    string `short:"o" enum:"table,json,yaml" default:"table" help:"Output: table, json or yaml."`
+}
+
+func (c *StatusCmd) run(streams IO) int {
+	cfg, err := restConfig(c.Kubeconfig)
+	if err != nil {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot load Kubernetes client config: %v\n", err)
+		return ExitFailed
+	}
+	cfg.UserAgent = "gitea-runner-scaler/" + Version
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
+		return ExitFailed
+	}
+	return c.runWith(context.Background(), runnergroups.Client{Dynamic: dyn}, streams, time.Now())
+}
+
+// runWith prints the status of the selected groups. It exits ExitFailed
+// when a namespace could not be listed or a group could not be read, after
+// printing the rest.
+func (c *StatusCmd) runWith(ctx context.Context, groups scaler.GroupClient, streams IO, now time.Time) int {
+	sel, err := scaler.Selected(ctx, groups, c.config())
+	if err != nil {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: %v\n", err)
+		return ExitFailed
+	}
+	if err := status.Write(streams.Out, status.Rows(sel, now), c.Output); err != nil {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: %v\n", err)
+		return ExitFailed
+	}
+	for _, ns := range sel.FailedNamespaces {
+		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot list the RunnerGroups of namespace %s\n", ns)
+	}
+	if len(sel.FailedNamespaces) > 0 || len(sel.Broken) > 0 {
+		return ExitFailed
+	}
+	return ExitOK
+}

@@ -1,0 +1,273 @@
+package scaler
+
+import (
+	"context"
+	"crypto/sha256"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+)
+
+// listingKey names one Gitea listing that groups can share: the same Gitea,
+// the same API token and the same target see the same jobs. The token is
+// compared by its SHA-256, so the key holds no copy of it; the key is
+// never logged.
+//
+// Groups whose targets nest (a repo inside an org another group lists) do
+// not reuse the wider listing: each target is listed on its own, so a
+// misspelt repository still fails its group with GiteaNotFound instead of
+// showing an empty queue, and a token that may list the repo but not the
+// org keeps working.
+type listingKey struct {
+	url    string
+	token  [sha256.Size]byte
+	target gitea.Target
+}
+
+// newListingKey is the key of a group's listing.
+func newListingKey(spec *v1alpha1.RunnerGroupSpec, token string) listingKey {
+	return listingKey{url: spec.Gitea.URL, token: sha256.Sum256([]byte(token)), target: targetOf(spec)}
+}
+
+// gathered is what a pass reads once and its groups share (see gather).
+// It is written by gather and only read afterwards, except runners, which
+// fills as the lifecycle steps ask.
+type gathered struct {
+	namespaces map[string]*namespaceView
+	listings   map[listingKey]*sharedListing
+	// runners are the runners listings the lifecycle steps ask for, one
+	// per listingKey.
+	runners shareOnce[listingKey, []gitea.Runner]
+}
+
+// namespaceView is a namespace's runner Jobs and pods, listed once.
+type namespaceView struct {
+	jobs    []batchv1.Job
+	jobsErr error
+	pods    map[types.UID]podView
+	podsErr error
+}
+
+// sharedListing is one Gitea listing and when it was asked.
+type sharedListing struct {
+	askedAt time.Time
+	snap    gitea.Snapshot
+	err     error
+}
+
+// gather reads, before any group plans, what several groups would
+// otherwise each read: the runner Jobs and pods of every namespace once
+// (two requests per namespace instead of two per group), then every
+// distinct Gitea listing once, up to Config.GiteaConcurrency at a time.
+// It keeps the order a lone group's claim step reads in: each group's
+// state ConfigMap (still one read per group), then the runner Jobs, then
+// Gitea. A runner Job seen finished had its Gitea job finished before the
+// listing, so no listing shows as queued a job whose runner is gone; and
+// the state is written back only if no pass changed it since it was read.
+//
+// It returns nil with Config.Naive, and each group then reads its own.
+func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
+	if s.cfg.Naive {
+		return nil
+	}
+	out := &gathered{namespaces: map[string]*namespaceView{}, listings: map[listingKey]*sharedListing{}}
+	clients := map[listingKey]gitea.Client{}
+	var keys []listingKey
+	var namespaces []string
+	for _, g := range runs {
+		if g.invalid != nil {
+			continue
+		}
+		if _, ok := out.namespaces[g.rg.Namespace]; !ok {
+			out.namespaces[g.rg.Namespace] = &namespaceView{}
+			namespaces = append(namespaces, g.rg.Namespace)
+		}
+		if _, ok := clients[g.key]; !ok {
+			clients[g.key] = g.gitea
+			keys = append(keys, g.key)
+		}
+	}
+	// The state first: a Jobs list older than the state read could miss a
+	// runner Job whose claim another pass has already dropped from the
+	// state (it drops a claim once its Job is listed), and plan a second
+	// runner for that job.
+	forEach(len(runs), s.cfg.Workers, func(i int) {
+		g := runs[i]
+		if g.invalid != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
+		defer cancel()
+		g.preloaded, g.preloadErr = s.loadClaims(ctx, g)
+		g.hasPreload = true
+	})
+	nsViews := make([]*namespaceView, len(namespaces))
+	forEach(len(namespaces), s.cfg.Workers, func(i int) {
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
+		defer cancel()
+		nsViews[i] = s.readNamespace(ctx, namespaces[i])
+	})
+	for i, n := range namespaces {
+		out.namespaces[n] = nsViews[i]
+	}
+	views := make([]*sharedListing, len(keys))
+	forEach(len(keys), s.cfg.GiteaConcurrency, func(i int) {
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
+		defer cancel()
+		l := &sharedListing{askedAt: s.now()}
+		l.snap, l.err = clients[keys[i]].Snapshot(ctx, keys[i].target)
+		views[i] = l
+	})
+	for i, k := range keys {
+		out.listings[k] = views[i]
+	}
+	return out
+}
+
+// readNamespace lists every runner Job and runner pod of a namespace.
+func (s *Scaler) readNamespace(ctx context.Context, namespace string) *namespaceView {
+	v := &namespaceView{}
+	anyGroup := metav1.ListOptions{LabelSelector: v1alpha1.LabelRunnerGroupName}
+	list, err := s.kube.BatchV1().Jobs(namespace).List(ctx, anyGroup)
+	if err != nil {
+		v.jobsErr = err
+	} else {
+		v.jobs = list.Items
+	}
+	pods, err := s.kube.CoreV1().Pods(namespace).List(ctx, anyGroup)
+	if err != nil {
+		v.podsErr = err
+	} else {
+		v.pods = podViews(pods.Items)
+	}
+	return v
+}
+
+// namespace is the pass's view of a namespace, nil when the pass did not
+// gather (Config.Naive) or the namespace was not gathered.
+func (d *gathered) namespace(ns string) *namespaceView {
+	if d == nil {
+		return nil
+	}
+	return d.namespaces[ns]
+}
+
+// listing is the pass's listing of key, nil when there is none.
+func (d *gathered) listing(key listingKey) *sharedListing {
+	if d == nil {
+		return nil
+	}
+	return d.listings[key]
+}
+
+// groupJobs are the Jobs of one group among a namespace's runner Jobs.
+func groupJobs(rg *v1alpha1.RunnerGroup, all []batchv1.Job) []batchv1.Job {
+	out := all[:0:0]
+	for i := range all {
+		if all[i].Labels[v1alpha1.LabelRunnerGroupName] == rg.Name {
+			out = append(out, all[i])
+		}
+	}
+	return out
+}
+
+// shareOnce holds answers a pass reads once for many groups: the first
+// caller of a key fetches, later callers of the key wait for its answer.
+// Only an answer is shared: the first caller's failure may be its own
+// deadline, so a caller that waited for a failure fetches for itself.
+type shareOnce[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]*onceEntry[V]
+}
+
+type onceEntry[V any] struct {
+	done chan struct{}
+	val  V
+	err  error
+}
+
+// get returns key's answer, fetching it on the first call.
+func (o *shareOnce[K, V]) get(ctx context.Context, key K, fetch func(context.Context) (V, error)) (V, error) {
+	o.mu.Lock()
+	if o.m == nil {
+		o.m = map[K]*onceEntry[V]{}
+	}
+	e, ok := o.m[key]
+	if !ok {
+		e = &onceEntry[V]{done: make(chan struct{})}
+		o.m[key] = e
+	}
+	o.mu.Unlock()
+	if !ok {
+		e.val, e.err = fetch(ctx)
+		close(e.done)
+		return e.val, e.err
+	}
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		var zero V
+		return zero, ctx.Err()
+	}
+	if e.err != nil {
+		return fetch(ctx)
+	}
+	return e.val, nil
+}
+
+// forEach calls fn for 0..n-1 on at most limit goroutines (at least one).
+func forEach(n, limit int, fn func(i int)) {
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range min(max(limit, 1), max(n, 1)) {
+		wg.Go(func() {
+			for i := range work {
+				fn(i)
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}
+
+// passSecrets holds the Secrets a pass has read, by namespace and name.
+type passSecrets struct {
+	once shareOnce[types.NamespacedName, *corev1.Secret]
+}
+
+// passSecrets is a pass's Secret cache, nil with Config.Naive.
+func (s *Scaler) passSecrets() *passSecrets {
+	if s.cfg.Naive {
+		return nil
+	}
+	return &passSecrets{}
+}
+
+// preload puts the named Secrets of namespace into read, each read from
+// the Kubernetes API once per pass. A Secret that cannot be read is left
+// out of read, so readSecretKey reads it itself and reports why in the
+// group's own words.
+func (p *passSecrets) preload(ctx context.Context, s *Scaler, namespace string, read map[string]*corev1.Secret, names ...string) {
+	for _, name := range names {
+		if _, ok := read[name]; ok {
+			continue
+		}
+		key := types.NamespacedName{Namespace: namespace, Name: name}
+		sec, err := p.once.get(ctx, key, func(ctx context.Context) (*corev1.Secret, error) {
+			return s.kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		})
+		if err == nil {
+			read[name] = sec
+		}
+	}
+}

@@ -1,0 +1,319 @@
+package scaler
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
+)
+
+// listingLog records every Snapshot a pass makes, by Gitea URL, token and
+// target, in front of the tests' fake Gitea.
+type listingLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+type loggedGitea struct {
+	gitea.Client
+	log        *listingLog
+	url, token string
+}
+
+func (l loggedGitea) Snapshot(ctx context.Context, t gitea.Target) (gitea.Snapshot, error) {
+	l.log.mu.Lock()
+	l.log.calls = append(l.log.calls, l.url+" "+l.token+" "+t.String())
+	l.log.mu.Unlock()
+	return l.Client.Snapshot(ctx, t)
+}
+
+func (l *listingLog) sorted() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := append([]string(nil), l.calls...)
+	sort.Strings(out)
+	return out
+}
+
+// withListingLog routes the scaler's Gitea clients through log.
+func (e *env) withListingLog(log *listingLog) setup {
+	return func(d *Deps, _ *Config) {
+		d.Gitea = func(url, token string) (gitea.Client, error) {
+			return loggedGitea{Client: e.gitea, log: log, url: url, token: token}, nil
+		}
+	}
+}
+
+func naive(_ *Deps, c *Config) { c.Naive = true }
+
+func addSecret(t *testing.T, e *env, namespace, name, value string) {
+	t.Helper()
+	_, err := e.kube.CoreV1().Secrets(namespace).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{tenancy.SecretLabel: "true"}},
+		Data:       map[string][]byte{"token": []byte(value)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+func withAPISecret(name string) func(*v1alpha1.RunnerGroup) {
+	return func(rg *v1alpha1.RunnerGroup) { rg.Spec.AuthToken.SecretRef.Name = name }
+}
+
+func inNamespace(namespace string) func(*v1alpha1.RunnerGroup) {
+	return func(rg *v1alpha1.RunnerGroup) {
+		rg.Namespace = namespace
+		rg.UID = types.UID("uid-" + namespace + "-" + rg.Name)
+	}
+}
+
+// TestGroupsOfOneGiteaTokenAndTargetShareOneListing: groups share a
+// listing when Gitea URL, API token (by content, whatever Secret holds it,
+// in whichever namespace) and target are the same, and only then; the
+// naive design lists once per group.
+func TestGroupsOfOneGiteaTokenAndTargetShareOneListing(t *testing.T) {
+	groups := []*v1alpha1.RunnerGroup{
+		newGroup("a", 5),
+		newGroup("b", 5),
+		newGroup("same-token-other-secret", 5, withAPISecret("api-copy")),
+		newGroup("same-token-other-namespace", 5, inNamespace("team2")),
+		newGroup("other-token", 5, withAPISecret("api-other")),
+		newGroup("other-org", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "beta" }),
+		newGroup("other-gitea", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Gitea.URL = "https://other.example.com" }),
+		newGroup("repo-in-acme", 5, func(rg *v1alpha1.RunnerGroup) {
+			rg.Spec.Scope, rg.Spec.Repo = v1alpha1.ScopeRepo, "app"
+		}),
+	}
+	u := "https://gitea.example.com"
+	tests := []struct {
+		name  string
+		setup setup
+		want  []string
+	}{
+		{
+			name:  "shared",
+			setup: func(*Deps, *Config) {},
+			want: []string{
+				"https://other.example.com " + secretToken + " org acme",
+				u + " other-token-value org acme",
+				u + " " + secretToken + " org acme",
+				u + " " + secretToken + " org beta",
+				u + " " + secretToken + " repo acme/app",
+			},
+		},
+		{
+			name:  "naive",
+			setup: naive,
+			want: []string{
+				"https://other.example.com " + secretToken + " org acme",
+				u + " other-token-value org acme",
+				u + " " + secretToken + " org acme",
+				u + " " + secretToken + " org acme",
+				u + " " + secretToken + " org acme",
+				u + " " + secretToken + " org acme",
+				u + " " + secretToken + " org beta",
+				u + " " + secretToken + " repo acme/app",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, groups...)
+			addSecret(t, e, ns, "api-copy", secretToken)
+			addSecret(t, e, ns, "api-other", "other-token-value")
+			addSecret(t, e, "team2", "api", secretToken)
+			addSecret(t, e, "team2", "reg", "reg")
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+			log := &listingLog{}
+
+			sum := e.pass(e.withListingLog(log), tt.setup)
+
+			assert.Empty(t, sum.Failed)
+			assert.ElementsMatch(t, tt.want, log.sorted())
+			assert.NotContains(t, e.logs.String(), secretToken, "the token is compared, never logged")
+		})
+	}
+}
+
+// kubeCalls counts the Kubernetes requests of a pass by verb and resource.
+func kubeCalls(e *env) map[string]int {
+	out := map[string]int{}
+	for _, a := range e.kube.Actions() {
+		out[a.GetVerb()+" "+a.GetResource().Resource]++
+	}
+	return out
+}
+
+// TestPassReadsEachNamespaceOnce: runner Jobs and pods are listed once per
+// namespace, a Secret that several groups name is read once, and each
+// group still reads its own state ConfigMap; the naive design reads all of
+// it per group.
+func TestPassReadsEachNamespaceOnce(t *testing.T) {
+	var groups []*v1alpha1.RunnerGroup
+	for i := range 3 {
+		groups = append(groups, newGroup(fmt.Sprintf("g%d", i), 5))
+		groups = append(groups, newGroup(fmt.Sprintf("h%d", i), 5, inNamespace("team2")))
+	}
+	tests := []struct {
+		name  string
+		setup setup
+		want  map[string]int
+	}{
+		{name: "shared", setup: func(*Deps, *Config) {}, want: map[string]int{
+			"list jobs": 2, "list pods": 2, "get secrets": 4, "get configmaps": 6,
+		}},
+		{name: "naive", setup: naive, want: map[string]int{
+			"list jobs": 6, "list pods": 6, "get secrets": 12, "get configmaps": 6,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, groups...)
+			addSecret(t, e, "team2", "api", secretToken)
+			addSecret(t, e, "team2", "reg", "reg")
+			e.kube.ClearActions()
+
+			sum := e.pass(tt.setup)
+
+			require.Empty(t, sum.Failed)
+			got := kubeCalls(e)
+			for k, n := range tt.want {
+				assert.Equal(t, n, got[k], k)
+			}
+		})
+	}
+}
+
+// TestSteadyPassWritesNoEventNoConfigMapNoJob: once every queued job has
+// its runner, a pass creates no Job, writes no state ConfigMap and records
+// no Event, shared or not; a failure that repeats records its Event once.
+func TestSteadyPassWritesNoEventNoConfigMapNoJob(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		setup setup
+	}{{"shared", func(*Deps, *Config) {}}, {"naive", naive}} {
+		t.Run(mode.name, func(t *testing.T) {
+			e := newEnv(t, newGroup("a", 5), newGroup("b", 5, withLabels("gpu")))
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest"), queued(2, "gpu")}}
+			require.Equal(t, 2, e.pass(mode.setup).Created)
+			// The next pass sees the runner Jobs and drops their claims
+			// from the state: a write, once.
+			require.Zero(t, e.pass(mode.setup).Created)
+
+			writes := func() map[string]int {
+				out := map[string]int{}
+				for _, a := range e.kube.Actions() {
+					if a.GetResource().Resource == "selfsubjectrulesreviews" {
+						continue // a question to the API server, which stores nothing
+					}
+					switch a.GetVerb() {
+					case "create", "update", "patch", "delete":
+						out[a.GetVerb()+" "+a.GetResource().Resource]++
+					}
+				}
+				return out
+			}
+			e.kube.ClearActions()
+			assert.Zero(t, e.pass(mode.setup).Created)
+			assert.Empty(t, writes(), "a steady pass")
+
+			e.gitea.err = &gitea.APIError{Kind: gitea.ErrServer, Status: 502, URL: "/api/v1/orgs/acme/actions/jobs"}
+			e.kube.ClearActions()
+			e.pass(mode.setup)
+			assert.Equal(t, map[string]int{"create events": 2}, writes(), "the failure is news: one Event per group")
+			e.kube.ClearActions()
+			e.pass(mode.setup)
+			assert.Empty(t, writes(), "the same failure again: no Event")
+		})
+	}
+}
+
+// TestGroupsOfOneListingShareTheRunnersListing: the lifecycle lists the
+// runners of a scope once for the groups that share its listing.
+func TestGroupsOfOneListingShareTheRunnersListing(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		setup setup
+		want  int
+	}{{"shared", func(*Deps, *Config) {}, 1}, {"naive", naive, 3}} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, newGroup("a", 5), newGroup("b", 5), newGroup("c", 5, withLabels("gpu")))
+			rg := &runnersGitea{fakeGitea: e.gitea}
+			sum := e.pass(tt.setup, func(d *Deps, c *Config) {
+				d.Gitea = func(string, string) (gitea.Client, error) { return rg, nil }
+				c.RunnerIdleTimeout = time.Minute
+			})
+			require.Empty(t, sum.Failed)
+			assert.Len(t, rg.calls, tt.want)
+		})
+	}
+}
+
+// TestSharedListingsStayWithinTheirBound: no more Gitea listings run at
+// once than Config.GiteaConcurrency allows.
+func TestSharedListingsStayWithinTheirBound(t *testing.T) {
+	var groups []*v1alpha1.RunnerGroup
+	for i := range 12 {
+		groups = append(groups, newGroup(fmt.Sprintf("g%d", i), 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = fmt.Sprintf("org%d", i) }))
+	}
+	e := newEnv(t, groups...)
+	var mu sync.Mutex
+	inFlight, peak := 0, 0
+	e.gitea.barrier = func() {
+		mu.Lock()
+		inFlight++
+		peak = max(peak, inFlight)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+	}
+	sum := e.pass(func(_ *Deps, c *Config) { c.GiteaConcurrency = 3; c.Workers = 8 })
+	require.Empty(t, sum.Failed)
+	assert.Equal(t, 12, e.gitea.calls)
+	assert.LessOrEqual(t, peak, 3)
+	assert.Greater(t, peak, 1, "listings do run side by side")
+}
+
+// TestAListingThatFailsFailsOnlyItsGroups: one target's failure fails the
+// groups of that listing; a group of another target is served.
+func TestAListingThatFailsFailsOnlyItsGroups(t *testing.T) {
+	e := newEnv(t, newGroup("a", 5), newGroup("b", 5), newGroup("c", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "beta" }))
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+	sum := e.pass(func(d *Deps, _ *Config) {
+		d.Gitea = func(string, string) (gitea.Client, error) { return failingOrg{e.gitea, "acme"}, nil }
+	})
+	assert.Equal(t, []string{ns + "/a", ns + "/b"}, sum.Failed)
+	assert.Equal(t, 1, sum.Created, "group c")
+	for _, name := range []string{"a", "b"} {
+		ready := meta.FindStatusCondition(e.group(name).Status.Conditions, ConditionReady)
+		require.NotNil(t, ready)
+		assert.Equal(t, ReasonGiteaUnavailable, ready.Reason)
+		assert.Contains(t, ready.Message, "org acme")
+	}
+}
+
+type failingOrg struct {
+	*fakeGitea
+	org string
+}
+
+func (f failingOrg) Snapshot(ctx context.Context, t gitea.Target) (gitea.Snapshot, error) {
+	if t.Owner == f.org {
+		return gitea.Snapshot{}, &gitea.APIError{Kind: gitea.ErrServer, Status: 503, URL: "/api/v1/orgs/" + f.org + "/actions/jobs"}
+	}
+	return f.fakeGitea.Snapshot(ctx, t)
+}

@@ -1,0 +1,93 @@
+package scaler
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+)
+
+// QueuedJob is a job a webhook delivery says was queued: its repository
+// ("owner/name") and runs-on labels.
+type QueuedJob struct {
+	Repo   string
+	Labels []string
+}
+
+// triggerDelay is how long a looping scaler waits after the first
+// delivery before it passes, so a push that queues a workflow's jobs at
+// once (one delivery each) makes one pass, not one per job.
+const triggerDelay = 100 * time.Millisecond
+
+// triggers holds the queued jobs delivered since the last triggered pass.
+// A delivery during a pass waits for it and is served by the next one:
+// bursts coalesce into one pass, and none is lost.
+type triggers struct {
+	mu      sync.Mutex
+	pending []QueuedJob
+	wake    chan struct{}
+}
+
+// Trigger asks a looping scaler for a pass, at once, over the groups that
+// could serve job. It never blocks; without a loop nothing happens.
+func (s *Scaler) Trigger(job QueuedJob) {
+	s.trig.mu.Lock()
+	s.trig.pending = append(s.trig.pending, job)
+	s.trig.mu.Unlock()
+	select {
+	case s.trig.wake <- struct{}{}:
+	default: // a pass is asked for already
+	}
+}
+
+// takeTriggered returns the jobs delivered so far and forgets them.
+func (s *Scaler) takeTriggered() []QueuedJob {
+	s.trig.mu.Lock()
+	defer s.trig.mu.Unlock()
+	out := s.trig.pending
+	s.trig.pending = nil
+	return out
+}
+
+// triggeredPass serves the groups that could serve one of the delivered
+// jobs. The interval's polling goes on as before: Gitea delivers a
+// webhook at most once.
+func (s *Scaler) triggeredPass(ctx context.Context) {
+	jobs := s.takeTriggered()
+	if len(jobs) == 0 {
+		return
+	}
+	s.log.Debug("pass triggered by webhook", "jobs", len(jobs))
+	_ = s.loggedPassOf(ctx, func(rg *v1alpha1.RunnerGroup) bool { return s.couldServeAny(rg, jobs) })
+}
+
+// couldServeAny reports whether the group's scope holds the repository of
+// one of the jobs and its runners' label names cover that job's labels.
+// Which of several such groups gets the job is still the assignment rule's
+// choice, made in the pass.
+func (s *Scaler) couldServeAny(rg *v1alpha1.RunnerGroup, jobs []QueuedJob) bool {
+	labels := runnerlabels.NewSet(runnerlabels.ForGroup(&rg.Spec, s.cfg.Runner.DefaultLabels))
+	for _, j := range jobs {
+		if inScope(&rg.Spec, j.Repo) && labels.CanRun(j.Labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// inScope reports whether repo ("owner/name") is in the group's scope.
+// Gitea names are case-insensitive.
+func inScope(spec *v1alpha1.RunnerGroupSpec, repo string) bool {
+	owner, name, _ := strings.Cut(repo, "/")
+	switch spec.Scope {
+	case v1alpha1.ScopeGlobal:
+		return true
+	case v1alpha1.ScopeRepo:
+		return strings.EqualFold(owner, spec.Owner()) && strings.EqualFold(name, spec.Repo)
+	default:
+		return strings.EqualFold(owner, spec.Owner())
+	}
+}

@@ -1,0 +1,187 @@
+package status
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+)
+
+var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func obj(t *testing.T, rg *v1alpha1.RunnerGroup) *unstructured.Unstructured {
+	t.Helper()
+	rg.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rg)
+	require.NoError(t, err)
+	return &unstructured.Unstructured{Object: m}
+}
+
+// served is a group a pass served 40 s ago: 3 queued, 1 blocked, 2 running,
+// 2 of 4 runners active, 1 idle, Ready and at capacity.
+func served() *v1alpha1.RunnerGroup {
+	checked := metav1.NewTime(now.Add(-40 * time.Second))
+	return &v1alpha1.RunnerGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ci", Generation: 2, Labels: map[string]string{"pool": "a"}},
+		Spec:       v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeOrg, Org: "acme", MaxActiveRunners: 4},
+		Status: v1alpha1.RunnerGroupStatus{
+			QueuedJobs: 3, BlockedJobs: 1, RunningJobs: 2, ActiveRunners: 2, IdleRunners: 1, StartingRunners: 1,
+			LastCheckTime: &checked, ObservedGeneration: 2,
+			Conditions: []metav1.Condition{
+				{Type: scaler.ConditionReady, Status: metav1.ConditionTrue, Reason: scaler.ReasonReconciled, Message: "ok"},
+				{Type: scaler.ConditionScalingActive, Status: metav1.ConditionFalse, Reason: scaler.ReasonAtCapacity, Message: "4 of 4"},
+			},
+		},
+	}
+}
+
+// failing is a repo group whose token was refused; never passed is a global
+// group no pass has seen yet.
+func failing() *v1alpha1.RunnerGroup {
+	checked := metav1.NewTime(now.Add(-90 * time.Second))
+	return &v1alpha1.RunnerGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "app", Generation: 3, Labels: map[string]string{"pool": "b"}},
+		Spec:       v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeRepo, User: "alice", Repo: "app", MaxActiveRunners: 1},
+		Status: v1alpha1.RunnerGroupStatus{
+			LastCheckTime: &checked, ObservedGeneration: 2,
+			Conditions: []metav1.Condition{{Type: scaler.ConditionReady, Status: metav1.ConditionFalse, Reason: scaler.ReasonGiteaUnauthorized, Message: "401"}},
+		},
+	}
+}
+
+func neverPassed() *v1alpha1.RunnerGroup {
+	return &v1alpha1.RunnerGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "all", Labels: map[string]string{"pool": "b"}},
+		Spec:       v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeGlobal, MaxActiveRunners: 2},
+	}
+}
+
+func selection(t *testing.T, cfg scaler.Config) scaler.Selection {
+	t.Helper()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"},
+		obj(t, served()), obj(t, failing()), obj(t, neverPassed()))
+	sel, err := scaler.Selected(context.Background(), runnergroups.Client{Dynamic: dyn}, cfg)
+	require.NoError(t, err)
+	return sel
+}
+
+func names(rows []Row) []string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.Namespace+"/"+r.Name)
+	}
+	return out
+}
+
+func TestRowsFollowRunsSelection(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  scaler.Config
+		want []string
+	}{
+		{"every namespace", scaler.Config{}, []string{"team-a/ci", "team-b/all", "team-b/app"}},
+		{"one namespace", scaler.Config{Namespaces: []string{"team-b"}}, []string{"team-b/all", "team-b/app"}},
+		{"a selector", scaler.Config{Selector: "pool=a"}, []string{"team-a/ci"}},
+		{"a JSON selector and an exclusion", scaler.Config{Selector: `{"matchLabels":{"pool":"b"}}`, ExcludeSelectors: []string{"pool=b"}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, names(Rows(selection(t, tt.cfg), now)))
+		})
+	}
+}
+
+func TestRowsCarryTheRecordedStatus(t *testing.T) {
+	rows := Rows(selection(t, scaler.Config{}), now)
+	require.Len(t, rows, 3)
+	ci, all, app := rows[0], rows[1], rows[2]
+
+	assert.Equal(t, "org", ci.Scope)
+	assert.Equal(t, "acme", ci.Target)
+	assert.Equal(t, [8]int32{3, 1, 2, 2, 4, 1, 1, 0}, [8]int32{ci.Queued, ci.Blocked, ci.Running, ci.Active, ci.Max, ci.Idle, ci.Starting, ci.LeftToOtherGroups})
+	require.NotNil(t, ci.AgeSeconds)
+	assert.Equal(t, int64(40), *ci.AgeSeconds)
+	assert.False(t, ci.Stale)
+	assert.Equal(t, Condition{Status: "True", Reason: "Reconciled", Message: "ok"}, ci.Ready)
+	assert.Equal(t, Condition{Status: "False", Reason: "AtCapacity", Message: "4 of 4"}, ci.ScalingActive)
+
+	assert.Equal(t, "", all.Target, "global has no target")
+	assert.Nil(t, all.LastPass, "no pass yet")
+	assert.Equal(t, Condition{}, all.Ready)
+
+	assert.Equal(t, "alice/app", app.Target)
+	assert.True(t, app.Stale, "generation 3 was never passed: the numbers are of generation 2")
+	assert.Equal(t, "GiteaUnauthorized", app.Ready.Reason)
+}
+
+func TestTableHasOneLinePerGroup(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, Write(&buf, Rows(selection(t, scaler.Config{}), now), FormatTable))
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	require.Len(t, lines, 4)
+	assert.Regexp(t, `^RUNNERGROUP\s+SCOPE\s+QUEUED\s+BLOCKED\s+RUNNING\s+ACTIVE/MAX\s+IDLE\s+LAST PASS\s+READY\s+SCALING$`, lines[0])
+	assert.Regexp(t, `^team-a/ci\s+org acme\s+3\s+1\s+2\s+2/4\s+1\s+2026-03-01T11:59:20Z \(40s ago\)\s+True/Reconciled\s+False/AtCapacity$`, lines[1])
+	assert.Regexp(t, `^team-b/all\s+global\s+0\s+0\s+0\s+0/2\s+0\s+never\s+-\s+-$`, lines[2])
+	assert.Regexp(t, `^team-b/app\s+repo alice/app\s+.*\(1m30s ago\), spec changed since\s+False/GiteaUnauthorized\s+-$`, lines[3])
+}
+
+func TestTableSaysWhenNothingIsSelected(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, Write(&buf, nil, FormatTable))
+	assert.Equal(t, "No RunnerGroups selected.\n", buf.String())
+}
+
+func TestJSONAndYAMLCarryTheSameRows(t *testing.T) {
+	rows := Rows(selection(t, scaler.Config{}), now)
+	var j, y bytes.Buffer
+	require.NoError(t, Write(&j, rows, FormatJSON))
+	require.NoError(t, Write(&y, rows, FormatYAML))
+
+	var fromJSON, fromYAML struct {
+		Groups []map[string]any `json:"groups" yaml:"groups"`
+	}
+	require.NoError(t, json.Unmarshal(j.Bytes(), &fromJSON))
+	require.NoError(t, yaml.Unmarshal(y.Bytes(), &fromYAML))
+	require.Len(t, fromJSON.Groups, 3)
+	require.Len(t, fromYAML.Groups, 3)
+	for i, g := range fromJSON.Groups {
+		assert.Equal(t, g["name"], fromYAML.Groups[i]["name"])
+		assert.EqualValues(t, g["queued"], fromYAML.Groups[i]["queued"])
+	}
+	assert.EqualValues(t, 3, fromJSON.Groups[0]["queued"])
+	assert.Equal(t, "AtCapacity", fromJSON.Groups[0]["scalingActive"].(map[string]any)["reason"])
+	assert.Equal(t, "2026-03-01T11:59:20Z", fromJSON.Groups[0]["lastPass"])
+
+	var empty bytes.Buffer
+	require.NoError(t, Write(&empty, nil, FormatJSON))
+	assert.JSONEq(t, `{"groups":[]}`, empty.String(), "scripts get a list, never null")
+}
+
+func TestWriteRefusesAnUnknownFormat(t *testing.T) {
+	err := Write(&bytes.Buffer{}, nil, "xml")
+	assert.EqualError(t, err, `unknown output format "xml" (want table, json or yaml)`)
+}
+
+func TestUnreadableGroupGetsALineWithItsError(t *testing.T) {
+	var buf bytes.Buffer
+	sel := scaler.Selection{Broken: []runnergroups.Broken{{Namespace: "x", Name: "bad", Err: assert.AnError}}}
+	require.NoError(t, Write(&buf, Rows(sel, now), FormatTable))
+	assert.Contains(t, buf.String(), "x/bad")
+	assert.Contains(t, buf.String(), "unreadable: "+assert.AnError.Error())
+}
