@@ -64,7 +64,7 @@ $(CONTROLLER_GEN):
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Write the CRD (crds/ and the chart's copy) and DeepCopy methods from internal/api/v1alpha1.
-	$(CONTROLLER_GEN) object crd:headerFile=scripts/tools/controller-gen/crd-header.yaml paths=./internal/api/... output:crd:dir=crds
+	$(CONTROLLER_GEN) object crd:headerFile=scripts/tools/controller-gen/crd-header.yaml,generateEmbeddedObjectMeta=true paths=./internal/api/... output:crd:dir=crds
 	cd scripts/tools/controller-gen && go run -mod=readonly ./finishcrd $(CURDIR)/crds/*.yaml
 	$(CHART)/hack/sync-crds.sh
 

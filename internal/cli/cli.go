@@ -18,14 +18,17 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
@@ -66,7 +69,7 @@ type RunCmd struct {
 	DryRun          bool          `env:"SCALER_DRY_RUN" help:"Plan and print what would be done; write nothing."`
 	LogFormat       string        `env:"SCALER_LOG_FORMAT" enum:"json,text" default:"json" help:"Log format: json or text."`
 	LogLevel        string        `env:"SCALER_LOG_LEVEL" enum:"debug,info,warn,error" default:"info" help:"Log level: debug, info, warn or error."`
-	RunnerImage     string        `env:"SCALER_RUNNER_IMAGE" default:"gitea/act_runner:nightly-dind-rootless" help:"Image of the runner container."`
+	RunnerImage     string        `env:"SCALER_RUNNER_IMAGE" default:"gitea/act_runner:0.2.13-dind-rootless" help:"Image of the runner container in the built-in runner pod (a runner template may set another)."`
 	DefaultLabels   []string      `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"Labels every group gets unless it sets a label of the same name (comma-separated). Default: act_runner's defaults (ubuntu-latest, ubuntu-24.04, ubuntu-22.04)."`
 	SpawnTTL        time.Duration `env:"SCALER_SPAWN_TTL" default:"5m" help:"How long a claimed queued job waits for its runner before a retry."`
 	GiteaTimeout    time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
@@ -103,6 +106,10 @@ type RunCmd struct {
 	TenantClusterRole         string   `env:"SCALER_TENANT_CLUSTER_ROLE" placeholder:"NAME" help:"The ClusterRole that enables a namespace when bound there; named in the message of a group whose namespace is not enabled."`
 	ServiceAccount            string   `env:"SCALER_SERVICE_ACCOUNT" placeholder:"NS:NAME" help:"The scaler's ServiceAccount (namespace:name); named in the message of a group whose namespace is not enabled."`
 	TrustUnlabelledNamespaces bool     `env:"SCALER_TRUST_UNLABELLED_NAMESPACES" help:"Take a namespace without a pod-security.kubernetes.io/enforce label to admit privileged runner pods (the cluster's default level is privileged)."`
+	// The install-wide runner pod template (the chart's runnerTemplate,
+	// mounted from a ConfigMap) and the fields groups may not change.
+	RunnerTemplate       string   `env:"SCALER_RUNNER_TEMPLATE" placeholder:"PATH" type:"path" help:"YAML file with a pod template (metadata and spec) merged over the built-in runner pod and under each group's spec.template; empty for none."`
+	RunnerTemplatePinned []string `env:"SCALER_RUNNER_TEMPLATE_PINNED" placeholder:"FIELD" help:"Fields a group's spec.template may not set, spec.<pod field> or runner.<container field>, e.g. spec.runtimeClassName,runner.image (repeat, or comma-separated)."`
 
 	// giteaTransport sends every Gitea request: built once by Validate
 	// from --gitea-ca-file and the proxy variables, shared by all clients.
@@ -199,8 +206,45 @@ func (r *RunCmd) Validate() error {
 			errs = append(errs, fmt.Errorf("--service-account must be namespace:name, got %q", r.ServiceAccount))
 		}
 	}
+	if _, err := r.runnerOptions(); err != nil {
+		errs = append(errs, err)
+	}
 	r.Namespace = compact(r.Namespace)
 	return errors.Join(errs...)
+}
+
+// runnerOptions are the runner Jobs' settings from the flags, with the
+// runner template read and checked: strictly decoded (a misplaced key such
+// as tolerations under a container is an error, not silently dropped),
+// nothing reserved, and a runner pod that Build accepts.
+func (r *RunCmd) runnerOptions() (runnerjob.Options, error) {
+	opts := runnerjob.DefaultOptions()
+	opts.Image = r.RunnerImage
+	opts.TTLSecondsAfterFinished = r.RunnerJobTTL
+	if len(r.DefaultLabels) > 0 {
+		opts.DefaultLabels = r.DefaultLabels
+	}
+	pinned, err := podtemplate.ParsePinned(r.RunnerTemplatePinned)
+	if err != nil {
+		return opts, fmt.Errorf("--runner-template-pinned: %w", err)
+	}
+	opts.Pinned = pinned
+	if r.RunnerTemplate == "" {
+		return opts, nil
+	}
+	raw, err := os.ReadFile(r.RunnerTemplate)
+	if err != nil {
+		return opts, fmt.Errorf("--runner-template: %w", err)
+	}
+	var tmpl corev1.PodTemplateSpec
+	if err := yaml.UnmarshalStrict(raw, &tmpl); err != nil {
+		return opts, fmt.Errorf("--runner-template %s: not a pod template (metadata, spec): %w", r.RunnerTemplate, err)
+	}
+	opts.Template = &tmpl
+	if err := runnerjob.CheckInstallTemplate(opts); err != nil {
+		return opts, fmt.Errorf("--runner-template %s: %w", r.RunnerTemplate, err)
+	}
+	return opts, nil
 }
 
 func compact(in []string) []string {
@@ -361,13 +405,8 @@ func (r *RunCmd) allowedGiteaURLs() *giteaurl.Policy {
 }
 
 // scalerConfig is the scaler's part of the flags.
-func (r *RunCmd) scalerConfig() scaler.Config {
-	opts := runnerjob.DefaultOptions()
-	opts.Image = r.RunnerImage
-	opts.TTLSecondsAfterFinished = r.RunnerJobTTL
-	if len(r.DefaultLabels) > 0 {
-		opts.DefaultLabels = r.DefaultLabels
-	}
+func (r *RunCmd) scalerConfig() (scaler.Config, error) {
+	opts, err := r.runnerOptions()
 	return scaler.Config{
 		Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
 		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, GroupTimeout: r.GroupTimeout, Runner: opts,
@@ -376,13 +415,18 @@ func (r *RunCmd) scalerConfig() scaler.Config {
 		AllowedGiteaURLs:          r.allowedGiteaURLs(),
 		Tenancy:                   tenancy.Names{TenantClusterRole: r.TenantClusterRole, ServiceAccount: r.ServiceAccount},
 		TrustUnlabelledNamespaces: r.TrustUnlabelledNamespaces,
-	}
+	}, err
 }
 
 // runWith runs the scaler on the given clients (tests pass fakes) and
 // returns the exit code.
 func (r *RunCmd) runWith(deps scaler.Deps) int {
-	sc, err := scaler.New(deps, r.scalerConfig())
+	cfg, err := r.scalerConfig()
+	if err != nil {
+		deps.Log.Error("invalid configuration", "error", err)
+		return ExitUsage
+	}
+	sc, err := scaler.New(deps, cfg)
 	if err != nil {
 		deps.Log.Error("invalid configuration", "error", err)
 		return ExitUsage
@@ -391,6 +435,7 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
 		"groupTimeout", r.GroupTimeout, "giteaCAFile", r.GiteaCAFile, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,
+		"runnerTemplate", r.RunnerTemplate, "runnerTemplatePinned", cfg.Runner.Pinned.String(),
 		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces)
 	if len(r.AllowedGiteaURLs) == 0 {
 		deps.Log.Warn("no allowed Gitea URLs: a RunnerGroup may send its API token to any host but loopback, link-local and metadata addresses; set --allowed-gitea-urls")

@@ -85,7 +85,9 @@ func TestJSONSelectorsFromEnvironment(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	r, err := parse(t)
 	require.NoError(t, err)
-	assert.Equal(t, "gitea/act_runner:nightly-dind-rootless", r.RunnerImage)
+	assert.Equal(t, "gitea/act_runner:0.2.13-dind-rootless", r.RunnerImage)
+	assert.Empty(t, r.RunnerTemplate, "no runner template")
+	assert.Empty(t, r.RunnerTemplatePinned)
 	assert.Equal(t, 5*time.Minute, r.SpawnTTL)
 	assert.Equal(t, 10*time.Second, r.GiteaTimeout)
 	assert.Equal(t, 30*time.Second, r.Interval)
@@ -108,7 +110,8 @@ func TestLifecycleFlags(t *testing.T) {
 	t.Setenv("SCALER_RUNNER_START_TIMEOUT", "90s")
 	r, err := parse(t)
 	require.NoError(t, err)
-	cfg := r.scalerConfig()
+	cfg, err := r.scalerConfig()
+	require.NoError(t, err)
 	assert.Zero(t, cfg.RunnerIdleTimeout, "0 turns idle reaping off")
 	assert.Equal(t, 90*time.Second, cfg.RunnerStartTimeout)
 
@@ -125,7 +128,8 @@ func TestTenancyFlagsFromEnvironment(t *testing.T) {
 	t.Setenv("SCALER_TRUST_UNLABELLED_NAMESPACES", "true")
 	r, err := parse(t)
 	require.NoError(t, err)
-	cfg := r.scalerConfig()
+	cfg, err := r.scalerConfig()
+	require.NoError(t, err)
 	assert.NoError(t, cfg.AllowedGiteaURLs.Check("https://gitea.example.com/sub"))
 	assert.NoError(t, cfg.AllowedGiteaURLs.Check("http://127.0.0.1:3000"))
 	assert.Error(t, cfg.AllowedGiteaURLs.Check("https://other.example.com"))
@@ -168,16 +172,20 @@ func TestRobustnessFlagsFromEnvironment(t *testing.T) {
 
 	r, err := parse(t)
 	require.NoError(t, err)
-	assert.Equal(t, 9, r.scalerConfig().GiteaConcurrency, "the scaler gets the listings' bound")
-	assert.False(t, r.scalerConfig().Naive, "sharing is on unless the benchmark turns it off")
-
-	r, err = parse(t, "--bench-naive")
+	cfg, err := r.scalerConfig()
 	require.NoError(t, err)
-	assert.True(t, r.scalerConfig().Naive)
+	assert.Equal(t, 9, cfg.GiteaConcurrency, "the scaler gets the listings' bound")
+	assert.False(t, cfg.Naive, "sharing is on unless the benchmark turns it off")
+
+	naive, err := parse(t, "--bench-naive")
+	require.NoError(t, err)
+	naiveCfg, err := naive.scalerConfig()
+	require.NoError(t, err)
+	assert.True(t, naiveCfg.Naive)
 
 	assert.Equal(t, 45*time.Second, r.GroupTimeout)
 	assert.EqualValues(t, 1<<20, r.GiteaMaxResponseBytes)
-	assert.Equal(t, 45*time.Second, r.scalerConfig().GroupTimeout, "the scaler gets the group timeout")
+	assert.Equal(t, 45*time.Second, cfg.GroupTimeout, "the scaler gets the group timeout")
 	assert.InDelta(t, 12.5, r.KubeQPS, 0)
 	assert.Equal(t, 25, r.KubeBurst)
 }
@@ -258,6 +266,14 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 			want: `--allowed-gitea-urls: allowed Gitea URL "gitea.example.com": scheme must be http or https`},
 		{name: "allowed Gitea URL with credentials", args: []string{"--allowed-gitea-urls", "https://u:secretpw@gitea.example.com"}, want: "must not carry credentials"},
 		{name: "service account without its namespace", args: []string{"--service-account", "scaler"}, want: `--service-account must be namespace:name, got "scaler"`},
+		{name: "missing runner template", args: []string{"--runner-template", "/nonexistent/runner.yaml"}, want: "--runner-template: open /nonexistent/runner.yaml"},
+		{name: "runner template with a misplaced key", env: map[string]string{"SCALER_RUNNER_TEMPLATE": writeFile(t, "spec:\n  containers:\n  - name: runner\n    tolerations: []\n")},
+			want: `not a pod template (metadata, spec): error unmarshaling JSON: while decoding JSON: json: unknown field "tolerations"`},
+		{name: "runner template that sets reserved env", env: map[string]string{"SCALER_RUNNER_TEMPLATE": writeFile(t, "spec:\n  containers:\n  - name: runner\n    env:\n    - name: GITEA_RUNNER_LABELS\n      value: x\n")},
+			want: `env GITEA_RUNNER_LABELS in container "runner" is reserved`},
+		{name: "runner template over the runner's state", env: map[string]string{"SCALER_RUNNER_TEMPLATE": writeFile(t, "spec:\n  containers:\n  - name: runner\n    volumeMounts:\n    - name: x\n      mountPath: /data\n")},
+			want: "would keep act_runner's state file"},
+		{name: "unknown pinned field", env: map[string]string{"SCALER_RUNNER_TEMPLATE_PINNED": "spec.runtimeClassName,spec.nodeSelectors"}, want: `--runner-template-pinned: pinned field "spec.nodeSelectors": the pod spec has no field "nodeSelectors"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,6 +286,43 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 			assert.Contains(t, errb.String(), tt.want)
 		})
 	}
+}
+
+// writeFile writes content to a file in a fresh temporary directory and
+// returns its path.
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "file.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+// The chart mounts runnerTemplate as a file and names it and the pinned
+// fields in the environment; the scaler reads both into its runner
+// options.
+func TestRunnerTemplateFlags(t *testing.T) {
+	t.Setenv("SCALER_RUNNER_TEMPLATE", writeFile(t, `
+metadata:
+  labels:
+    tier: ci
+spec:
+  runtimeClassName: sysbox-runc
+  imagePullSecrets:
+  - name: mirror
+  containers:
+  - name: runner
+    image: mirror.example.com/act_runner:0.2.13-dind-rootless
+`))
+	t.Setenv("SCALER_RUNNER_TEMPLATE_PINNED", "spec.runtimeClassName,runner.image")
+	r, err := parse(t)
+	require.NoError(t, err)
+	cfg, err := r.scalerConfig()
+	require.NoError(t, err)
+	require.NotNil(t, cfg.Runner.Template)
+	assert.Equal(t, "sysbox-runc", *cfg.Runner.Template.Spec.RuntimeClassName)
+	assert.Equal(t, "ci", cfg.Runner.Template.Labels["tier"])
+	assert.Equal(t, "mirror.example.com/act_runner:0.2.13-dind-rootless", cfg.Runner.Template.Spec.Containers[0].Image)
+	assert.Equal(t, []string{"spec.runtimeClassName", "runner.image"}, []string(cfg.Runner.Pinned))
 }
 
 func TestVersionAndHelp(t *testing.T) {

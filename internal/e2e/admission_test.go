@@ -321,6 +321,7 @@ func TestPolicyRunnerGroupGuardrails(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, allowed, "the shipped parameters allow some plain-http host")
+	require.Contains(t, strings.Split(data["pinnedTemplateFields"], ","), "spec.hostPID", "the shipped parameters pin the host's PID namespace")
 
 	base := readObject(t, filepath.Join(b.root, "internal", "e2e", "testdata", "admission", "good-org.yaml"))
 	base.SetNamespace(ns)
@@ -398,6 +399,12 @@ func TestPolicyRunnerGroupGuardrails(t *testing.T) {
 		"http to a host not listed, upper-case scheme": {group("http-upper", 1, "HTTP://gitea.example.com:3000"), []string{
 			"must use https",
 		}},
+		"a template that sets pinned fields": {withTemplate(t, group("pinned-set", 1, "https://gitea.example.com"),
+			map[string]any{"spec": map[string]any{"hostPID": true, "hostNetwork": false, "runtimeClassName": "sysbox-runc"}}), []string{
+			"runnergroup-guardrails: spec.template sets spec.hostNetwork, spec.hostPID, pinned by this cluster (key pinnedTemplateFields",
+		}},
+		"a template with fields that are not pinned": {withTemplate(t, group("pinned-free", 1, "https://gitea.example.com"),
+			map[string]any{"spec": map[string]any{"runtimeClassName": "sysbox-runc", "containers": []any{map[string]any{"name": "runner", "image": "x"}}}}), nil},
 	}
 	for i, h := range allowed {
 		host := h
@@ -422,6 +429,45 @@ func TestPolicyRunnerGroupGuardrails(t *testing.T) {
 		})
 	}
 
+	// runner.<field> paths, through a second binding of the policy with
+	// parameters of its own, bound to a namespace of its own (both kept, as
+	// the first binding is).
+	t.Run("pinned fields of the runner container", func(t *testing.T) {
+		pinnedNS := b.namespace(ctx, t, "adm-pinned", nil)
+		own := params.DeepCopy()
+		own.SetName("adm-e2e-pinned")
+		own.SetLabels(nil)
+		require.NoError(t, unstructured.SetNestedStringMap(own.Object, map[string]string{"pinnedTemplateFields": "runner.image, runner.securityContext ,spec.nodeSelector"}, "data"))
+		b.applyKept(ctx, t, own)
+		pinnedBinding := binding.DeepCopy()
+		pinnedBinding.SetName("adm-e2e-pinned-" + binding.GetName())
+		require.NoError(t, unstructured.SetNestedStringMap(pinnedBinding.Object,
+			map[string]string{corev1.LabelMetadataName: pinnedNS}, "spec", "matchResources", "namespaceSelector", "matchLabels"))
+		require.NoError(t, unstructured.SetNestedField(pinnedBinding.Object, own.GetName(), "spec", "paramRef", "name"))
+		b.applyKept(ctx, t, pinnedBinding)
+		g := func(name string, tmpl map[string]any) *unstructured.Unstructured {
+			obj := withTemplate(t, group(name, 1, "https://gitea.example.com"), tmpl)
+			obj.SetNamespace(pinnedNS)
+			return obj
+		}
+		setImage := g("runner-image", map[string]any{"spec": map[string]any{"containers": []any{
+			map[string]any{"name": "runner", "image": "mine"}, map[string]any{"name": "side", "securityContext": map[string]any{"privileged": false}}}}})
+		eventually(ctx, t, "the second binding refusing a pinned runner field", func(ctx context.Context) (bool, error) {
+			err := b.admCreate(ctx, t, setImage, true)
+			if err == nil {
+				return false, errors.New("admitted")
+			}
+			return strings.Contains(err.Error(), "spec.template sets runner.image, pinned"), err
+		})
+		err := b.admCreate(ctx, t, g("side-only", map[string]any{"spec": map[string]any{"containers": []any{
+			map[string]any{"name": "side", "image": "mine", "securityContext": map[string]any{"privileged": false}}}}}), true)
+		assert.NoError(t, err, "a sidecar's image and securityContext are not the runner's")
+		err = b.admCreate(ctx, t, g("two-pinned", map[string]any{"spec": map[string]any{"nodeSelector": map[string]any{"a": "b"},
+			"containers": []any{map[string]any{"name": "runner", "securityContext": map[string]any{"privileged": false}}}}}), true)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "spec.template sets runner.securityContext, spec.nodeSelector, pinned")
+	})
+
 	t.Run("a group stored over the cap", func(t *testing.T) {
 		res := b.resource(t, older)
 		merge := func(patch string, subresources ...string) error {
@@ -441,6 +487,13 @@ func TestPolicyRunnerGroupGuardrails(t *testing.T) {
 		require.NoError(t, merge(fmt.Sprintf(`{"spec":{"maxActiveRunners":%d}}`, limit)),
 			"bringing the group under the cap is admitted")
 	})
+}
+
+// withTemplate sets spec.template of a RunnerGroup and returns it.
+func withTemplate(t *testing.T, g *unstructured.Unstructured, tmpl map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	require.NoError(t, unstructured.SetNestedField(g.Object, tmpl, "spec", "template"))
+	return g
 }
 
 // TestPolicyRestrictedPods applies policies/restricted-pods.yaml as shipped

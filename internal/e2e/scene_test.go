@@ -9,6 +9,8 @@ import (
 	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
@@ -28,6 +30,10 @@ type sceneOpts struct {
 	// listenerNamespace installs the release into a namespace of its own,
 	// e2e-<name>-sys-<random>, rather than the group's.
 	listenerNamespace bool
+	// template is the group's spec.template; nil for none.
+	template *corev1.PodTemplateSpec
+	// minIdle is the group's spec.minIdleRunners (the warm pool).
+	minIdle int32
 }
 
 // scene is what servedGroup made.
@@ -68,7 +74,12 @@ func (b *bed) servedGroup(ctx context.Context, t *testing.T, o sceneOpts) scene 
 	values["watchNamespaces"] = []string{s.ns}
 	s.rel = b.helmInstall(ctx, t, s.sys, "gro", values)
 	s.fx = b.newOrgScope(ctx, t, uniq("e2e-"+o.name))
-	s.rg = b.createScopedGroup(ctx, t, s.ns, s.group, s.fx, o.max, s.label)
+	secret := groupSecret(s.group)
+	b.tokenSecret(ctx, t, s.ns, secret, s.fx.regToken, s.fx.apiToken)
+	spec := b.groupSpec(s.fx, secret, o.max, s.label)
+	spec.Template = o.template
+	spec.MinIdleRunners = o.minIdle
+	s.rg = b.createGroup(ctx, t, s.ns, s.group, nil, spec)
 	s.dump = func() string { return b.dumpNamespaces(namespaces...) + b.gitea.jobsLine(s.fx.repo) }
 	return s
 }

@@ -13,6 +13,12 @@
 //     is creating it right now).
 //   - The group starts demand − supply runners, within its slots:
 //     maxActiveRunners minus the active runner Jobs minus those claims.
+//   - A warm pool (MinIdle) asks for MinIdle runners beyond the demand as
+//     well: with what the demand needs first, the group starts up to
+//     demand + MinIdle − supply runners within its slots, so it has
+//     min(MinIdle + demand, maxActiveRunners) runners that are not busy.
+//     A warm runner's claim is keyed by a negative number (IsWarm), as it
+//     was started for no Gitea job; it is raced for like any other claim.
 //     Counting the claims is what keeps two racing passes under the cap and
 //     from serving one job twice: they write their claims to one ConfigMap
 //     under its resourceVersion, and the loser plans again with the winner's
@@ -57,6 +63,8 @@ type Input struct {
 	Queued []int64
 	// NewJobName returns a fresh runner Job name.
 	NewJobName func() string
+	// MinIdle is the group's warm pool: runners kept idle beyond the demand.
+	MinIdle int
 	// Hold makes no new claim: the loaded claims could not be trusted, and
 	// a pass creating runners right now may have written claims this one
 	// cannot see. Its Jobs are listed by the next pass.
@@ -64,7 +72,8 @@ type Input struct {
 }
 
 // Claim is a runner Job to create. GiteaJobID names the queued job it was
-// started for; any queued job the group serves may end up on it.
+// started for, or is negative for a warm runner (IsWarm); any queued job the
+// group serves may end up on it.
 type Claim struct {
 	GiteaJobID int64
 	JobName    string
@@ -90,6 +99,9 @@ type Result struct {
 	Demand int
 	// Waiting counts queued jobs left without a runner for want of a slot.
 	Waiting int
+	// Warm counts the new claims that are for the warm pool, not for a
+	// queued job.
+	Warm int
 	// Surplus counts runners beyond the demand: idle or starting runners
 	// and claims in flight that no queued job waits for.
 	Surplus int
@@ -134,8 +146,10 @@ func Make(in Input) Result {
 	need := max(0, res.Demand-supply)
 	res.Surplus = max(0, supply-res.Demand)
 	create := min(need, res.Slots)
+	// The warm pool tops up after the demand, within the slots left.
+	warm := min(max(0, res.Demand+max(in.MinIdle, 0)-supply)-need, res.Slots-create)
 	if in.Hold {
-		create = 0
+		create, warm = 0, 0
 	}
 	res.Waiting = need - create
 
@@ -144,9 +158,22 @@ func Make(in Input) Result {
 		next[id] = state.Entry{ClaimedAt: in.Now, JobName: c.JobName}
 		res.New = append(res.New, c)
 	}
+	for key := int64(-1); res.Warm < warm; key-- {
+		if _, taken := next[key]; taken {
+			continue
+		}
+		c := Claim{GiteaJobID: key, JobName: in.NewJobName()}
+		next[key] = state.Entry{ClaimedAt: in.Now, JobName: c.JobName}
+		res.New = append(res.New, c)
+		res.Warm++
+	}
 	res.Claims = next
 	return res
 }
+
+// IsWarm says whether a claim's key is a warm pool's: a runner
+// started for no Gitea job.
+func IsWarm(giteaJobID int64) bool { return giteaJobID < 0 }
 
 // inFlight reports whether a claim whose Job is not listed still holds its
 // slot. A claim from the future (the claiming pass ran on a node whose clock

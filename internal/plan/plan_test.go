@@ -234,3 +234,57 @@ func TestMake(t *testing.T) {
 		})
 	}
 }
+
+// TestMakeWarmPool: ARC's semantics, desired = min(MinIdle + demand,
+// maxActiveRunners) runners that are not busy; the demand is served first,
+// warm claims take negative keys that no other claim holds.
+func TestMakeWarmPool(t *testing.T) {
+	idle := func(name string, id int64) RunnerJob { return RunnerJob{Name: name, Active: true, GiteaJobID: id} }
+	tests := []struct {
+		name        string
+		max, warm   int
+		jobs        []RunnerJob
+		claims      state.Claims
+		queued      []int64
+		hold        bool
+		wantClaims  []Claim
+		wantWarm    int
+		wantSurplus int
+	}{
+		{name: "no demand starts the pool", max: 5, warm: 2,
+			wantClaims: []Claim{{-1, "rg-00001"}, {-2, "rg-00002"}}, wantWarm: 2},
+		{name: "a full pool starts nothing", max: 5, warm: 2, jobs: []RunnerJob{idle("a", 0), idle("b", 0)},
+			wantSurplus: 2},
+		{name: "demand first, then the pool", max: 5, warm: 2, queued: []int64{9},
+			wantClaims: []Claim{{9, "rg-00001"}, {-1, "rg-00002"}, {-2, "rg-00003"}}, wantWarm: 2},
+		{name: "the pool serves a job and is topped up", max: 5, warm: 2, jobs: []RunnerJob{idle("a", 0), idle("b", 0)}, queued: []int64{9},
+			wantClaims: []Claim{{-1, "rg-00001"}}, wantWarm: 1, wantSurplus: 1},
+		{name: "the cap holds: min(warm + demand, max)", max: 3, warm: 2, queued: []int64{8, 9},
+			wantClaims: []Claim{{8, "rg-00001"}, {9, "rg-00002"}, {-1, "rg-00003"}}, wantWarm: 1},
+		{name: "busy runners take slots from the pool", max: 2, warm: 2, jobs: []RunnerJob{busy("x", 5)},
+			wantClaims: []Claim{{-1, "rg-00001"}}, wantWarm: 1},
+		{name: "a warm claim in flight counts, and its key is not reused", max: 5, warm: 2, claims: state.Claims{-1: at(-time.Second, "w1")},
+			wantClaims: []Claim{{-2, "rg-00001"}}, wantWarm: 1, wantSurplus: 1},
+		{name: "held: no claim", max: 5, warm: 2, hold: true},
+		{name: "no pool: the demand only", max: 5, warm: 0, queued: []int64{9},
+			wantClaims: []Claim{{9, "rg-00001"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			claims := tc.claims
+			if claims == nil {
+				claims = state.Claims{}
+			}
+			res := Make(Input{Now: t0, ClaimTTL: time.Minute, MaxActive: tc.max, MinIdle: tc.warm, Jobs: tc.jobs,
+				Claims: claims, Queued: tc.queued, NewJobName: names(), Hold: tc.hold})
+			assert.Equal(t, tc.wantClaims, res.New)
+			assert.Equal(t, tc.wantWarm, res.Warm)
+			assert.Equal(t, tc.wantSurplus, res.Surplus)
+			assert.LessOrEqual(t, res.Active+len(res.New), tc.max, "never above the cap")
+			for _, c := range res.New {
+				assert.Equal(t, c.GiteaJobID < 0, IsWarm(c.GiteaJobID))
+				assert.Contains(t, res.Claims, c.GiteaJobID, "every new claim is stored")
+			}
+		})
+	}
+}

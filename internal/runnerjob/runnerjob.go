@@ -8,17 +8,22 @@ package runnerjob
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 )
 
@@ -27,9 +32,27 @@ import (
 // writes on objects.
 const (
 	// ContainerName is the runner container's name.
-	ContainerName = "runner"
-	// DefaultImage is act_runner with its own rootless Docker daemon.
-	DefaultImage = "gitea/act_runner:nightly-dind-rootless"
+	ContainerName = podtemplate.RunnerContainer
+	// DefaultImage is a released act_runner with its own rootless Docker
+	// daemon: pinned, so that every runner of a pool runs the same code and
+	// an upgrade is a reviewed change, not whatever nightly was pushed
+	// last.
+	DefaultImage = "gitea/act_runner:0.2.13-dind-rootless"
+	// DockerDataVolume is the emptyDir that holds the rootless Docker
+	// daemon's data (images, containers, build caches), mounted at
+	// DockerDataDir.
+	DockerDataVolume = "docker-data"
+	// DockerDataDir is the rootless Docker daemon's data root in the
+	// dind-rootless image.
+	DockerDataDir = "/home/rootless/.local/share/docker"
+	// DefaultDockerDataSizeLimit bounds Docker's data: past it the kubelet
+	// evicts the pod, instead of the node's disk filling up.
+	DefaultDockerDataSizeLimit = "20Gi"
+	// DefaultTerminationGracePeriodSeconds is how long a runner pod has
+	// after SIGTERM (a deleted Job, a drained node) for act_runner to
+	// cancel its task and report the result and the last log lines to
+	// Gitea, so the job shows as cancelled instead of hanging as running.
+	DefaultTerminationGracePeriodSeconds = 120
 	// DefaultTTLSecondsAfterFinished is how long a finished Job stays for
 	// inspection before the TTL controller deletes it.
 	DefaultTTLSecondsAfterFinished = 600
@@ -45,6 +68,13 @@ type Options struct {
 	Image                   string
 	DefaultLabels           []string
 	TTLSecondsAfterFinished int32
+	// Template is the install-wide runner template (the chart's
+	// runnerTemplate), merged over the built-in pod and under each group's
+	// spec.template; nil for none.
+	Template *corev1.PodTemplateSpec
+	// Pinned are the fields a group's spec.template may not set (the
+	// chart's runnerTemplatePinned).
+	Pinned podtemplate.Pinned
 }
 
 // DefaultOptions are the settings the scaler uses when no flag changes them.
@@ -141,29 +171,43 @@ func GroupLabels(group string) map[string]string {
 	return map[string]string{v1alpha1.LabelRunnerGroupName: group, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}
 }
 
-// Build returns the runner Job for one Gitea job.
+// Build returns the runner Job for one Gitea job, or for the warm pool when
+// giteaJobID is negative. Its pod is built in
+// layers (internal/podtemplate has the merge rules): the built-in pod
+// (DefaultPod) < the install-wide template (opts.Template) < the group's
+// spec.template; then what the scaler reserves is put back (reserve), so no
+// layer can change it.
 //
 // Restarts never reuse a spent ephemeral identity: Gitea revokes an
 // ephemeral runner's credentials once it takes a task, so a restarted
 // container that found the old .runner file would fail for ever. The state
 // file lives in the container's own writable layer (RunnerStateDir) and no
-// volume is mounted there or above it, so every container start, including
-// a restart under restartPolicy OnFailure, begins without it and registers
-// afresh with the (reusable) registration token. Newer act_runner images also
-// delete the file themselves when GITEA_RUNNER_EPHEMERAL is set.
-//
-// DOCKER_HOST is left unset: the dind-rootless image starts its own Docker
-// daemon and serves it on a unix socket that act_runner finds by default.
-func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options) *batchv1.Job {
+// volume may be mounted there or above it (checkStateDir), so every
+// container start, including a restart under restartPolicy OnFailure,
+// begins without it and registers afresh with the (reusable) registration
+// token. Docker's data is on an emptyDir (DockerDataDir), which survives a
+// container restart, but it holds only images and build caches. Newer
+// act_runner images also delete the file themselves when
+// GITEA_RUNNER_EPHEMERAL is set.
+func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options) (*batchv1.Job, error) {
 	jobLabels := GroupLabels(rg.Name)
-	jobLabels[v1alpha1.LabelGiteaJobID] = strconv.FormatInt(giteaJobID, 10)
+	// A warm runner (giteaJobID < 0, package plan) was started for no
+	// Gitea job: its label says 0.
+	jobLabels[v1alpha1.LabelGiteaJobID] = strconv.FormatInt(max(giteaJobID, 0), 10)
 	jobLabels["app.kubernetes.io/name"] = "gitea-runner"
 	jobLabels["app.kubernetes.io/component"] = "runner"
 	jobLabels["app.kubernetes.io/managed-by"] = v1alpha1.ManagedBy
 
-	podLabels := make(map[string]string, len(jobLabels))
-	for k, v := range jobLabels {
-		podLabels[k] = v
+	pod, err := podtemplate.Merge(DefaultPod(opts), opts.Template)
+	if err != nil {
+		return nil, fmt.Errorf("runner template: %w", err)
+	}
+	if pod, err = podtemplate.Merge(pod, rg.Spec.Template); err != nil {
+		return nil, fmt.Errorf("spec.template: %w", err)
+	}
+	reserve(&pod, rg, name, jobLabels, opts)
+	if err := checkStateDir(&pod); err != nil {
+		return nil, err
 	}
 
 	return &batchv1.Job{
@@ -185,41 +229,156 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 		},
 		Spec: batchv1.JobSpec{
 			TTLSecondsAfterFinished: ptr.To(opts.TTLSecondsAfterFinished),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      podLabels,
-					Annotations: map[string]string{v1alpha1.AnnotationSafeToEvict: "false"},
+			Template:                pod,
+		},
+	}, nil
+}
+
+// CheckTemplate tells, before any Job is created, whether the group's
+// spec.template is one the scaler accepts: nothing reserved, no Secret or
+// ServiceAccount, no pinned field (podtemplate.CheckGroup), and, merged
+// over the install-wide template, a runner pod that Build accepts.
+func CheckTemplate(rg *v1alpha1.RunnerGroup, opts Options) error {
+	if err := podtemplate.CheckGroup(rg.Spec.Template, opts.Pinned); err != nil {
+		return err
+	}
+	_, err := Build(rg, NewName(rg.Name), 1, opts)
+	return err
+}
+
+// CheckInstallTemplate tells whether the install-wide template
+// (opts.Template) is one the scaler accepts: nothing reserved, and merged
+// over the built-in pod, a runner pod Build accepts. It may reference
+// Secrets and ServiceAccounts: the platform team writes it.
+func CheckInstallTemplate(opts Options) error {
+	if err := podtemplate.CheckReserved(opts.Template); err != nil {
+		return err
+	}
+	pod, err := podtemplate.Merge(DefaultPod(opts), opts.Template)
+	if err != nil {
+		return err
+	}
+	return checkStateDir(&pod)
+}
+
+// DefaultPod is the built-in runner pod, before any template: the
+// dind-rootless act_runner, privileged (its Docker daemon needs it), with
+// requests and limits a typical CI job fits in, Docker's data on a
+// size-limited emptyDir, no ServiceAccount token and a grace period for
+// act_runner to report a cancelled job. The README's "Runner pods" section
+// says why each value.
+//
+// DOCKER_HOST is left unset: the dind-rootless image starts its own Docker
+// daemon and serves it on a unix socket that act_runner finds by default.
+func DefaultPod(opts Options) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{
+			Annotations: map[string]string{v1alpha1.AnnotationSafeToEvict: "false"},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyOnFailure,
+			// Runners talk to Gitea, not to the Kubernetes API: a token
+			// would only hand CI jobs the namespace's default
+			// ServiceAccount.
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](DefaultTerminationGracePeriodSeconds),
+			Containers: []corev1.Container{{
+				Name:  ContainerName,
+				Image: opts.Image,
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{
+						corev1.ResourceCPU:              resource.MustParse("500m"),
+						corev1.ResourceMemory:           resource.MustParse("1Gi"),
+						corev1.ResourceEphemeralStorage: resource.MustParse("4Gi"),
+					},
+					Limits: corev1.ResourceList{
+						corev1.ResourceCPU:    resource.MustParse("2"),
+						corev1.ResourceMemory: resource.MustParse("4Gi"),
+						// The pod's ephemeral storage is its containers'
+						// layers and logs plus its emptyDirs: 20Gi of
+						// Docker data and 4Gi for the rest.
+						corev1.ResourceEphemeralStorage: resource.MustParse("24Gi"),
+					},
 				},
-				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyOnFailure,
-					// Workflows are untrusted code: they get no Kubernetes
-					// credentials, whatever the namespace's default
-					// ServiceAccount may do.
-					AutomountServiceAccountToken: ptr.To(false),
-					Containers: []corev1.Container{{
-						Name:  ContainerName,
-						Image: opts.Image,
-						Env: []corev1.EnvVar{
-							{Name: "GITEA_INSTANCE_URL", Value: rg.Spec.Gitea.URL},
-							{Name: "GITEA_RUNNER_REGISTRATION_TOKEN", ValueFrom: &corev1.EnvVarSource{
-								SecretKeyRef: &corev1.SecretKeySelector{
-									LocalObjectReference: corev1.LocalObjectReference{Name: rg.Spec.RegistrationToken.SecretRef.Name},
-									Key:                  rg.Spec.RegistrationToken.SecretRef.Key,
-								},
-							}},
-							{Name: "GITEA_RUNNER_EPHEMERAL", Value: "true"},
-							{Name: "GITEA_RUNNER_NAME", Value: RunnerName(rg, name)},
-							{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(runnerlabels.ForGroup(&rg.Spec, opts.DefaultLabels), ",")},
-						},
-						// The dind-rootless image runs its own Docker daemon,
-						// which needs a privileged container; runner
-						// namespaces must therefore admit privileged pods.
-						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-					}},
-				},
-			},
+				VolumeMounts: []corev1.VolumeMount{{Name: DockerDataVolume, MountPath: DockerDataDir}},
+				// The dind-rootless image runs its own Docker daemon,
+				// which needs a privileged container; runner namespaces
+				// must therefore admit privileged pods, unless a template
+				// runs the runner without privilege (see the README).
+				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+			}},
+			Volumes: []corev1.Volume{{
+				Name: DockerDataVolume,
+				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+					SizeLimit: ptr.To(resource.MustParse(DefaultDockerDataSizeLimit)),
+				}},
+			}},
 		},
 	}
+}
+
+// reserve puts back what belongs to the scaler, over every template: the
+// labels it finds its pods by, restartPolicy, the runner container's name
+// and its GITEA_* env (removed from every container, then set on the
+// runner's first). The CRD refuses a group template that sets them; this
+// holds for the install-wide template and for groups admitted under an
+// older CRD as well.
+func reserve(pod *corev1.PodTemplateSpec, rg *v1alpha1.RunnerGroup, name string, jobLabels map[string]string, opts Options) {
+	labels := map[string]string{}
+	for k, v := range pod.Labels {
+		if !podtemplate.IsReservedLabel(k) {
+			labels[k] = v
+		}
+	}
+	for k, v := range jobLabels {
+		labels[k] = v
+	}
+	pod.Labels = labels
+	pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+
+	ours := []corev1.EnvVar{
+		{Name: "GITEA_INSTANCE_URL", Value: rg.Spec.Gitea.URL},
+		{Name: "GITEA_RUNNER_REGISTRATION_TOKEN", ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: rg.Spec.RegistrationToken.SecretRef.Name},
+				Key:                  rg.Spec.RegistrationToken.SecretRef.Key,
+			},
+		}},
+		{Name: "GITEA_RUNNER_EPHEMERAL", Value: "true"},
+		{Name: "GITEA_RUNNER_NAME", Value: RunnerName(rg, name)},
+		{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(runnerlabels.ForGroup(&rg.Spec, opts.DefaultLabels), ",")},
+	}
+	strip := func(cs []corev1.Container) {
+		for i := range cs {
+			cs[i].Env = slices.DeleteFunc(cs[i].Env, func(e corev1.EnvVar) bool { return podtemplate.IsReservedEnv(e.Name) })
+		}
+	}
+	strip(pod.Spec.Containers)
+	strip(pod.Spec.InitContainers)
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == ContainerName {
+			pod.Spec.Containers[i].Env = append(ours, pod.Spec.Containers[i].Env...)
+		}
+	}
+}
+
+// checkStateDir refuses a runner container with a volume mounted where the
+// .runner state file would survive a container restart: at
+// RunnerStateDir, above it, or on the file itself.
+func checkStateDir(pod *corev1.PodTemplateSpec) error {
+	for _, c := range pod.Spec.Containers {
+		if c.Name != ContainerName {
+			continue
+		}
+		stateFile := path.Join(RunnerStateDir, ".runner")
+		for _, m := range c.VolumeMounts {
+			p := path.Clean(m.MountPath)
+			if p == stateFile || p == RunnerStateDir || strings.HasPrefix(RunnerStateDir, strings.TrimSuffix(p, "/")+"/") {
+				return fmt.Errorf("the runner container mounts volume %q at %s, which would keep act_runner's state file %s across container restarts; a restarted runner would then reuse a spent ephemeral registration: mount it elsewhere", m.Name, m.MountPath, stateFile)
+			}
+		}
+	}
+	return nil
 }
 
 // IsActive reports whether a runner Job still holds a slot: until it has a

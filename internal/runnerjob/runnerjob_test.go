@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
@@ -38,7 +39,8 @@ func env(c corev1.Container) map[string]corev1.EnvVar {
 func TestBuildFollowsTheSpec(t *testing.T) {
 	opts := DefaultOptions()
 	opts.DefaultLabels = []string{"ubuntu-latest:docker://default", "ubuntu-22.04:docker://b"}
-	j := Build(group(), "ci-x2v7k", 42, opts)
+	j, err := Build(group(), "ci-x2v7k", 42, opts)
+	require.NoError(t, err)
 
 	assert.Equal(t, "ci-x2v7k", j.Name)
 	assert.Equal(t, "runners", j.Namespace)
@@ -62,7 +64,7 @@ func TestBuildFollowsTheSpec(t *testing.T) {
 	require.Len(t, pod.Spec.Containers, 1)
 	c := pod.Spec.Containers[0]
 	assert.Equal(t, "runner", c.Name)
-	assert.Equal(t, "gitea/act_runner:nightly-dind-rootless", c.Image)
+	assert.Equal(t, "gitea/act_runner:0.2.13-dind-rootless", c.Image, "a pinned release, not nightly")
 	assert.True(t, *c.SecurityContext.Privileged, "dind needs a privileged container")
 
 	e := env(c)
@@ -75,7 +77,8 @@ func TestBuildFollowsTheSpec(t *testing.T) {
 }
 
 func TestBuildNeverCarriesASecretValue(t *testing.T) {
-	j := Build(group(), "ci-x2v7k", 1, DefaultOptions())
+	j, err := Build(group(), "ci-x2v7k", 1, DefaultOptions())
+	require.NoError(t, err)
 	reg := env(j.Spec.Template.Spec.Containers[0])["GITEA_RUNNER_REGISTRATION_TOKEN"]
 	assert.Empty(t, reg.Value, "the token must come from the Secret, never as a literal")
 	require.NotNil(t, reg.ValueFrom)
@@ -88,18 +91,12 @@ func TestBuildNeverCarriesASecretValue(t *testing.T) {
 }
 
 // A restarted container must register afresh: nothing that survives a
-// container restart (a volume) may hold act_runner's state file.
-func TestBuildMountsNoServiceAccountToken(t *testing.T) {
-	rg := &v1alpha1.RunnerGroup{ObjectMeta: metav1.ObjectMeta{Name: "ci", Namespace: "runners"}}
-	spec := Build(rg, "ci-abc12", 1, DefaultOptions()).Spec.Template.Spec
-	require.NotNil(t, spec.AutomountServiceAccountToken)
-	assert.False(t, *spec.AutomountServiceAccountToken)
-}
-
+// container restart (a volume) may hold act_runner's state file. Docker's
+// data is on an emptyDir elsewhere.
 func TestBuildKeepsRunnerStateOutOfVolumes(t *testing.T) {
-	j := Build(group(), "ci-x2v7k", 1, DefaultOptions())
+	j, err := Build(group(), "ci-x2v7k", 1, DefaultOptions())
+	require.NoError(t, err)
 	spec := j.Spec.Template.Spec
-	assert.Empty(t, spec.Volumes)
 	for _, c := range spec.Containers {
 		for _, m := range c.VolumeMounts {
 			assert.False(t, strings.HasPrefix(RunnerStateDir+"/", strings.TrimSuffix(m.MountPath, "/")+"/"),
@@ -109,6 +106,113 @@ func TestBuildKeepsRunnerStateOutOfVolumes(t *testing.T) {
 			assert.NotEqual(t, "DOCKER_HOST", e.Name, "dind-rootless serves Docker on its own unix socket")
 		}
 	}
+}
+
+// The defaults a reviewer asked for: a bounded pod (requests and limits on
+// cpu, memory and ephemeral storage), Docker's data on a size-limited
+// emptyDir, no ServiceAccount token, time to report a cancelled job.
+func TestBuildDefaults(t *testing.T) {
+	j, err := Build(group(), "ci-x2v7k", 1, DefaultOptions())
+	require.NoError(t, err)
+	spec := j.Spec.Template.Spec
+	c := spec.Containers[0]
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+		assert.Contains(t, c.Resources.Requests, r)
+		assert.Contains(t, c.Resources.Limits, r)
+	}
+	require.Len(t, spec.Volumes, 1)
+	v := spec.Volumes[0]
+	assert.Equal(t, "docker-data", v.Name)
+	require.NotNil(t, v.EmptyDir)
+	assert.Equal(t, "20Gi", v.EmptyDir.SizeLimit.String())
+	assert.Equal(t, []corev1.VolumeMount{{Name: "docker-data", MountPath: "/home/rootless/.local/share/docker"}}, c.VolumeMounts)
+	limit := c.Resources.Limits[corev1.ResourceEphemeralStorage]
+	assert.Equal(t, 1, limit.Cmp(*v.EmptyDir.SizeLimit), "the ephemeral-storage limit leaves room beyond Docker's data")
+	require.NotNil(t, spec.AutomountServiceAccountToken)
+	assert.False(t, *spec.AutomountServiceAccountToken)
+	require.NotNil(t, spec.TerminationGracePeriodSeconds)
+	assert.Equal(t, int64(120), *spec.TerminationGracePeriodSeconds)
+}
+
+// TestBuildLayers checks the precedence: built-in < install-wide template
+// < the group's template, and that what the scaler reserves survives any
+// template, even one admission did not check (the install-wide one, or a
+// group stored under an older CRD).
+func TestBuildLayers(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Template = &corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"gitea.bpg.pw/runnergroup-name": "stolen", "tier": "ci"}},
+		Spec: corev1.PodSpec{
+			RuntimeClassName: ptr.To("platform"),
+			NodeSelector:     map[string]string{"pool": "ci"},
+			RestartPolicy:    corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "runner", Image: "mirror/act_runner:0.2.13-dind-rootless", Env: []corev1.EnvVar{
+				{Name: "GITEA_INSTANCE_URL", Value: "https://evil.example.com"}, {Name: "HTTP_PROXY", Value: "http://proxy"},
+			}}},
+		},
+	}
+	rg := group()
+	rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		NodeSelector: map[string]string{"pool": "gpu"},
+		Containers: []corev1.Container{
+			{Name: "runner", Env: []corev1.EnvVar{{Name: "GITEA_RUNNER_NAME", Value: "mine"}}},
+			{Name: "sidecar", Image: "busybox", Env: []corev1.EnvVar{{Name: "GITEA_RUNNER_LABELS", Value: "x"}}},
+		},
+	}}
+	j, err := Build(rg, "ci-x2v7k", 7, opts)
+	require.NoError(t, err)
+	pod := j.Spec.Template
+	assert.Equal(t, "platform", *pod.Spec.RuntimeClassName, "the install-wide template over the built-in pod")
+	assert.Equal(t, map[string]string{"pool": "gpu"}, pod.Spec.NodeSelector, "the group's template over the install-wide one")
+	assert.Equal(t, "mirror/act_runner:0.2.13-dind-rootless", pod.Spec.Containers[0].Image)
+	assert.Equal(t, corev1.RestartPolicyOnFailure, pod.Spec.RestartPolicy, "reserved")
+	assert.Equal(t, "ci", pod.Labels["gitea.bpg.pw/runnergroup-name"], "reserved")
+	assert.Equal(t, "ci", pod.Labels["tier"])
+	e := env(pod.Spec.Containers[0])
+	assert.Equal(t, "https://gitea.example.com", e["GITEA_INSTANCE_URL"].Value, "reserved")
+	assert.Equal(t, "ci-x2v7k-"+OwnerTag("uid-1"), e["GITEA_RUNNER_NAME"].Value, "reserved")
+	assert.Equal(t, "http://proxy", e["HTTP_PROXY"].Value)
+	names := map[string]int{}
+	for _, v := range pod.Spec.Containers[0].Env {
+		names[v.Name]++
+	}
+	for n, count := range names {
+		assert.Equal(t, 1, count, "env %s once", n)
+	}
+	require.Len(t, pod.Spec.Containers, 2)
+	assert.Empty(t, pod.Spec.Containers[1].Env, "no GITEA_RUNNER_* in other containers either")
+}
+
+func TestBuildRefusesAVolumeOverTheRunnerState(t *testing.T) {
+	for _, mountPath := range []string{"/", "/data", "/data/", "/data/.runner"} {
+		t.Run(mountPath, func(t *testing.T) {
+			rg := group()
+			rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "runner", VolumeMounts: []corev1.VolumeMount{{Name: "keep", MountPath: mountPath}}}},
+				Volumes:    []corev1.Volume{{Name: "keep", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			}}
+			_, err := Build(rg, "ci-x2v7k", 1, DefaultOptions())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), `mounts volume "keep"`)
+			assert.ErrorContains(t, CheckTemplate(rg, DefaultOptions()), "state file")
+		})
+	}
+	rg := group()
+	rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "runner", VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/data-cache"}}}},
+	}}
+	assert.NoError(t, CheckTemplate(rg, DefaultOptions()), "a path that only starts with /data is elsewhere")
+}
+
+func TestCheckTemplateRefusesWhatAGroupMayNotSet(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Pinned = []string{"spec.runtimeClassName"}
+	rg := group()
+	rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{RuntimeClassName: ptr.To("runc"), ServiceAccountName: "admin"}}
+	err := CheckTemplate(rg, opts)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "spec.runtimeClassName is pinned")
+	assert.Contains(t, err.Error(), "spec.serviceAccountName is not allowed")
 }
 
 func TestNewNameAndIsJobName(t *testing.T) {
@@ -186,4 +290,14 @@ func TestIsActive(t *testing.T) {
 	assert.False(t, IsActive(cond(batchv1.JobFailed, corev1.ConditionTrue)), "a failed Job frees its slot before its TTL")
 	assert.True(t, IsActive(cond(batchv1.JobFailed, corev1.ConditionFalse)))
 	assert.True(t, IsActive(cond(batchv1.JobSuspended, corev1.ConditionTrue)))
+}
+
+// Workflows are untrusted code: the built-in runner pod gets no
+// Kubernetes credentials.
+func TestBuildMountsNoServiceAccountToken(t *testing.T) {
+	j, err := Build(group(), "ci-abc12", 1, DefaultOptions())
+	require.NoError(t, err)
+	spec := j.Spec.Template.Spec
+	require.NotNil(t, spec.AutomountServiceAccountToken)
+	assert.False(t, *spec.AutomountServiceAccountToken)
 }

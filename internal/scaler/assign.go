@@ -18,6 +18,7 @@ import (
 // back and forth.
 var cannotServe = map[string]bool{
 	ReasonInvalidSpec:       true,
+	ReasonInvalidTemplate:   true,
 	ReasonSecretNotFound:    true,
 	ReasonSecretKeyMissing:  true,
 	ReasonGiteaUnauthorized: true,

@@ -119,10 +119,11 @@ func (s *Scaler) makePlan(g *groupRun, claims state.Claims, obs *observation, ho
 		Claims:     claims,
 		Queued:     obs.queued,
 		NewJobName: func() string { return s.newJobName(g.rg.Name) },
+		MinIdle:    int(g.rg.Spec.MinIdleRunners),
 		Hold:       hold,
 	})
 	g.log.Debug("planned", "queued", len(obs.queued), "leftToOthers", obs.leftToOthers, "blocked", obs.blocked, "running", obs.running,
-		"active", p.Active, "idle", p.Idle, "inFlight", p.InFlight, "slots", p.Slots, "claims", len(p.New), "waiting", p.Waiting, "surplus", p.Surplus, "dropped", p.Dropped)
+		"active", p.Active, "idle", p.Idle, "inFlight", p.InFlight, "slots", p.Slots, "claims", len(p.New), "warm", p.Warm, "waiting", p.Waiting, "surplus", p.Surplus, "dropped", p.Dropped)
 	return p
 }
 

@@ -46,7 +46,7 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim) (
 		}
 		g.log.Warn("cannot create runner Job", "job", c.JobName, "giteaJob", c.GiteaJobID, "error", err)
 		causes = append(causes, &createError{giteaJob: c.GiteaJobID, jobName: c.JobName, err: err})
-		if refusedForSure(err) {
+		if refusedForSure(err) || errors.Is(err, errNotBuilt) {
 			refused = append(refused, c)
 		}
 	}
@@ -67,6 +67,11 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim) (
 	return created, newGroupError(ReasonJobCreateFailed, format, append([]any{len(causes)}, causes...)...)
 }
 
+// errNotBuilt marks a runner Job that was never sent: its pod could not be
+// built from the templates. validate checks the templates first, so this
+// is a second line; the claim is released like a refused one.
+var errNotBuilt = errors.New("runner Job not built")
+
 // refusedForSure reports whether the API server answered a create with a
 // refusal, so no Job was written: forbidden (RBAC, quota, admission),
 // invalid, a bad request, or a name already taken by something else.
@@ -80,9 +85,12 @@ func refusedForSure(err error) bool {
 // the answer is lost, it asks for the Job by name: a Job that is there,
 // and ours, was created.
 func (s *Scaler) createJob(ctx context.Context, g *groupRun, c plan.Claim) error {
-	job := runnerjob.Build(g.rg, c.JobName, c.GiteaJobID, s.cfg.Runner)
+	job, err := runnerjob.Build(g.rg, c.JobName, c.GiteaJobID, s.cfg.Runner)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNotBuilt, err)
+	}
 	jobs := s.kube.BatchV1().Jobs(g.rg.Namespace)
-	_, err := jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
+	_, err = jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
 	if err != nil && !refusedForSure(err) && ctx.Err() == nil {
 		if got, gerr := jobs.Get(ctx, c.JobName, metav1.GetOptions{}); gerr == nil && ownedBy(got, g.rg) {
 			g.log.Warn("the answer to a runner Job create was lost, but the Job exists", "job", c.JobName, "error", err)
@@ -91,6 +99,11 @@ func (s *Scaler) createJob(ctx context.Context, g *groupRun, c plan.Claim) error
 	}
 	if err != nil {
 		return err
+	}
+	if plan.IsWarm(c.GiteaJobID) {
+		g.log.Info("created runner Job", "job", c.JobName, "warm", true)
+		s.event(ctx, g.rg, "Normal", ReasonRunnerCreated, fmt.Sprintf("Created runner Job %s for the warm pool", c.JobName))
+		return nil
 	}
 	g.log.Info("created runner Job", "job", c.JobName, "giteaJob", c.GiteaJobID)
 	s.event(ctx, g.rg, "Normal", ReasonRunnerCreated, fmt.Sprintf("Created runner Job %s for Gitea job %d", c.JobName, c.GiteaJobID))

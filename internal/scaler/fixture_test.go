@@ -257,12 +257,13 @@ func (e *env) events() []corev1.Event {
 
 func (e *env) addJob(group *v1alpha1.RunnerGroup, name string, giteaJob int64, created time.Time, conds ...batchv1.JobConditionType) {
 	e.t.Helper()
-	j := runnerjob.Build(group, name, giteaJob, runnerjob.DefaultOptions())
+	j, err := runnerjob.Build(group, name, giteaJob, runnerjob.DefaultOptions())
+	require.NoError(e.t, err)
 	j.CreationTimestamp = metav1.NewTime(created)
 	for _, c := range conds {
 		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
 	}
-	_, err := e.kube.BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{})
+	_, err = e.kube.BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{})
 	require.NoError(e.t, err)
 }
 

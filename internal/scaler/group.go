@@ -119,6 +119,9 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 	if err := spec.Validate(); err != nil {
 		return newGroupError(ReasonInvalidSpec, "invalid spec: %w", err)
 	}
+	if err := runnerjob.CheckTemplate(g.rg, s.cfg.Runner); err != nil {
+		return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
+	}
 	if err := s.cfg.AllowedGiteaURLs.Check(spec.Gitea.URL); err != nil {
 		return newGroupError(ReasonGiteaURLNotAllowed, "spec.gitea.url: %w; the platform team lists the allowed Gitea URLs (chart value allowedGiteaURLs)", err)
 	}
@@ -161,10 +164,14 @@ func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	case f.nsErr != nil:
 		return newGroupError(ReasonKubernetesError, "cannot read namespace %s for its Pod Security labels: %w", g.rg.Namespace, f.nsErr)
 	}
-	// The runner pod as it would be created: its shape does not depend on
-	// the Gitea job.
-	pod := runnerjob.Build(g.rg, "pod-security-check", 0, s.cfg.Runner).Spec.Template.Spec
-	if why := tenancy.PodSecurity(f.ns, &pod, s.cfg.TrustUnlabelledNamespaces); why != "" {
+	// The runner pod as it would be created, with the group's template and
+	// the install's: its shape does not depend on the Gitea job. The
+	// template was checked before, so Build accepts it.
+	job, err := runnerjob.Build(g.rg, runnerjob.NewName(g.rg.Name), 1, s.cfg.Runner)
+	if err != nil {
+		return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
+	}
+	if why := tenancy.PodSecurity(f.ns, &job.Spec.Template.Spec, s.cfg.TrustUnlabelledNamespaces); why != "" {
 		return newGroupError(ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	return nil

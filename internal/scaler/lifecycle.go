@@ -89,7 +89,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	errs := s.freeStuck(ctx, g, byName, plan.StuckRunners(s.now(), s.cfg.RunnerStartTimeout, starting), rep)
 	if runners != nil && regs != nil {
 		reap := plan.ReapIdle(plan.IdleInput{Now: s.now(), Timeout: s.cfg.RunnerIdleTimeout,
-			Surplus: obs.surplus, MinIdle: s.cfg.MinIdleRunners, Runners: idle})
+			Surplus: obs.surplus, MinIdle: int(g.rg.Spec.MinIdleRunners), Runners: idle})
 		errs = append(errs, s.reapIdle(ctx, g, runners, byName, regs, reap, rep)...)
 		errs = append(errs, s.removeOrphans(ctx, g, runners, all, obs, rep)...)
 	}

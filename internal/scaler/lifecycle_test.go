@@ -111,10 +111,11 @@ func lifecycleEnv(t *testing.T, rg *v1alpha1.RunnerGroup) (*env, *runnersGitea, 
 // in the given state (nil: no pod).
 func (e *env) addRunner(rg *v1alpha1.RunnerGroup, name string, giteaJob int64, age time.Duration, pod *corev1.PodStatus) *batchv1.Job {
 	e.t.Helper()
-	j := runnerjob.Build(rg, name, giteaJob, runnerjob.DefaultOptions())
+	j, err := runnerjob.Build(rg, name, giteaJob, runnerjob.DefaultOptions())
+	require.NoError(e.t, err)
 	j.UID = types.UID("job-uid-" + name)
 	j.CreationTimestamp = metav1.NewTime(t0.Add(-age))
-	_, err := e.kube.BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{})
+	_, err = e.kube.BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{})
 	require.NoError(e.t, err)
 	if pod != nil {
 		p := &corev1.Pod{
@@ -211,15 +212,31 @@ func TestIdleSurplusRunnersAreReapedSafely(t *testing.T) {
 		assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e))
 		assert.Equal(t, []string{"list"}, g.calls)
 	})
-	t.Run("the warm pool's minimum is never reaped", func(t *testing.T) {
+	t.Run("the warm pool's minimum is never reaped, and shows as warm", func(t *testing.T) {
 		rg := newGroup("ci", 3)
+		rg.Spec.MinIdleRunners = 1
 		e, g, set := lifecycleEnv(t, rg)
-		j := e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, podRunning)
+		j := e.addRunner(rg, "ci-aaaaa", 0, 20*time.Minute, podRunning)
 		g.register(runnerjob.RunnerNameOf(j), true)
 
-		e.pass(set, func(_ *Deps, c *Config) { c.MinIdleRunners = 1 })
+		e.pass(set)
 
-		assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e))
+		assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "kept, and no second warm runner")
+		assert.EqualValues(t, 1, e.group("ci").Status.WarmRunners)
+	})
+	t.Run("idle runners beyond the warm pool are reaped, the pool's are not", func(t *testing.T) {
+		rg := newGroup("ci", 3)
+		rg.Spec.MinIdleRunners = 1
+		e, g, set := lifecycleEnv(t, rg)
+		a := e.addRunner(rg, "ci-aaaaa", 0, 30*time.Minute, podRunning)
+		b := e.addRunner(rg, "ci-bbbbb", 0, 20*time.Minute, podRunning)
+		g.register(runnerjob.RunnerNameOf(a), true)
+		g.register(runnerjob.RunnerNameOf(b), true)
+
+		e.pass(set)
+
+		assert.Equal(t, []string{"ci-bbbbb"}, jobNamesOf(e), "the longest idle goes")
+		assert.EqualValues(t, 1, e.group("ci").Status.ReapedRunners)
 	})
 	t.Run("a runners API the token may not use fails the group, after the runners were created", func(t *testing.T) {
 		rg := newGroup("ci", 3)

@@ -2,12 +2,15 @@ package scaler
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
@@ -75,6 +78,7 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 		name       string
 		broken     *v1alpha1.RunnerGroup
 		giteaErr   error
+		cfg        func(*Config)
 		wantReason string
 		wantMsg    string
 	}{
@@ -94,6 +98,30 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 			wantReason: ReasonInvalidSpec, wantMsg: "spec.org is required for scope org",
 		},
 		{
+			name: "a template that mounts a volume over the runner's state",
+			broken: newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) {
+				rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "runner", VolumeMounts: []corev1.VolumeMount{{Name: "keep", MountPath: "/data"}},
+				}}}}
+			}),
+			wantReason: ReasonInvalidTemplate, wantMsg: `spec.template: the runner container mounts volume "keep" at /data`,
+		},
+		{
+			name: "a template with a ServiceAccount, admitted before the CRD had the rule",
+			broken: newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) {
+				rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "deployer"}}
+			}),
+			wantReason: ReasonInvalidTemplate, wantMsg: "spec.serviceAccountName is not allowed",
+		},
+		{
+			name: "a template that sets a field the platform pinned",
+			broken: newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) {
+				rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{RuntimeClassName: ptr.To("runc")}}
+			}),
+			cfg:        func(c *Config) { c.Runner.Pinned = []string{"spec.runtimeClassName"} },
+			wantReason: ReasonInvalidTemplate, wantMsg: "spec.runtimeClassName is pinned by the platform team",
+		},
+		{
 			name:       "Gitea refuses the token",
 			broken:     newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "other" }),
 			giteaErr:   &gitea.APIError{Kind: gitea.ErrUnauthorized, URL: "/api/v1/orgs/other/actions/jobs", Status: 401, Message: "invalid username, password or token"},
@@ -110,7 +138,10 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 				defer func() { e.gitea = ok }()
 			}
 			bad := e.gitea
-			sum, err := e.scaler(func(d *Deps, _ *Config) {
+			sum, err := e.scaler(func(d *Deps, c *Config) {
+				if tt.cfg != nil {
+					tt.cfg(c)
+				}
 				d.Gitea = func(url, token string) (gitea.Client, error) {
 					return perOrg{"other": bad, "acme": &fakeGitea{snap: gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}}}, nil
 				}
@@ -180,4 +211,31 @@ func TestSelectorsPickGroups(t *testing.T) {
 			assert.Equal(t, tt.want, served)
 		})
 	}
+}
+
+// A warm pool of 2 with no demand starts 2 runners, labelled as started for
+// no Gitea job, and the next passes start no more; a queued job is then
+// left to them (no new runner for it) and the pool is topped up.
+func TestWarmPoolStartsItsRunnersOnce(t *testing.T) {
+	e := newEnv(t, newGroup("ci", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.MinIdleRunners = 2 }))
+
+	e.pass()
+	e.pass()
+
+	jobs := e.jobs()
+	require.Len(t, jobs, 2, "the pool, once")
+	for _, j := range jobs {
+		assert.Equal(t, "0", j.Labels[v1alpha1.LabelGiteaJobID], "a warm runner was started for no Gitea job")
+	}
+	var warmEvents int
+	for _, ev := range e.events() {
+		if strings.Contains(ev.Message, "for the warm pool") {
+			warmEvents++
+		}
+	}
+	assert.Equal(t, 2, warmEvents)
+
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+	e.pass()
+	assert.Len(t, e.jobs(), 3, "the job is left to a warm runner; the pool is topped up by one, so 2 stay idle once it takes the job")
 }

@@ -268,3 +268,30 @@ func (sc *scene) report() campaignReport {
 	}
 	return r
 }
+
+// TestRacingPassesKeepTheWarmPoolExact: 8 passes at once, 5 rounds, for a
+// group with a warm pool of 3 and no demand. Warm runners are claimed in the
+// state ConfigMap like any other, so the racing passes start exactly the
+// pool, never more.
+func TestRacingPassesKeepTheWarmPoolExact(t *testing.T) {
+	const passes, rounds = 8, 5
+	e := newEnv(t, newGroup("ci", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.MinIdleRunners = 3 }))
+	deps, cfg := e.inputs()
+	s, err := New(deps, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range rounds {
+		var wg sync.WaitGroup
+		for range passes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = s.Pass(ctx)
+			}()
+		}
+		wg.Wait()
+		assert.Equal(t, 3, len(e.jobs()), "exactly the warm pool")
+	}
+	t.Logf("%d rounds of %d racing passes: %d runner Jobs", rounds, passes, len(e.jobs()))
+}

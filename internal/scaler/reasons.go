@@ -14,8 +14,12 @@ import (
 // Condition and event reasons. A failed group's Ready condition and Warning
 // event carry the reason of its groupError.
 const (
-	ReasonReconciled        = "Reconciled"
-	ReasonInvalidSpec       = "InvalidSpec"
+	ReasonReconciled  = "Reconciled"
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonInvalidTemplate: spec.template sets a reserved or pinned
+	// field, references a Secret or ServiceAccount, or mounts a volume
+	// over the runner's state directory.
+	ReasonInvalidTemplate   = "InvalidTemplate"
 	ReasonSecretNotFound    = "SecretNotFound"
 	ReasonSecretKeyMissing  = "SecretKeyMissing"
 	ReasonGiteaUnauthorized = "GiteaUnauthorized"

@@ -65,7 +65,7 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 	st.Conditions = append([]metav1.Condition(nil), rg.Status.Conditions...)
 	st.ObservedGeneration = rg.Generation
 	if obs != nil {
-		observed(&st, obs, created)
+		observed(&st, obs, created, int(rg.Spec.MinIdleRunners))
 	}
 	// SetStatusCondition keeps the old transition time when the status did
 	// not change, and takes ours when it did.
@@ -83,8 +83,10 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 }
 
 // observed sets the counts of the status from what the pass saw. The Jobs
-// created in this pass are active, though the listing predates them.
-func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created int) {
+// created in this pass are active, though the listing predates them. Warm
+// runners are the started idle runners beyond the queued jobs, up to the
+// warm pool's size.
+func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created, minIdle int) {
 	active := int32(created)
 	for i := range obs.jobs {
 		if runnerjob.IsActive(&obs.jobs[i]) {
@@ -100,6 +102,9 @@ func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created int) {
 		st.ActiveRunners -= int32(l.deletedJobs)
 		st.IdleRunners, st.StartingRunners = int32(l.idle), int32(l.starting)
 		st.StuckRunners, st.ReapedRunners = int32(len(l.stuck)), int32(l.reaped)
+		st.WarmRunners = int32(min(minIdle, max(0, l.idle-len(obs.queued))))
+	} else {
+		st.WarmRunners = 0
 	}
 	t := metav1.NewTime(obs.askedAt)
 	st.LastCheckTime = &t

@@ -115,9 +115,6 @@ type Config struct {
 	// benchmark's side-by-side numbers (with gitea.Options
 	// OneStatusPerRequest it is the design before sharing).
 	Naive bool
-	// MinIdleRunners idle runners of a group's surplus are never reaped: a
-	// warm pool's hook. 0 keeps none.
-	MinIdleRunners int
 	// AllowedGiteaURLs are where a group's API token may go; nil is the
 	// empty list (any host but loopback, link-local and metadata ones).
 	// The Gitea factory's HTTP client must apply the same policy at dial
@@ -181,8 +178,8 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		return nil, errors.New("the spawn TTL must be positive")
 	case cfg.GroupTimeout < 0:
 		return nil, errors.New("the group timeout must not be negative")
-	case cfg.RunnerIdleTimeout < 0 || cfg.RunnerStartTimeout < 0 || cfg.MinIdleRunners < 0:
-		return nil, errors.New("the runner idle and start timeouts and the minimum of idle runners must not be negative")
+	case cfg.RunnerIdleTimeout < 0 || cfg.RunnerStartTimeout < 0:
+		return nil, errors.New("the runner idle and start timeouts must not be negative")
 	}
 	s := &Scaler{
 		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,

@@ -46,7 +46,10 @@ type Entry struct {
 	JobName string `json:"jobName"`
 }
 
-// Claims maps Gitea job IDs to their claims.
+// Claims maps Gitea job IDs to their claims; a warm runner's claim has a
+// negative key. (A scaler older than the warm pool reads a negative key as
+// garbage and rebuilds the state from the Jobs, creating nothing in that
+// pass: safe, and only for groups with spec.minIdleRunners.)
 type Claims map[int64]Entry
 
 // Clone returns a copy that can be changed without touching s.
@@ -84,8 +87,10 @@ func Decode(data map[string]string) (Claims, error) {
 	}
 	out := make(Claims, len(doc.Claims))
 	for k, e := range doc.Claims {
+		// A negative key is a warm runner's claim (package plan): it was
+		// started for no Gitea job.
 		id, err := strconv.ParseInt(k, 10, 64)
-		if err != nil || id <= 0 {
+		if err != nil || id == 0 {
 			return nil, fmt.Errorf("cannot decode %s: bad Gitea job id %q", DataKey, k)
 		}
 		if e.JobName == "" || e.ClaimedAt.IsZero() {

@@ -14,7 +14,8 @@ import (
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
-	in := Claims{1: {ClaimedAt: t0, JobName: "rg-abcde"}, 42: {ClaimedAt: t0.Add(time.Minute), JobName: "rg-fghjk"}}
+	in := Claims{1: {ClaimedAt: t0, JobName: "rg-abcde"}, 42: {ClaimedAt: t0.Add(time.Minute), JobName: "rg-fghjk"},
+		-1: {ClaimedAt: t0, JobName: "rg-warm1"}}
 	data := Encode(in)
 	assert.Equal(t, Encode(in.Clone()), data, "equal states encode equally")
 	out, err := Decode(data)
@@ -34,6 +35,9 @@ func TestDecode(t *testing.T) {
 		{name: "garbage", data: map[string]string{DataKey: "{not json"}, wantErr: "cannot decode"},
 		{name: "unknown version", data: map[string]string{DataKey: `{"version":9,"spawned":{}}`}, wantErr: "unknown format version 9"},
 		{name: "bad id", data: map[string]string{DataKey: `{"version":1,"spawned":{"x":{"spawnedAt":"2026-11-21T12:00:00Z","jobName":"a"}}}`}, wantErr: `bad Gitea job id "x"`},
+		{name: "a warm runner's claim has a negative key", data: map[string]string{DataKey: `{"version":1,"spawned":{"-2":{"spawnedAt":"2026-11-21T12:00:00Z","jobName":"a"}}}`},
+			want: Claims{-2: {ClaimedAt: t0, JobName: "a"}}},
+		{name: "zero is no key", data: map[string]string{DataKey: `{"version":1,"spawned":{"0":{"spawnedAt":"2026-11-21T12:00:00Z","jobName":"a"}}}`}, wantErr: `bad Gitea job id "0"`},
 		{name: "incomplete entry", data: map[string]string{DataKey: `{"version":1,"spawned":{"3":{"jobName":""}}}`}, wantErr: "incomplete entry for Gitea job 3"},
 	}
 	for _, tt := range tests {

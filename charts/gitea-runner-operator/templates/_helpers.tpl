@@ -193,3 +193,10 @@ the tenant ClusterRole to the scaler's ServiceAccount.
 {{- define "gitea-runner-operator.enableCommand" -}}
 kubectl create rolebinding {{ include "gitea-runner-operator.tenantRoleName" . }} --namespace NS --clusterrole {{ include "gitea-runner-operator.tenantRoleName" . }} --serviceaccount {{ .Release.Namespace }}:{{ include "gitea-runner-operator.serviceAccountName" . }}
 {{- end -}}
+
+{{/*
+Name of the ConfigMap that holds runnerTemplate.
+*/}}
+{{- define "gitea-runner-operator.runnerTemplateName" -}}
+{{- printf "%s-runner-template" (include "gitea-runner-operator.fullname" . | trunc 47 | trimSuffix "-") -}}
+{{- end -}}

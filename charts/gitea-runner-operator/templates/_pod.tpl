@@ -20,6 +20,11 @@ Argument: dict "root" $ "listener" <an entry of gitea-runner-operator.listeners>
 metadata:
   labels:
     {{- include "gitea-runner-operator.listenerLabels" (dict "root" .root "listener" .listener.name) | nindent 4 }}
+  {{- with $v.runnerTemplate }}
+  annotations:
+    # A changed runnerTemplate restarts a looping scaler, which reads it once.
+    checksum/runner-template: {{ toYaml . | sha256sum | quote }}
+  {{- end }}
 spec:
   serviceAccountName: {{ include "gitea-runner-operator.serviceAccountName" .root | quote }}
   # The scaler talks to the API server with this token.
@@ -35,8 +40,10 @@ spec:
       type: RuntimeDefault
   nodeSelector:
     kubernetes.io/os: linux
-  {{- if $ca }}
+  {{- if or $ca $v.runnerTemplate }}
   volumes:
+  {{- end }}
+  {{- if $ca }}
     - name: gitea-ca
       {{- if $ca.configMap }}
       configMap:
@@ -48,6 +55,11 @@ spec:
         items:
           - key: {{ $ca.key | quote }}
             path: {{ $ca.key | quote }}
+  {{- end }}
+  {{- if $v.runnerTemplate }}
+    - name: runner-template
+      configMap:
+        name: {{ include "gitea-runner-operator.runnerTemplateName" .root }}
   {{- end }}
   containers:
     - name: listener
@@ -139,11 +151,26 @@ spec:
         - name: SCALER_GITEA_CA_FILE
           value: {{ printf "/etc/gitea-runner-scaler/gitea-ca/%s" $ca.key | quote }}
         {{- end }}
-      {{- if $ca }}
+        {{- if $v.runnerTemplate }}
+        - name: SCALER_RUNNER_TEMPLATE
+          value: /etc/gitea-runner-scaler/runner-template/runner-template.yaml
+        {{- end }}
+        {{- with $v.runnerTemplatePinned }}
+        - name: SCALER_RUNNER_TEMPLATE_PINNED
+          value: {{ join "," . | quote }}
+        {{- end }}
+      {{- if or $ca $v.runnerTemplate }}
       volumeMounts:
+        {{- if $ca }}
         - name: gitea-ca
           mountPath: /etc/gitea-runner-scaler/gitea-ca
           readOnly: true
+        {{- end }}
+        {{- if $v.runnerTemplate }}
+        - name: runner-template
+          mountPath: /etc/gitea-runner-scaler/runner-template
+          readOnly: true
+        {{- end }}
       {{- end }}
       {{- if and (eq $v.mode "deployment") (or $v.metrics.enabled $v.webhook.enabled) }}
       ports:

@@ -3,6 +3,7 @@ package v1alpha1_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +73,7 @@ type schemaNode struct {
 	Description  string                 `yaml:"description"`
 	Properties   map[string]*schemaNode `yaml:"properties"`
 	Items        *schemaNode            `yaml:"items"`
+	Required     []string               `yaml:"required"`
 	XValidations []struct {
 		Rule      string `yaml:"rule"`
 		FieldPath string `yaml:"fieldPath"`
@@ -96,6 +98,9 @@ func loadCRD(t *testing.T) (*crdFile, crdVersion) {
 // comment: controller-gen turns doc comments into descriptions. metadata is
 // the exception: the API server refuses anything but its name's type there.
 // The items of a list need none; the list's field describes them.
+// spec.template is Kubernetes' own PodTemplateSpec: it is described, and the
+// fields below it are not (make generate drops Kubernetes' descriptions
+// there to keep the CRD small; TestCRDTemplateIsSlim).
 func TestCRDDescribesEveryField(t *testing.T) {
 	_, v := loadCRD(t)
 	var missing []string
@@ -106,6 +111,9 @@ func TestCRDDescribesEveryField(t *testing.T) {
 		}
 		if strings.TrimSpace(s.Description) == "" {
 			missing = append(missing, path)
+		}
+		if path == ".spec.template" {
+			return
 		}
 		for name, p := range s.Properties {
 			walk(path+"."+name, p)
@@ -119,6 +127,40 @@ func TestCRDDescribesEveryField(t *testing.T) {
 	walk("", v.Schema.OpenAPIV3Schema)
 	sort.Strings(missing)
 	assert.Empty(t, missing, "schema fields without a description")
+}
+
+// TestCRDTemplateIsSlim checks what make generate does to spec.template:
+// no descriptions below it, no required containers (a template that sets
+// only nodeSelector is whole), and a CRD small enough for a client-side
+// kubectl apply, whose last-applied annotation holds at most 256 KiB of
+// JSON.
+func TestCRDTemplateIsSlim(t *testing.T) {
+	_, v := loadCRD(t)
+	tmpl := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["template"]
+	require.NotNil(t, tmpl)
+	var described []string
+	var walk func(path string, s *schemaNode)
+	walk = func(path string, s *schemaNode) {
+		if path != ".spec.template" && s.Description != "" {
+			described = append(described, path)
+		}
+		for name, p := range s.Properties {
+			walk(path+"."+name, p)
+		}
+		if s.Items != nil {
+			walk(path+"[]", s.Items)
+		}
+	}
+	walk(".spec.template", tmpl)
+	assert.Empty(t, described, "fields below spec.template with a description")
+	assert.NotContains(t, tmpl.Properties["spec"].Required, "containers", "a template need not list containers")
+	file, err := os.ReadFile(crdPath)
+	require.NoError(t, err)
+	var whole map[string]any
+	require.NoError(t, yaml.Unmarshal(file, &whole))
+	raw, err := json.Marshal(whole)
+	require.NoError(t, err)
+	assert.Less(t, len(raw), 200<<10, "the CRD as JSON, as kubectl's last-applied annotation holds it (at most 256 KiB)")
 }
 
 // TestCRDRuleFieldPathsExist checks every CEL rule's fieldPath against the

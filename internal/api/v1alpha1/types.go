@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -57,6 +58,7 @@ const (
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=".spec.maxActiveRunners",description="Most runner Jobs this group may have at once; 0 pauses the group."
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=".status.queuedJobs",description="Queued Gitea jobs that this group's labels can serve."
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Status of the Ready condition."
+// +kubebuilder:printcolumn:name="Warm",type=integer,priority=1,JSONPath=".status.warmRunners",description="Idle runners the warm pool keeps ready (at most spec.minIdleRunners)."
 // +kubebuilder:printcolumn:name="Running",type=integer,priority=1,JSONPath=".status.runningJobs",description="Gitea jobs in progress on this group's runners."
 // +kubebuilder:printcolumn:name="Blocked",type=integer,priority=1,JSONPath=".status.blockedJobs",description="Matching Gitea jobs that wait for their needs or an approval."
 // +kubebuilder:printcolumn:name="URL",type=string,priority=1,JSONPath=".spec.gitea.url",description="Base URL of the Gitea instance."
@@ -100,6 +102,7 @@ type RunnerGroupList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.org) || self.scope in ['org', 'repo']",message="spec.org is allowed only with spec.scope org or repo",messageExpression="'spec.org is not allowed with spec.scope ' + self.scope + ': only scopes org and repo name an organization'",fieldPath=".org",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.user) || self.scope in ['user', 'repo']",message="spec.user is allowed only with spec.scope user or repo",messageExpression="'spec.user is not allowed with spec.scope ' + self.scope + ': only scopes user and repo name a user'",fieldPath=".user",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.repo) || self.scope == 'repo'",message="spec.repo is allowed only with spec.scope repo",messageExpression="'spec.repo is not allowed with spec.scope ' + self.scope + ': only scope repo names a repository'",fieldPath=".repo",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.minIdleRunners) || self.minIdleRunners <= self.maxActiveRunners",message="spec.minIdleRunners must be at most spec.maxActiveRunners: warm runners count against the cap",fieldPath=".minIdleRunners",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultLabels) || self.defaultLabels || (has(self.labels) && size(self.labels) > 0)",message="spec.labels must name at least one label when spec.defaultLabels is false: a runner with no labels would get act_runner's own defaults",fieldPath=".labels",reason=FieldValueRequired
 type RunnerGroupSpec struct {
 	// Scope says at which level the runners register in Gitea and so whose
@@ -175,6 +178,16 @@ type RunnerGroupSpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	MaxActiveRunners int32 `json:"maxActiveRunners"`
 
+	// MinIdleRunners is the warm pool: the scaler keeps this many idle
+	// runners registered beyond the queued jobs, so a job starts without
+	// waiting for a pod, and never reaps those for being idle. The group
+	// asks for min(minIdleRunners + queued jobs, maxActiveRunners) runners.
+	// At most maxActiveRunners. Default 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MinIdleRunners int32 `json:"minIdleRunners,omitempty"`
+
 	// RegistrationToken points at the runner registration token of the
 	// group's scope, in a Secret in the RunnerGroup's namespace.
 	// +kubebuilder:validation:XValidation:rule="self.secretRef.key != '.' && self.secretRef.key != '..' && !self.secretRef.key.startsWith('..')",message="spec.registrationToken.secretRef.key is not a valid Secret key: it must not be '.' or '..' or start with '..'",fieldPath=".secretRef.key"
@@ -184,6 +197,29 @@ type RunnerGroupSpec struct {
 	// Actions jobs, in a Secret in the RunnerGroup's namespace.
 	// +kubebuilder:validation:XValidation:rule="self.secretRef.key != '.' && self.secretRef.key != '..' && !self.secretRef.key.startsWith('..')",message="spec.authToken.secretRef.key is not a valid Secret key: it must not be '.' or '..' or start with '..'",fieldPath=".secretRef.key"
 	AuthToken SecretKeySelector `json:"authToken"`
+
+	// Template is merged over the runner pod that the scaler builds (after
+	// the install-wide runnerTemplate), one rule per field: pod-level
+	// fields replace the default's; the container named "runner" is merged
+	// into the runner container (image, resources, securityContext and the
+	// like replace, env and volumeMounts are added by name); other
+	// containers and initContainers are added; volumes are added by name.
+	// Refused here: GITEA_INSTANCE_URL and GITEA_RUNNER_* env, restartPolicy,
+	// the scaler's labels (gitea.bpg.pw/* and app.kubernetes.io/name,
+	// component, managed-by), and references to Secrets or ServiceAccounts
+	// (serviceAccountName, secret volumes and projections, secretKeyRef,
+	// envFrom secretRef): the scaler would hand those to whoever may write
+	// RunnerGroups. The README's "Runner pods" section has the full table.
+	// Field descriptions are left out of this part of the schema to keep
+	// the CRD small; see kubectl explain pod.spec.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.restartPolicy)",message="spec.template.spec.restartPolicy is reserved: runner Jobs use OnFailure, so that a runner that fails to register starts again",fieldPath=".spec.restartPolicy",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || ((!has(self.spec.containers) || self.spec.containers.all(c, !has(c.env) || c.env.all(e, e.name != 'GITEA_INSTANCE_URL' && !e.name.startsWith('GITEA_RUNNER_')))) && (!has(self.spec.initContainers) || self.spec.initContainers.all(c, !has(c.env) || c.env.all(e, e.name != 'GITEA_INSTANCE_URL' && !e.name.startsWith('GITEA_RUNNER_')))))",message="spec.template must not set env GITEA_INSTANCE_URL or GITEA_RUNNER_* in any container: the scaler sets them from spec.gitea, spec.registrationToken and spec.labels",fieldPath=".spec",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.labels) || self.metadata.labels.all(k, !k.startsWith('gitea.bpg.pw/') && !(k in ['app.kubernetes.io/name', 'app.kubernetes.io/component', 'app.kubernetes.io/managed-by']))",message="spec.template.metadata.labels must not set gitea.bpg.pw/* or app.kubernetes.io/name, component or managed-by: the scaler finds and counts its runner pods by them",fieldPath=".metadata",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || (!has(self.spec.serviceAccountName) && !has(self.spec.serviceAccount))",message="spec.template.spec.serviceAccountName is not allowed in a RunnerGroup: runner pods would get the rights of a ServiceAccount their group's author may not hold; the platform team can set it in the chart's runnerTemplate",fieldPath=".spec",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.volumes) || self.spec.volumes.all(v, !has(v.secret) && (!has(v.projected) || !has(v.projected.sources) || v.projected.sources.all(p, !has(p.secret) && !has(p.serviceAccountToken))))",message="spec.template.spec.volumes must not mount Secrets or ServiceAccount tokens (secret, projected secret or serviceAccountToken): runner pods would read what their group's author may not; the platform team can add them in the chart's runnerTemplate",fieldPath=".spec.volumes",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || ((!has(self.spec.containers) || self.spec.containers.all(c, (!has(c.env) || c.env.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef))) && (!has(c.envFrom) || c.envFrom.all(f, !has(f.secretRef))))) && (!has(self.spec.initContainers) || self.spec.initContainers.all(c, (!has(c.env) || c.env.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef))) && (!has(c.envFrom) || c.envFrom.all(f, !has(f.secretRef))))))",message="spec.template must not read Secrets into env (valueFrom.secretKeyRef, envFrom.secretRef): runner pods would read what their group's author may not; the platform team can add them in the chart's runnerTemplate",fieldPath=".spec",reason=FieldValueForbidden
+	Template *corev1.PodTemplateSpec `json:"template,omitempty"`
 }
 
 // GiteaSpec locates the Gitea instance.
@@ -282,6 +318,12 @@ type RunnerGroupStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ReapedRunners int32 `json:"reapedRunners"`
+
+	// WarmRunners counts idle runners beyond the queued jobs that the warm
+	// pool keeps (at most spec.minIdleRunners): ready for the next job.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WarmRunners int32 `json:"warmRunners"`
 
 	// LastCheckTime is when the scaler last asked Gitea for this group's
 	// jobs.

@@ -53,6 +53,9 @@ func (s *RunnerGroupSpec) Validate() error {
 	if s.MaxActiveRunners < 0 {
 		bad("spec.maxActiveRunners must be 0 or more")
 	}
+	if s.MinIdleRunners < 0 || s.MinIdleRunners > s.MaxActiveRunners {
+		bad("spec.minIdleRunners must be between 0 and spec.maxActiveRunners")
+	}
 	seen := map[string]bool{}
 	for i, l := range s.Labels {
 		name, _, _ := strings.Cut(l, ":")

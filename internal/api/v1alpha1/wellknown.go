@@ -16,7 +16,8 @@ const (
 	ManagedBy = "gitea-runner-operator"
 	// LabelGiteaJobID is on every runner Job: the ID of the Gitea job it was
 	// started for. The scaler rebuilds its claims from it when the state
-	// ConfigMap is unreadable.
+	// ConfigMap is unreadable. A warm runner, started for no job, carries
+	// "0".
 	LabelGiteaJobID = Group + "/gitea-job-id"
 	// AnnotationRunnerName is on every runner Job: the name its runner
 	// registers with in Gitea (GITEA_RUNNER_NAME), which carries a tag of

@@ -11,6 +11,9 @@
 // CRD invalid. Declaring name as a string is all the API server allows there
 // and changes nothing else: it validates metadata itself.
 //
+// It slims spec.template, the runner pod template (a core/v1
+// PodTemplateSpec): see slimTemplate.
+//
 // It also drops the '---' line controller-gen writes between the header
 // comment and the document. Readers that split a stream on '---' lines
 // (k8s.io/apimachinery's YAML reader, which the e2e suite uses) would
@@ -26,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"gopkg.in/yaml.v2"
 )
@@ -54,6 +58,9 @@ func rewrite(path string) error {
 		return fmt.Errorf("parse: %w", err)
 	}
 	if err := declareMetadataName(crd); err != nil {
+		return err
+	}
+	if err := slimTemplate(crd); err != nil {
 		return err
 	}
 	out, err := yaml.Marshal(crd)
@@ -103,6 +110,113 @@ func declareMetadataName(crd map[any]any) error {
 		}
 	}
 	return nil
+}
+
+// templateBounds are the maxItems, maxProperties and maxLength that
+// slimTemplate adds to spec.template, by path below it ("[]" stands for the
+// items of a list). Kubernetes itself sets no such bounds on a pod, but the
+// API server refuses a CRD whose CEL rules it cannot bound in cost, and the
+// template's rules walk every container's env and every volume. The bounds
+// are far above what a runner pod needs.
+var templateBounds = map[string][2]any{
+	"metadata.labels":                  {"maxProperties", 64},
+	"metadata.annotations":             {"maxProperties", 64},
+	"spec.containers":                  {"maxItems", 16},
+	"spec.initContainers":              {"maxItems", 16},
+	"spec.containers[].env":            {"maxItems", 128},
+	"spec.initContainers[].env":        {"maxItems", 128},
+	"spec.containers[].env[].name":     {"maxLength", 256},
+	"spec.initContainers[].env[].name": {"maxLength", 256},
+	"spec.containers[].envFrom":        {"maxItems", 32},
+	"spec.initContainers[].envFrom":    {"maxItems", 32},
+	"spec.volumes":                     {"maxItems", 64},
+	"spec.volumes[].projected.sources": {"maxItems", 16},
+}
+
+// slimTemplate rewrites the schema of spec.template in every version:
+//
+//   - It drops the field descriptions below spec.template (its own stays).
+//     They are Kubernetes' pod documentation, over 400 KB of a CRD that
+//     would otherwise be some 600 KB: too large for a client-side
+//     kubectl apply (its last-applied annotation holds at most 256 KiB), and
+//     kubectl explain pod.spec shows the same text.
+//   - It drops "containers" from the pod spec's required fields: a template
+//     that only sets nodeSelector is complete, because the runner container
+//     is the scaler's.
+//   - It adds templateBounds.
+func slimTemplate(crd map[any]any) error {
+	versions, err := lookup[[]any](crd, "spec", "versions")
+	if err != nil {
+		return err
+	}
+	for i, v := range versions {
+		tmpl, err := lookup[map[any]any](v, "schema", "openAPIV3Schema", "properties", "spec", "properties", "template")
+		if err != nil {
+			return fmt.Errorf("spec.versions[%d]: %w", i, err)
+		}
+		for _, child := range tmpl {
+			dropDescriptions(child)
+		}
+		podSpec, err := lookup[map[any]any](tmpl, "properties", "spec")
+		if err != nil {
+			return fmt.Errorf("spec.versions[%d] template: %w", i, err)
+		}
+		if req, ok := podSpec["required"].([]any); ok {
+			var keep []any
+			for _, r := range req {
+				if r != "containers" {
+					keep = append(keep, r)
+				}
+			}
+			if len(keep) == 0 {
+				delete(podSpec, "required")
+			} else {
+				podSpec["required"] = keep
+			}
+		}
+		for path, bound := range templateBounds {
+			node, err := schemaAt(tmpl, path)
+			if err != nil {
+				return fmt.Errorf("spec.versions[%d] template %s: %w", i, path, err)
+			}
+			node[bound[0]] = bound[1]
+		}
+	}
+	return nil
+}
+
+// schemaAt follows a templateBounds path through a schema: a name is a
+// property, "[]" the items of a list.
+func schemaAt(node map[any]any, path string) (map[any]any, error) {
+	for _, part := range strings.Split(path, ".") {
+		name, items := strings.CutSuffix(part, "[]")
+		next, err := lookup[map[any]any](node, "properties", name)
+		if err != nil {
+			return nil, err
+		}
+		if items {
+			if next, err = lookup[map[any]any](next, "items"); err != nil {
+				return nil, err
+			}
+		}
+		node = next
+	}
+	return node, nil
+}
+
+// dropDescriptions removes every description in a schema.
+func dropDescriptions(node any) {
+	switch n := node.(type) {
+	case map[any]any:
+		delete(n, "description")
+		for _, v := range n {
+			dropDescriptions(v)
+		}
+	case []any:
+		for _, v := range n {
+			dropDescriptions(v)
+		}
+	}
 }
 
 // lookup follows keys through nested maps and returns the value at the end

@@ -396,6 +396,11 @@ func (r *podRunner) resolveAll(ctx context.Context) (map[string]*Env, error) {
 			return nil, err
 		}
 		env.Merge(podEnv)
+		mounts, err := mountConfigMaps(ctx, r.a.cfg.Client, r.pod, c.spec.c, filepath.Join(dir, "volumes"))
+		if err != nil {
+			return nil, err
+		}
+		rewriteMountPaths(env, mounts)
 		if kubeconfig != "" {
 			// The pod's own client config: its ServiceAccount, so RBAC applies as in a cluster.
 			env.Set("KUBECONFIG", kubeconfig)

@@ -1,0 +1,75 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// mountConfigMaps plays the kubelet's configMap volumes for one container:
+// each configMap volume the container mounts is written, one file per key,
+// under dir/<volume>, and the result maps each mount path to that directory.
+// The container is a process on this host, so it cannot see the mount path
+// itself; rewriteMountPaths points its env at the copies. Other volume types
+// are left out: nothing on the bed reads them.
+func mountConfigMaps(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c *corev1.Container, dir string) (map[string]string, error) {
+	volumes := map[string]*corev1.ConfigMapVolumeSource{}
+	for i := range pod.Spec.Volumes {
+		if v := pod.Spec.Volumes[i]; v.ConfigMap != nil {
+			volumes[v.Name] = v.ConfigMap
+		}
+	}
+	res := newEnvResolver(client, pod)
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		src, ok := volumes[m.Name]
+		if !ok {
+			continue
+		}
+		cm, err := res.configMap(ctx, src.Name, src.Optional)
+		if err != nil {
+			return nil, err
+		}
+		out := filepath.Join(dir, m.Name)
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return nil, err
+		}
+		if cm != nil {
+			for k, v := range cm.Data {
+				if err := writeFileAtomic(filepath.Join(out, k), []byte(v), 0o644); err != nil {
+					return nil, err
+				}
+			}
+		}
+		mounts[filepath.Clean(m.MountPath)] = out
+	}
+	return mounts, nil
+}
+
+// rewriteMountPaths replaces, in every env value that is a path at or under
+// a mount path, that mount path with where mountConfigMaps wrote the volume.
+func rewriteMountPaths(env *Env, mounts map[string]string) {
+	if len(mounts) == 0 {
+		return
+	}
+	paths := make([]string, 0, len(mounts))
+	for p := range mounts {
+		paths = append(paths, p)
+	}
+	// The longest mount path first: the deepest mount wins.
+	sort.Slice(paths, func(i, j int) bool { return len(paths[i]) > len(paths[j]) })
+	for _, name := range env.Names() {
+		v, _ := env.Get(name)
+		for _, p := range paths {
+			if v == p || strings.HasPrefix(v, p+"/") {
+				env.Set(name, mounts[p]+strings.TrimPrefix(v, p))
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// A configMap volume is written under the pod's directory and an env value
+// naming a file under its mount path points at the copy, as the scaler's
+// SCALER_RUNNER_TEMPLATE does with the chart's runner template.
+func TestConfigMapVolumesAndTheEnvThatNamesThem(t *testing.T) {
+	client := fake.NewClientset(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "tpl", Namespace: "ns"},
+		Data:       map[string]string{"runner-template.yaml": "spec: {}\n"},
+	})
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+		Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+			{Name: "tpl", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "tpl"}}}},
+			{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		}},
+	}
+	c := &corev1.Container{Name: "listener", VolumeMounts: []corev1.VolumeMount{
+		{Name: "tpl", MountPath: "/etc/gitea-runner-scaler/"},
+		{Name: "scratch", MountPath: "/scratch"},
+	}}
+	dir := t.TempDir()
+	mounts, err := mountConfigMaps(context.Background(), client, pod, c, dir)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"/etc/gitea-runner-scaler": filepath.Join(dir, "tpl")}, mounts, "only configMap volumes")
+	raw, err := os.ReadFile(filepath.Join(dir, "tpl", "runner-template.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "spec: {}\n", string(raw))
+
+	env := &Env{}
+	env.Set("SCALER_RUNNER_TEMPLATE", "/etc/gitea-runner-scaler/runner-template.yaml")
+	env.Set("OTHER", "/etc/gitea-runner-scaler-not-this")
+	rewriteMountPaths(env, mounts)
+	got, _ := env.Get("SCALER_RUNNER_TEMPLATE")
+	assert.Equal(t, filepath.Join(dir, "tpl", "runner-template.yaml"), got)
+	other, _ := env.Get("OTHER")
+	assert.Equal(t, "/etc/gitea-runner-scaler-not-this", other)
+
+	pod.Spec.Volumes[0].ConfigMap.Name = "missing"
+	_, err = mountConfigMaps(context.Background(), client, pod, c, dir)
+	assert.ErrorContains(t, err, `configmap "missing" not found`)
+}
