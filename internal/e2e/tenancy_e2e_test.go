@@ -218,7 +218,7 @@ func (b *bed) accessTable(ctx context.Context, t *testing.T, user, enabled, notE
 		row{resource: "namespaces", verb: "update"},
 		row{resource: "secrets", verb: "list"},
 		row{ns: enabled, resource: "secrets", verb: "list"},
-		row{ns: enabled, resource: "secrets", verb: "create"},
+		row{ns: enabled, resource: "secrets", verb: "delete"},
 		row{ns: enabled, resource: "pods", verb: "create"},
 		row{ns: enabled, resource: "pods", verb: "get"},
 		row{ns: enabled, resource: "pods", sub: "exec", verb: "create"},

@@ -194,7 +194,10 @@ func TestATokenSecretWithoutTheLabelIsNotUsed(t *testing.T) {
 			c := ready(e.group("ci"))
 			assert.Equal(t, ReasonSecretNotLabelled, c.Reason)
 			assert.Contains(t, c.Message, "kubectl label secret --namespace runners "+which+" gitea.bpg.pw/runner-token=true")
-			assert.Empty(t, e.tokens, "the token goes nowhere")
+			assert.Zero(t, e.gitea.calls, "no request to Gitea")
+			if which == "api" {
+				assert.Empty(t, e.tokens, "the unlabelled token goes nowhere")
+			}
 			assert.Empty(t, e.jobs())
 		})
 	}
