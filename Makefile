@@ -126,7 +126,7 @@ bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea 
 # when a duration runs out while the fuzzer is minimising a new input, go
 # test reports "context deadline exceeded" as a failure.
 FUZZTIME ?= 50000x
-FUZZ_TARGETS := ./internal/selector:FuzzParse ./internal/assign:FuzzOwner ./internal/state:FuzzDecode ./internal/runnerlabels:FuzzCanRun
+FUZZ_TARGETS := ./internal/selector:FuzzParse ./internal/assign:FuzzOwner ./internal/state:FuzzDecode ./internal/runnerlabels:FuzzCanRun ./internal/giteaurl:FuzzCheck
 
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target for FUZZTIME each.

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
@@ -33,6 +34,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/webhook"
 )
 
@@ -100,6 +102,11 @@ type RunCmd struct {
 	RunnerIdleTimeout  time.Duration `env:"SCALER_RUNNER_IDLE_TIMEOUT" default:"10m" help:"How long a runner beyond the queued jobs stays idle before it is disabled in Gitea and its Job deleted; 0 turns that and the removal of orphan registrations off (both need the runners API)."`
 	RunnerStartTimeout time.Duration `env:"SCALER_RUNNER_START_TIMEOUT" default:"10m" help:"How long a runner Job's pod may take to start before the Job is deleted and the group says why; 0 never deletes one."`
 
+	// Tenancy: what a RunnerGroup's writer may make the scaler do.
+	AllowedGiteaURLs          []string `name:"allowed-gitea-urls" env:"SCALER_ALLOWED_GITEA_URLS" placeholder:"URL" help:"Gitea URLs a group's API token may be sent to (repeat, or comma-separated in the env var): a group's URL needs an entry's scheme, host and port and a path under the entry's. Empty: any host but loopback, link-local and metadata addresses."`
+	TenantClusterRole         string   `env:"SCALER_TENANT_CLUSTER_ROLE" placeholder:"NAME" help:"The ClusterRole that enables a namespace when bound there; named in the message of a group whose namespace is not enabled."`
+	ServiceAccount            string   `env:"SCALER_SERVICE_ACCOUNT" placeholder:"NS:NAME" help:"The scaler's ServiceAccount (namespace:name); named in the message of a group whose namespace is not enabled."`
+	TrustUnlabelledNamespaces bool     `env:"SCALER_TRUST_UNLABELLED_NAMESPACES" help:"Take a namespace without a pod-security.kubernetes.io/enforce label to admit privileged runner pods (the cluster's default level is privileged)."`
 	// The install-wide runner pod template (the chart's runnerTemplate,
 	// mounted from a ConfigMap) and the fields groups may not change.
 	RunnerTemplate       string   `env:"SCALER_RUNNER_TEMPLATE" placeholder:"PATH" type:"path" help:"YAML file with a pod template (metadata and spec) merged over the built-in runner pod and under each group's spec.template; empty for none."`
@@ -190,6 +197,14 @@ func (r *RunCmd) Validate() error {
 	for _, l := range r.DefaultLabels {
 		if strings.TrimSpace(l) == "" || strings.ContainsAny(l, " \t") || runnerlabels.Name(l) == "" {
 			errs = append(errs, fmt.Errorf("--default-labels: invalid label %q", l))
+		}
+	}
+	if _, err := giteaurl.Parse(r.AllowedGiteaURLs); err != nil {
+		errs = append(errs, fmt.Errorf("--allowed-gitea-urls: %w", err))
+	}
+	if r.ServiceAccount != "" {
+		if ns, name, ok := strings.Cut(r.ServiceAccount, ":"); !ok || ns == "" || name == "" {
+			errs = append(errs, fmt.Errorf("--service-account must be namespace:name, got %q", r.ServiceAccount))
 		}
 	}
 	if _, err := r.runnerOptions(); err != nil {
@@ -361,20 +376,21 @@ func (r *RunCmd) kubeConfig() (*rest.Config, error) {
 }
 
 // giteaFactory makes the clients of real Gitea instances, their requests
-// counted by m (nil counts none).
+// counted by m (nil counts none). They share one HTTP client, which checks
+// the allowed Gitea URLs on every dial and redirect, and one transport, so
+// connections are reused.
 func (r *RunCmd) giteaFactory(m *metrics.Metrics) (scaler.GiteaFactory, error) {
-	t := r.giteaTransport
-	if t == nil {
+	base, ok := r.giteaTransport.(*http.Transport)
+	if !ok || base == nil {
 		var err error
-		if t, err = gitea.NewTransport(r.GiteaCAFile); err != nil {
+		if base, err = gitea.NewTransport(r.GiteaCAFile); err != nil {
 			return nil, err
 		}
 	}
+	hc := r.allowedGiteaURLs().HTTPClient(base)
 	if m != nil {
-		t = m.GiteaTransport(t)
+		hc.Transport = m.GiteaTransport(hc.Transport)
 	}
-	// One transport for every client, so connections are reused.
-	hc := &http.Client{Transport: t}
 	return func(baseURL, token string) (gitea.Client, error) {
 		return gitea.NewClient(baseURL, token, gitea.Options{
 			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
@@ -382,6 +398,13 @@ func (r *RunCmd) giteaFactory(m *metrics.Metrics) (scaler.GiteaFactory, error) {
 			OneStatusPerRequest: r.BenchNaive,
 		})
 	}, nil
+}
+
+// allowedGiteaURLs is --allowed-gitea-urls as a policy; Validate has
+// refused a list that does not parse.
+func (r *RunCmd) allowedGiteaURLs() *giteaurl.Policy {
+	p, _ := giteaurl.Parse(r.AllowedGiteaURLs)
+	return p
 }
 
 // scalerConfig is the scaler's part of the flags.
@@ -392,6 +415,9 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, GroupTimeout: r.GroupTimeout, Runner: opts,
 		RunnerIdleTimeout: r.RunnerIdleTimeout, RunnerStartTimeout: r.RunnerStartTimeout,
 		GiteaConcurrency: r.GiteaConcurrency, Naive: r.BenchNaive,
+		AllowedGiteaURLs:          r.allowedGiteaURLs(),
+		Tenancy:                   tenancy.Names{TenantClusterRole: r.TenantClusterRole, ServiceAccount: r.ServiceAccount},
+		TrustUnlabelledNamespaces: r.TrustUnlabelledNamespaces,
 	}, err
 }
 
@@ -412,7 +438,11 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
 		"groupTimeout", r.GroupTimeout, "giteaCAFile", r.GiteaCAFile, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,
-		"runnerTemplate", r.RunnerTemplate, "runnerTemplatePinned", cfg.Runner.Pinned.String())
+		"runnerTemplate", r.RunnerTemplate, "runnerTemplatePinned", cfg.Runner.Pinned.String(),
+		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces)
+	if len(r.AllowedGiteaURLs) == 0 {
+		deps.Log.Warn("no allowed Gitea URLs: a RunnerGroup may send its API token to any host but loopback, link-local and metadata addresses; set --allowed-gitea-urls")
+	}
 	if r.WebhookAddr != "" {
 		stop, err := r.serveWebhook(sc, deps)
 		if err != nil {

@@ -23,9 +23,12 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
@@ -33,6 +36,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 func parse(t *testing.T, args ...string) (*RunCmd, error) {
@@ -117,6 +121,48 @@ func TestLifecycleFlags(t *testing.T) {
 	require.ErrorContains(t, err, "--runner-idle-timeout must be 0 (off) or more")
 }
 
+func TestTenancyFlagsFromEnvironment(t *testing.T) {
+	t.Setenv("SCALER_ALLOWED_GITEA_URLS", "https://gitea.example.com, http://127.0.0.1:3000")
+	t.Setenv("SCALER_TENANT_CLUSTER_ROLE", "gro-gitea-runner-operator-gitea-runners-tenant")
+	t.Setenv("SCALER_SERVICE_ACCOUNT", "gitea-runners:gro-gitea-runner-operator")
+	t.Setenv("SCALER_TRUST_UNLABELLED_NAMESPACES", "true")
+	r, err := parse(t)
+	require.NoError(t, err)
+	cfg, err := r.scalerConfig()
+	require.NoError(t, err)
+	assert.NoError(t, cfg.AllowedGiteaURLs.Check("https://gitea.example.com/sub"))
+	assert.NoError(t, cfg.AllowedGiteaURLs.Check("http://127.0.0.1:3000"))
+	assert.Error(t, cfg.AllowedGiteaURLs.Check("https://other.example.com"))
+	assert.Equal(t, tenancy.Names{TenantClusterRole: "gro-gitea-runner-operator-gitea-runners-tenant", ServiceAccount: "gitea-runners:gro-gitea-runner-operator"}, cfg.Tenancy)
+	assert.True(t, cfg.TrustUnlabelledNamespaces)
+}
+
+// The real Gitea clients refuse, at dial time, a loopback address that no
+// allowed URL names, and reach one that an entry names.
+func TestGiteaClientsDialOnlyAllowedSpecialAddresses(t *testing.T) {
+	srv := giteatest.New()
+	t.Cleanup(srv.Close)
+	srv.AddToken("tok", "root", true)
+
+	r, err := parse(t)
+	require.NoError(t, err)
+	factory, err := r.giteaFactory(nil)
+	require.NoError(t, err)
+	c, err := factory(srv.URL, "tok")
+	require.NoError(t, err)
+	_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
+	require.ErrorIs(t, err, gitea.ErrURLNotAllowed, "the fake Gitea is on loopback")
+
+	r, err = parse(t, "--allowed-gitea-urls", srv.URL)
+	require.NoError(t, err)
+	factory, err = r.giteaFactory(nil)
+	require.NoError(t, err)
+	c, err = factory(srv.URL, "tok")
+	require.NoError(t, err)
+	_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
+	assert.NoError(t, err)
+}
+
 func TestRobustnessFlagsFromEnvironment(t *testing.T) {
 	t.Setenv("SCALER_GROUP_TIMEOUT", "45s")
 	t.Setenv("SCALER_GITEA_MAX_RESPONSE_BYTES", "1048576")
@@ -172,7 +218,7 @@ func TestGiteaClientsBoundAnswers(t *testing.T) {
 	t.Cleanup(srv.Close)
 	srv.AddToken("tok", "root", true)
 	srv.InjectFault(3, giteatest.Fault{LargeBody: 100 << 10})
-	r, err := parse(t, "--gitea-max-response-bytes", "65536")
+	r, err := parse(t, "--gitea-max-response-bytes", "65536", "--allowed-gitea-urls", srv.URL)
 	require.NoError(t, err)
 	factory, err := r.giteaFactory(nil)
 	require.NoError(t, err)
@@ -216,6 +262,10 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 		{name: "too many Gitea listings at once from env", env: map[string]string{"SCALER_GITEA_CONCURRENCY": "65"}, want: "--gitea-concurrency must be between 1 and 64, got 65"},
 		{name: "negative QPS from env", env: map[string]string{"SCALER_KUBE_QPS": "-1"}, want: "--kube-qps must be positive, got -1"},
 		{name: "burst below 1", args: []string{"--kube-burst", "0"}, want: "--kube-burst must be at least 1, got 0"},
+		{name: "allowed Gitea URL without a scheme", env: map[string]string{"SCALER_ALLOWED_GITEA_URLS": "https://ok.example.com,gitea.example.com"},
+			want: `--allowed-gitea-urls: allowed Gitea URL "gitea.example.com": scheme must be http or https`},
+		{name: "allowed Gitea URL with credentials", args: []string{"--allowed-gitea-urls", "https://u:secretpw@gitea.example.com"}, want: "must not carry credentials"},
+		{name: "service account without its namespace", args: []string{"--service-account", "scaler"}, want: `--service-account must be namespace:name, got "scaler"`},
 		{name: "missing runner template", args: []string{"--runner-template", "/nonexistent/runner.yaml"}, want: "--runner-template: open /nonexistent/runner.yaml"},
 		{name: "runner template with a misplaced key", env: map[string]string{"SCALER_RUNNER_TEMPLATE": writeFile(t, "spec:\n  containers:\n  - name: runner\n    tolerations: []\n")},
 			want: `not a pod template (metadata, spec): error unmarshaling JSON: while decoding JSON: json: unknown field "tolerations"`},
@@ -349,12 +399,19 @@ type staticGroups []v1alpha1.RunnerGroup
 // oneGlobalGroup is a cluster with one valid global RunnerGroup and its Secret.
 func oneGlobalGroup() (*fake.Clientset, staticGroups) {
 	kube := fake.NewClientset(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Data: map[string][]byte{"k": []byte("tok")}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{tenancy.LabelEnforce: tenancy.LevelPrivileged}}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Labels: map[string]string{tenancy.SecretLabel: "true"}}, Data: map[string][]byte{"k": []byte("tok")}},
 	)
+	// The namespace is enabled: the scaler may do anything there.
+	kube.PrependReactor("create", "selfsubjectrulesreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		rr := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectRulesReview).DeepCopy()
+		rr.Status.ResourceRules = []authorizationv1.ResourceRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}}
+		return true, rr, nil
+	})
 	return kube, staticGroups{{
 		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", UID: "u"},
 		Spec: v1alpha1.RunnerGroupSpec{
-			Scope: v1alpha1.ScopeGlobal, Gitea: v1alpha1.GiteaSpec{URL: "http://127.0.0.1:1"}, MaxActiveRunners: 1,
+			Scope: v1alpha1.ScopeGlobal, Gitea: v1alpha1.GiteaSpec{URL: "http://gitea.test:1"}, MaxActiveRunners: 1,
 			RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
 			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
 		},

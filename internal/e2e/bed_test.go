@@ -108,6 +108,7 @@ func connectBed() (*bed, error) {
 		return nil, fmt.Errorf("%s lacks GITEA_URL or GITEA_ADMIN_TOKEN", filepath.Join(dir, "gitea.env"))
 	}
 	b.gitea = newGiteaAPI(env["GITEA_URL"], env["GITEA_ADMIN_TOKEN"])
+	bedGiteaURL = env["GITEA_URL"]
 	if err := b.findHelm(); err != nil {
 		return nil, err
 	}

@@ -17,15 +17,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
+// bedGiteaURL is the bed's Gitea, which releases and passes allow.
+var bedGiteaURL string
+
 // namespace creates a namespace named prefix-<random>, with the labels on
-// top of the e2e one, and deletes it (and so everything in it) when the test
+// top of the e2e one and a Pod Security enforce label of privileged (the
+// runner pods are; the labels may say otherwise), and deletes it (and so everything in it) when the test
 // ends. It creates the default ServiceAccount at once: pods need it, and the
 // controller that makes it may be slower than the scaler or the test.
 func (b *bed) namespace(ctx context.Context, t *testing.T, prefix string, labels map[string]string) string {
 	t.Helper()
-	all := map[string]string{"gitea.bpg.pw/e2e": "true"}
+	all := map[string]string{"gitea.bpg.pw/e2e": "true", tenancy.LabelEnforce: tenancy.LevelPrivileged}
 	maps.Copy(all, labels)
 	ns, err := b.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: all},
@@ -56,7 +62,7 @@ func (b *bed) tokenSecret(ctx context.Context, t *testing.T, ns, name, registrat
 	secrets.add(registration)
 	secrets.add(api)
 	_, err := b.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{tenancy.SecretLabel: "true"}},
 		StringData: map[string]string{"registration": registration, "api": api},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)

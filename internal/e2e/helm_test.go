@@ -31,11 +31,15 @@ func (r helmRelease) fullname() string { return r.name + "-" + chartName }
 // baseValues are the values every release here starts from: the scaler
 // image the agent plays, the shared CRD left alone, logs the tests read, and
 // a spawn TTL short enough for a test yet far above a runner's start time.
+//
+// The bed's Gitea is on loopback, which an empty allowedGiteaURLs refuses:
+// the platform team that installs here allows it explicitly.
 func baseValues(watch ...string) map[string]any {
 	return map[string]any{
-		"image":           map[string]any{"repository": scalerImage},
-		"crds":            map[string]any{"install": false},
-		"watchNamespaces": watch,
+		"image":            map[string]any{"repository": scalerImage},
+		"crds":             map[string]any{"install": false},
+		"watchNamespaces":  watch,
+		"allowedGiteaURLs": []string{bedGiteaURL},
 		"scaler": map[string]any{
 			"logFormat": "text",
 			"logLevel":  "debug",

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +24,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 const (
@@ -81,6 +84,9 @@ func (b *bed) startPass(ctx context.Context, t *testing.T, o passOpts) *passRun 
 	for _, ns := range o.namespaces {
 		args = append(args, "-n", ns)
 	}
+	if !slices.ContainsFunc(o.args, func(a string) bool { return strings.HasPrefix(a, "--allowed-gitea-urls") }) {
+		args = append(args, "--allowed-gitea-urls", strings.Join(b.giteaURLsOf(ctx, t, o.namespaces), ","))
+	}
 	args = append(args, o.args...)
 	pctx, cancel := context.WithTimeout(ctx, cmp.Or(o.deadline, passDeadline))
 	cmd := exec.CommandContext(pctx, filepath.Join(b.root, "bin", "gitea-runner-scaler"), args...)
@@ -94,6 +100,25 @@ func (b *bed) startPass(ctx context.Context, t *testing.T, o passOpts) *passRun 
 		t.Fatalf("start the scaler (is bin/gitea-runner-scaler built? scripts/testbed up builds it): %v", err)
 	}
 	return r
+}
+
+// giteaURLsOf are the bed's Gitea and every Gitea URL the groups of the
+// namespaces name (fault proxies on loopback ports of their own): the
+// platform allowing the Gitea it runs, as a pass without its own
+// --allowed-gitea-urls does.
+func (b *bed) giteaURLsOf(ctx context.Context, t *testing.T, namespaces []string) []string {
+	t.Helper()
+	urls := []string{bedGiteaURL}
+	for _, ns := range namespaces {
+		list, err := b.groups(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, g := range list.Items {
+			if u, _, _ := unstructured.NestedString(g.Object, "spec", "gitea", "url"); u != "" && !slices.Contains(urls, u) {
+				urls = append(urls, u)
+			}
+		}
+	}
+	return urls
 }
 
 // wait waits for the pass to end. A pass that outlived passDeadline fails

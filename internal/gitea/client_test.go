@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 )
 
 // jobsReq is the request a listing makes for one page with one status.
@@ -716,6 +717,47 @@ func TestRepoFromURLs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, repoFromURLs(tt.html, tt.api))
+		})
+	}
+}
+
+// The allowed Gitea URLs hold for every request the client sends: a
+// redirect out of the list, and a dial to loopback that no entry names,
+// are stopped before any request leaves, as ErrURLNotAllowed.
+func TestClientRequestsStayWithinTheAllowedURLs(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		elsewhere.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jobs":[],"total_count":0}`))
+	}))
+	t.Cleanup(other.Close)
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
+	}))
+	t.Cleanup(redirecting.Close)
+
+	onlyRedirecting, err := giteaurl.Parse([]string{redirecting.URL})
+	require.NoError(t, err)
+	empty, err := giteaurl.Parse(nil)
+	require.NoError(t, err)
+	tests := []struct {
+		name    string
+		policy  *giteaurl.Policy
+		url     string
+		message string
+	}{
+		{"a redirect to a host not listed", onlyRedirecting, redirecting.URL, "is under none of the allowed Gitea URLs"},
+		{"loopback with an empty list", empty, other.URL, "loopback, link-local or metadata address"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestClient(t, tt.url, adminToken, Options{HTTPClient: tt.policy.HTTPClient(nil)})
+			_, err := c.Snapshot(context.Background(), Target{Scope: ScopeOrg, Owner: "acme"})
+			require.ErrorIs(t, err, ErrURLNotAllowed)
+			assert.Contains(t, err.Error(), tt.message)
+			assert.NotContains(t, err.Error(), adminToken)
+			assert.Zero(t, elsewhere.Load(), "no request reached the host the list does not allow")
 		})
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	sdk "code.gitea.io/sdk/gitea"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 )
 
 // Error kinds. Every error from a request to Gitea is an *APIError whose
@@ -34,6 +36,10 @@ var (
 	// ErrBadResponse: Gitea answered 400 (we sent something it rejects, e.g.
 	// an unknown status) or a 2xx body we cannot decode.
 	ErrBadResponse = errors.New("bad response")
+	// ErrURLNotAllowed: the request was stopped before it left, by the
+	// allowed Gitea URLs (package giteaurl): a redirect elsewhere, or a
+	// host that resolved to a loopback, link-local or metadata address.
+	ErrURLNotAllowed = errors.New("not an allowed Gitea URL")
 )
 
 // APIError is a failed request to Gitea.
@@ -128,6 +134,11 @@ func (c *client) classify(parent context.Context, uri string, resp *sdk.Response
 		if parent.Err() != nil {
 			e.Message = "no complete answer before the caller's deadline"
 		}
+	case errors.Is(err, giteaurl.ErrNotAllowed):
+		// Checked before the status: a refused redirect comes with the
+		// redirect's status.
+		e.Kind = ErrURLNotAllowed
+		e.Message = transportMessage(err)
 	case e.Status == 0:
 		e.Kind = ErrServer
 		e.Message = transportMessage(err)

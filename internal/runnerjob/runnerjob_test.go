@@ -306,6 +306,16 @@ func TestIsActive(t *testing.T) {
 	assert.True(t, IsActive(cond(batchv1.JobSuspended, corev1.ConditionTrue)))
 }
 
+// Workflows are untrusted code: the built-in runner pod gets no
+// Kubernetes credentials.
+func TestBuildMountsNoServiceAccountToken(t *testing.T) {
+	j, err := Build(group(), "ci-abc12", 1, DefaultOptions())
+	require.NoError(t, err)
+	spec := j.Spec.Template.Spec
+	require.NotNil(t, spec.AutomountServiceAccountToken)
+	assert.False(t, *spec.AutomountServiceAccountToken)
+}
+
 // The chart's scaler.giteaCA adds this to the runner template (helm
 // unittest gitea_ca_runner_pods_test.yaml renders the same text): the
 // scaler must accept it as an install-wide template and the runner

@@ -26,6 +26,11 @@ var cannotServe = map[string]bool{
 	ReasonGiteaNotFound:             true,
 	ReasonStateNotOwned:             true,
 	ReasonRegistrationTokenNotOwned: true,
+	// Fixed by the platform or the namespace's owner, not by a retry.
+	ReasonNamespaceNotEnabled:      true,
+	ReasonGiteaURLNotAllowed:       true,
+	ReasonPodSecurityForbidsRunner: true,
+	ReasonSecretNotLabelled:        true,
 }
 
 // assignment builds the pass's one answer to "which group serves this job"

@@ -225,6 +225,9 @@ func TestDryRunWritesNothing(t *testing.T) {
 
 	assert.NoError(t, sum.Err())
 	for _, a := range append(e.kube.Actions(), e.dyn.Actions()...) {
+		if a.GetResource().Resource == "selfsubjectrulesreviews" {
+			continue // a question to the API server, which stores nothing
+		}
 		assert.Contains(t, []string{"get", "list"}, a.GetVerb(), "dry run must not %s %s", a.GetVerb(), a.GetResource().Resource)
 	}
 	assert.Contains(t, e.out.String(), "would create runner Job ci-n0001 for Gitea job 7")

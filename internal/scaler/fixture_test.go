@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +30,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 const (
@@ -117,6 +119,11 @@ type env struct {
 	cms    *optimisticConfigMaps
 	names  atomic.Int64
 	ticks  atomic.Int64
+	// disabled are the namespaces where the scaler lacks the tenant
+	// rights; reviews counts the rules reviews asked per namespace. Both
+	// under mu.
+	disabled map[string]bool
+	reviews  map[string]int
 }
 
 // now is a clock that moves one second per reading, so successive passes
@@ -125,11 +132,30 @@ func (e *env) now() time.Time { return t0.Add(time.Duration(e.ticks.Add(1)) * ti
 
 func newEnv(t testing.TB, groups ...*v1alpha1.RunnerGroup) *env {
 	t.Helper()
-	e := &env{t: t, gitea: &fakeGitea{}, logs: &lockedBuffer{}, out: &lockedBuffer{}}
+	e := &env{t: t, gitea: &fakeGitea{}, logs: &lockedBuffer{}, out: &lockedBuffer{}, reviews: map[string]int{}}
+	runnerToken := map[string]string{tenancy.SecretLabel: "true"}
 	e.kube = fake.NewClientset(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns}, Data: map[string][]byte{"token": []byte(secretToken)}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: ns}, Data: map[string][]byte{"token": []byte("reg-" + secretToken)}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{tenancy.LabelEnforce: tenancy.LevelPrivileged}}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns, Labels: runnerToken}, Data: map[string][]byte{"token": []byte(secretToken)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: ns, Labels: runnerToken}, Data: map[string][]byte{"token": []byte("reg-" + secretToken)}},
 	)
+	e.disabled = map[string]bool{}
+	// The API server answers a rules review with what RBAC grants: the
+	// tenant rules in an enabled namespace (every one but those a test
+	// disables), nothing elsewhere.
+	e.kube.PrependReactor("create", "selfsubjectrulesreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		rr := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectRulesReview).DeepCopy()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.reviews[rr.Spec.Namespace]++
+		if !e.disabled[rr.Spec.Namespace] {
+			for _, r := range tenancy.Rights {
+				rr.Status.ResourceRules = append(rr.Status.ResourceRules, authorizationv1.ResourceRule{
+					APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: []string{r.Verb}})
+			}
+		}
+		return true, rr, nil
+	})
 	e.cms = newOptimisticConfigMaps(e.kube)
 	// The fake tracker does not implement generateName; the API server does.
 	var evs atomic.Int64
@@ -140,6 +166,12 @@ func newEnv(t testing.TB, groups ...*v1alpha1.RunnerGroup) *env {
 		}
 		return false, nil, nil
 	})
+	// Every group's namespace admits privileged runner pods.
+	for _, rg := range groups {
+		if rg.Namespace != ns {
+			_ = e.kube.Tracker().Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rg.Namespace, Labels: map[string]string{tenancy.LabelEnforce: tenancy.LevelPrivileged}}})
+		}
+	}
 	var objs []runtime.Object
 	for _, rg := range groups {
 		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rg) // newGroup sets apiVersion and kind

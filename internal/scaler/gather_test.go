@@ -17,6 +17,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // listingLog records every Snapshot a pass makes, by Gitea URL, token and
@@ -61,7 +62,7 @@ func naive(_ *Deps, c *Config) { c.Naive = true }
 func addSecret(t *testing.T, e *env, namespace, name, value string) {
 	t.Helper()
 	_, err := e.kube.CoreV1().Secrets(namespace).Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{tenancy.SecretLabel: "true"}},
 		Data:       map[string][]byte{"token": []byte(value)},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -214,6 +215,9 @@ func TestSteadyPassWritesNoEventNoConfigMapNoJob(t *testing.T) {
 			writes := func() map[string]int {
 				out := map[string]int{}
 				for _, a := range e.kube.Actions() {
+					if a.GetResource().Resource == "selfsubjectrulesreviews" {
+						continue // a question to the API server, which stores nothing
+					}
 					switch a.GetVerb() {
 					case "create", "update", "patch", "delete":
 						out[a.GetVerb()+" "+a.GetResource().Resource]++

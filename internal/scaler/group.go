@@ -19,6 +19,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // groupRun is one RunnerGroup within a pass: what its steps share.
@@ -53,11 +54,13 @@ type groupRun struct {
 	stats GroupStats
 	// invalid is why the validate step failed, if it did.
 	invalid error
+	// namespaces are the pass's answers on the groups' namespaces.
+	namespaces *namespaces
 }
 
 // passGroup takes one group through every step of a pass on its own.
 func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *assign.Rule) (int, error) {
-	g := s.prepare(ctx, rg, nil)
+	g := s.prepare(ctx, rg, nil, newNamespaces())
 	g.rule = rule
 	return s.finish(ctx, g)
 }
@@ -67,13 +70,15 @@ func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *
 // the group can serve.
 //
 // secrets, when not nil, holds the Secrets the pass has read, so groups
-// of a namespace that name the same Secret read it once.
-func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup, secrets *passSecrets) *groupRun {
+// of a namespace that name the same Secret read it once; nss are the
+// pass's answers on the groups' namespaces.
+func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup, secrets *passSecrets, nss *namespaces) *groupRun {
 	g := &groupRun{
-		rg:    rg,
-		log:   s.log.With("runnergroup", GroupKey(rg)),
-		store: state.Store{Client: s.kube},
-		owner: stateOwner(rg),
+		rg:         rg,
+		log:        s.log.With("runnergroup", GroupKey(rg)),
+		store:      state.Store{Client: s.kube},
+		owner:      stateOwner(rg),
+		namespaces: nss,
 	}
 	g.invalid = s.validate(ctx, g, secrets)
 	if g.invalid != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -105,9 +110,12 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 	return created, err
 }
 
-// validate checks the spec and both token Secrets, and makes the group's
-// Gitea client with the API token. A group without spec.registrationToken
-// gets its registration token minted (regtoken.go).
+// validate checks, in this order, the spec, that its Gitea URL is allowed,
+// that the namespace is enabled, that its Pod Security admits the runner
+// pod, and both token Secrets; then it makes the group's Gitea client with
+// the API token. The checks that need no request come first, and nothing
+// is read in a namespace that is not enabled. A group without
+// spec.registrationToken gets its registration token minted (regtoken.go).
 func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets) error {
 	spec := &g.rg.Spec
 	if err := spec.Validate(); err != nil {
@@ -115,6 +123,12 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 	}
 	if err := runnerjob.CheckTemplate(g.rg, s.cfg.Runner); err != nil {
 		return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
+	}
+	if err := s.cfg.AllowedGiteaURLs.Check(spec.Gitea.URL); err != nil {
+		return newGroupError(ReasonGiteaURLNotAllowed, "spec.gitea.url: %w; the platform team lists the allowed Gitea URLs (chart value allowedGiteaURLs)", err)
+	}
+	if err := s.tenantChecks(ctx, g); err != nil {
+		return err
 	}
 	// Both tokens usually live in one Secret; read each Secret once.
 	secrets := map[string]*corev1.Secret{}
@@ -154,6 +168,31 @@ func APIToken(ctx context.Context, kube kubernetes.Interface, rg *v1alpha1.Runne
 	return s.readSecretKey(ctx, map[string]*corev1.Secret{}, rg.Namespace, "authToken", rg.Spec.AuthToken.SecretRef)
 }
 
+// tenantChecks refuses a group whose namespace is not enabled, or whose
+// namespace's Pod Security would not admit its runner pod.
+func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
+	f := g.namespaces.facts(ctx, s, g.rg.Namespace)
+	switch {
+	case f.err != nil:
+		return newGroupError(ReasonKubernetesError, "%w", f.err)
+	case len(f.missing) > 0:
+		return newGroupError(ReasonNamespaceNotEnabled, "%s", s.cfg.Tenancy.NotEnabledMessage(g.rg.Namespace, f.missing))
+	case f.nsErr != nil:
+		return newGroupError(ReasonKubernetesError, "cannot read namespace %s for its Pod Security labels: %w", g.rg.Namespace, f.nsErr)
+	}
+	// The runner pod as it would be created, with the group's template and
+	// the install's: its shape does not depend on the Gitea job. The
+	// template was checked before, so Build accepts it.
+	job, err := runnerjob.Build(g.rg, runnerjob.NewName(g.rg.Name), 1, s.cfg.Runner)
+	if err != nil {
+		return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
+	}
+	if why := tenancy.PodSecurity(f.ns, &job.Spec.Template.Spec, s.cfg.TrustUnlabelledNamespaces); why != "" {
+		return newGroupError(ReasonPodSecurityForbidsRunner, "%s", why)
+	}
+	return nil
+}
+
 // readSecretKey returns one key of a Secret in the group's namespace,
 // reading the Secret only if read does not hold it yet. Errors name the
 // Secret and key, never the value.
@@ -169,6 +208,12 @@ func (s *Scaler) readSecretKey(ctx context.Context, read map[string]*corev1.Secr
 			return "", newGroupError(ReasonKubernetesError, "spec.%s: cannot read Secret %s/%s: %w", field, namespace, ref.Name, err)
 		}
 		read[ref.Name] = sec
+	}
+	// Checked on every use, however the Secret was read (the pass may
+	// have read it for another group of the namespace).
+	if !tenancy.SecretAllowed(sec) {
+		return "", newGroupError(ReasonSecretNotLabelled, "spec.%s: Secret %s/%s lacks the label %s=true that lets the scaler use it; whoever may change the Secret adds it: kubectl label secret --namespace %s %s %s=true",
+			field, namespace, ref.Name, tenancy.SecretLabel, namespace, ref.Name, tenancy.SecretLabel)
 	}
 	v, ok := sec.Data[ref.Key]
 	if !ok || len(strings.TrimSpace(string(v))) == 0 {

@@ -99,11 +99,11 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	// Validate every group first, so the assignment rule knows which of the
 	// groups this pass serves can serve, before any of them plans.
 	runs := make([]*groupRun, len(groups))
-	secrets := s.passSecrets()
+	secrets, nss := s.passSecrets(), newNamespaces()
 	s.forEachGroup(len(groups), func(i int) {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 		defer cancel()
-		runs[i] = s.prepare(gctx, &groups[i], secrets)
+		runs[i] = s.prepare(gctx, &groups[i], secrets, nss)
 	})
 	rule := s.assignment(ctx, listed, runs)
 	shared := s.gather(ctx, runs)

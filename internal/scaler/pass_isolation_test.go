@@ -19,6 +19,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // refuseListIn makes listing RunnerGroups in namespace fail as it does when
@@ -310,5 +311,5 @@ func TestRotate(t *testing.T) {
 }
 
 func secret(name, token string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{"token": []byte(token)}}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{tenancy.SecretLabel: "true"}}, Data: map[string][]byte{"token": []byte(token)}}
 }

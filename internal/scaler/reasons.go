@@ -51,6 +51,19 @@ const (
 	// ReasonRunnerReapFailed: the lifecycle step could not finish (the
 	// runners API refused, a delete failed); the next pass tries again.
 	ReasonRunnerReapFailed = "RunnerReapFailed"
+	// ReasonNamespaceNotEnabled: the scaler lacks the tenant rights in the
+	// group's namespace; nothing but the status is written for the group.
+	ReasonNamespaceNotEnabled = "NamespaceNotEnabled"
+	// ReasonGiteaURLNotAllowed: spec.gitea.url is not under an allowed
+	// Gitea URL (or, with none listed, is a loopback, link-local or
+	// metadata address); no request was sent there.
+	ReasonGiteaURLNotAllowed = "GiteaURLNotAllowed"
+	// ReasonPodSecurityForbidsRunner: the namespace's Pod Security label
+	// does not admit the privileged runner pod; no Job is created.
+	ReasonPodSecurityForbidsRunner = "PodSecurityForbidsRunner"
+	// ReasonSecretNotLabelled: a token Secret lacks the label that lets
+	// the scaler use it (tenancy.SecretLabel).
+	ReasonSecretNotLabelled = "SecretNotLabelled"
 )
 
 // groupError is a failure of one group, with the condition reason it shows.
@@ -171,6 +184,8 @@ func giteaReason(err error) string {
 		return ReasonGiteaTimeout
 	case errors.Is(err, gitea.ErrBadResponse):
 		return ReasonGiteaBadResponse
+	case errors.Is(err, gitea.ErrURLNotAllowed):
+		return ReasonGiteaURLNotAllowed
 	default:
 		return ReasonGiteaUnavailable
 	}

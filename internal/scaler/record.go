@@ -47,8 +47,9 @@ func (s *Scaler) record(ctx context.Context, g *groupRun, obs *observation, crea
 	if err != nil {
 		g.log.Error("pass failed for RunnerGroup", "reason", reason, "error", message)
 		// A failure that repeats is in the status already; an event every
-		// pass would be thousands an hour at a few hundred groups.
-		if news {
+		// pass would be thousands an hour at a few hundred groups. In a
+		// namespace that is not enabled the scaler may not write one.
+		if news && reason != ReasonNamespaceNotEnabled {
 			s.event(ctx, g.rg, "Warning", reason, message)
 		}
 	}

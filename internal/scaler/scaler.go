@@ -40,9 +40,11 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // GroupClient reads RunnerGroups and writes their status.
@@ -113,6 +115,17 @@ type Config struct {
 	// benchmark's side-by-side numbers (with gitea.Options
 	// OneStatusPerRequest it is the design before sharing).
 	Naive bool
+	// AllowedGiteaURLs are where a group's API token may go; nil is the
+	// empty list (any host but loopback, link-local and metadata ones).
+	// The Gitea factory's HTTP client must apply the same policy at dial
+	// time and on redirects.
+	AllowedGiteaURLs *giteaurl.Policy
+	// Tenancy names how a namespace is enabled, for the message of a group
+	// whose namespace is not.
+	Tenancy tenancy.Names
+	// TrustUnlabelledNamespaces takes a namespace without a Pod Security
+	// enforce label to admit privileged runner pods.
+	TrustUnlabelledNamespaces bool
 }
 
 // DefaultGroupTimeout is Config.GroupTimeout's default: room for a few
@@ -178,6 +191,9 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		return nil, err
 	}
 	s.cfg.Workers = max(cfg.Workers, 1)
+	if s.cfg.AllowedGiteaURLs == nil {
+		s.cfg.AllowedGiteaURLs = &giteaurl.Policy{}
+	}
 	if s.cfg.GiteaConcurrency < 1 {
 		s.cfg.GiteaConcurrency = DefaultGiteaConcurrency
 	}

@@ -154,34 +154,59 @@ app.kubernetes.io/component: listener
 gitea.bpg.pw/listener: {{ .listener | quote }}
 {{- end -}}
 
-{{/* The ServiceAccount the listeners run as. */}}
+{{/*
+The ServiceAccount the listeners run as. serviceAccount.create=false needs
+a name (values.schema.json refuses it without; this fails too, for a chart
+rendered without the schema): falling back to the namespace's "default"
+ServiceAccount would hand the scaler's rights to every pod of the release
+namespace that runs as it.
+*/}}
 {{- define "gitea-runner-operator.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "gitea-runner-operator.fullname" .) .Values.serviceAccount.name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- default "default" .Values.serviceAccount.name -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false (the namespace's default ServiceAccount would get the scaler's rights)" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
 
 {{/*
-What the scaler does, and nothing more: read RunnerGroups and patch their
-status, create/list/get/delete runner Jobs, keep its per-group state
-ConfigMap, read the registration and API token Secrets (and create and
-update <group>-registration-token for a group that leaves
-spec.registrationToken out: the scaler mints it), and record Events.
-The runner lifecycle reads runner pods (did one start, and why not) and
-lists Events (a Job's FailedCreate, when Pod Security Admission or a quota
-refused its pod).
-The ClusterRole and the namespaced Roles share these rules, so the two
-scopes cannot drift apart.
+What the scaler does cluster-wide, and nothing more: list RunnerGroups
+(every namespace's, so that every listener agrees which group serves a job
+several could run: README, "Which group serves a job") and patch their
+status (also a group's whose namespace is not enabled, to say so); get
+namespaces (their Pod Security labels); ask the API server what it may do in
+a namespace (SelfSubjectRulesReviews, and SelfSubjectAccessReviews where the
+rules are not the whole answer).
 */}}
-{{- define "gitea-runner-operator.rules" -}}
+{{- define "gitea-runner-operator.scalerRules" -}}
 - apiGroups: ["gitea.bpg.pw"]
   resources: ["runnergroups"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list"]
 - apiGroups: ["gitea.bpg.pw"]
   resources: ["runnergroups/status"]
   verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get"]
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["selfsubjectrulesreviews", "selfsubjectaccessreviews"]
+  verbs: ["create"]
+{{- end -}}
+
+{{/*
+What the scaler does inside a namespace it serves: create, list, get and
+delete runner Jobs (delete: runners that never started, idle runners; get:
+is an orphan registration's Job gone), keep its per-group state ConfigMap,
+read the registration and API token Secrets (and create and update
+<group>-registration-token for a group that leaves spec.registrationToken
+out: the scaler mints it, and writes only a Secret the group owns), create
+Events on the group and
+list them (a Job's FailedCreate), list runner pods (did one start, and why
+not). The tenant ClusterRole holds these, bound in no namespace by the
+chart unless watchNamespaces lists it. The same list is tenancy.Rights in
+the scaler; the e2e SubjectAccessReview test checks the two agree.
+*/}}
+{{- define "gitea-runner-operator.tenantRules" -}}
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["create", "list", "get", "delete"]
@@ -196,23 +221,30 @@ scopes cannot drift apart.
   verbs: ["create", "list"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list"]
+  verbs: ["list"]
 {{- end -}}
 
 {{/*
-The ClusterRole's name: the full name when it holds every rule (no
-watchNamespaces); with watchNamespaces, where it only reads RunnerGroups,
-the release namespace is part of it, so that namespaced releases of the same
-name in several namespaces (one per team) do not fight over one
-cluster-scoped object.
+The scaler's ClusterRole (cluster-wide reads) and the tenant ClusterRole.
+ClusterRoles are cluster-scoped, so the release namespace is part of both
+names: two releases of one name in two namespaces (one per team) would
+otherwise share, and fight over, one object. `<fullname>-tenant` alone
+could collide that way.
 */}}
 {{- define "gitea-runner-operator.clusterRoleName" -}}
-{{- $name := include "gitea-runner-operator.fullname" . -}}
-{{- if .Values.watchNamespaces -}}
-{{- printf "%s-%s-runnergroup-reader" $name .Release.Namespace -}}
-{{- else -}}
-{{- $name -}}
+{{- printf "%s-%s" (include "gitea-runner-operator.fullname" .) .Release.Namespace -}}
 {{- end -}}
+
+{{- define "gitea-runner-operator.tenantRoleName" -}}
+{{- printf "%s-%s-tenant" (include "gitea-runner-operator.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/*
+The command that enables namespace NS for this release: a RoleBinding of
+the tenant ClusterRole to the scaler's ServiceAccount.
+*/}}
+{{- define "gitea-runner-operator.enableCommand" -}}
+kubectl create rolebinding {{ include "gitea-runner-operator.tenantRoleName" . }} --namespace NS --clusterrole {{ include "gitea-runner-operator.tenantRoleName" . }} --serviceaccount {{ .Release.Namespace }}:{{ include "gitea-runner-operator.serviceAccountName" . }}
 {{- end -}}
 
 {{/*

@@ -138,6 +138,16 @@ spec:
           value: {{ $s.runnerIdleTimeout | toString | quote }}
         - name: SCALER_RUNNER_START_TIMEOUT
           value: {{ $s.runnerStartTimeout | toString | quote }}
+        {{- with $v.allowedGiteaURLs }}
+        - name: SCALER_ALLOWED_GITEA_URLS
+          value: {{ join "," . | quote }}
+        {{- end }}
+        - name: SCALER_TENANT_CLUSTER_ROLE
+          value: {{ include "gitea-runner-operator.tenantRoleName" .root | quote }}
+        - name: SCALER_SERVICE_ACCOUNT
+          value: {{ printf "%s:%s" .root.Release.Namespace (include "gitea-runner-operator.serviceAccountName" .root) | quote }}
+        - name: SCALER_TRUST_UNLABELLED_NAMESPACES
+          value: {{ ternary "true" "false" (eq ($s.trustUnlabelledNamespaces | toString) "true") | quote }}
         {{- if $ca }}
         - name: SCALER_GITEA_CA_FILE
           value: {{ printf "/etc/gitea-runner-scaler/gitea-ca/%s" $ca.key | quote }}

@@ -1,0 +1,55 @@
+package scaler
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
+)
+
+// namespaces is what one pass learns of the namespaces its groups are in:
+// whether each is enabled (the scaler holds tenancy.Rights there) and its
+// Pod Security label. Each is asked once per pass, however many groups the
+// namespace holds, and asked again next pass, so a RoleBinding made or
+// removed counts from the next pass on.
+type namespaces struct {
+	mu   sync.Mutex
+	seen map[string]*namespaceFacts
+}
+
+// namespaceFacts is one namespace's answers. once guards them: the groups
+// of one namespace served at once wait for a single review.
+type namespaceFacts struct {
+	once sync.Once
+	// missing are the rights the scaler lacks there; err is set when the
+	// review itself failed.
+	missing []tenancy.Right
+	err     error
+	// ns is the namespace object, read only once it is enabled.
+	ns    *corev1.Namespace
+	nsErr error
+}
+
+func newNamespaces() *namespaces { return &namespaces{seen: map[string]*namespaceFacts{}} }
+
+// facts returns what the pass knows of namespace name, asking the API
+// server the first time.
+func (n *namespaces) facts(ctx context.Context, s *Scaler, name string) *namespaceFacts {
+	n.mu.Lock()
+	f, ok := n.seen[name]
+	if !ok {
+		f = &namespaceFacts{}
+		n.seen[name] = f
+	}
+	n.mu.Unlock()
+	f.once.Do(func() {
+		f.missing, f.err = tenancy.Missing(ctx, s.kube, name)
+		if f.err == nil && len(f.missing) == 0 {
+			f.ns, f.nsErr = s.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		}
+	})
+	return f
+}

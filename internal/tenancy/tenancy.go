@@ -1,0 +1,137 @@
+// Package tenancy holds the rules that keep a RunnerGroup's writer from
+// gaining, through the scaler, a right they do not hold:
+//
+//   - A namespace is served only where the scaler holds Rights, which the
+//     chart's tenant ClusterRole grants once someone binds it there.
+//     Kubernetes lets only a holder of those rights create that binding
+//     (RBAC escalation prevention), so enabling a namespace gives no one a
+//     power they lacked. Missing asks the API server what the scaler may do
+//     there, so any way of granting the rights works.
+//   - A privileged runner pod is created only in a namespace whose Pod
+//     Security label admits privileged pods (PodSecurity).
+//   - A Secret is read for a group only when it carries SecretLabel.
+package tenancy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Right is one verb on one resource.
+type Right struct {
+	Group, Resource, Verb string
+}
+
+// String reads like "create jobs.batch" or "get secrets".
+func (r Right) String() string {
+	if r.Group == "" {
+		return r.Verb + " " + r.Resource
+	}
+	return r.Verb + " " + r.Resource + "." + r.Group
+}
+
+// Rights are what the scaler does inside a namespace it serves, and so the
+// rules of the chart's tenant ClusterRole (an e2e test checks the installed
+// chart against this list):
+//   - runner Jobs: create; list (observe); get (is an orphan's Job gone);
+//     delete (runners that never started, idle runners);
+//   - the state ConfigMap: get, create, update;
+//   - the registration and API token Secrets: get; create and update the
+//     minted <group>-registration-token (only one the group owns);
+//   - Events: create (on the group), list (a Job's FailedCreate);
+//   - runner pods: list (did one start, and why not).
+var Rights = []Right{
+	{"batch", "jobs", "create"}, {"batch", "jobs", "list"}, {"batch", "jobs", "get"}, {"batch", "jobs", "delete"},
+	{"", "configmaps", "get"}, {"", "configmaps", "create"}, {"", "configmaps", "update"},
+	{"", "secrets", "get"}, {"", "secrets", "create"}, {"", "secrets", "update"},
+	{"", "events", "create"}, {"", "events", "list"},
+	{"", "pods", "list"},
+}
+
+// Missing returns the Rights the caller lacks in namespace; none means the
+// namespace is enabled. It asks once with a SelfSubjectRulesReview; only
+// when the API server says that answer is incomplete (an authorizer other
+// than RBAC, such as a webhook, may allow more) does it ask a
+// SelfSubjectAccessReview for each right the rules do not show.
+func Missing(ctx context.Context, kube kubernetes.Interface, namespace string) ([]Right, error) {
+	rr, err := kube.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
+		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: namespace},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("cannot review the scaler's rights in namespace %s: %w", namespace, err)
+	}
+	var missing []Right
+	for _, r := range Rights {
+		if !covered(rr.Status.ResourceRules, r) {
+			missing = append(missing, r)
+		}
+	}
+	if !rr.Status.Incomplete || len(missing) == 0 {
+		return missing, nil
+	}
+	var still []Right
+	for _, r := range missing {
+		ar, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Group: r.Group, Resource: r.Resource, Verb: r.Verb,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("cannot review the scaler's right to %s in namespace %s: %w", r, namespace, err)
+		}
+		if !ar.Status.Allowed {
+			still = append(still, r)
+		}
+	}
+	return still, nil
+}
+
+// covered reports whether a rule grants r on every object of its resource
+// (a rule limited to resourceNames does not: the scaler names Jobs and
+// ConfigMaps it has not made yet).
+func covered(rules []authorizationv1.ResourceRule, r Right) bool {
+	has := func(list []string, v string) bool { return slices.Contains(list, v) || slices.Contains(list, "*") }
+	for _, rule := range rules {
+		if len(rule.ResourceNames) == 0 && has(rule.APIGroups, r.Group) && has(rule.Resources, r.Resource) && has(rule.Verbs, r.Verb) {
+			return true
+		}
+	}
+	return false
+}
+
+// Names says how a namespace is enabled for one scaler: the tenant
+// ClusterRole and the scaler's ServiceAccount ("namespace:name"), both as
+// the chart names them. Empty fields make the advice generic.
+type Names struct {
+	TenantClusterRole string
+	ServiceAccount    string
+}
+
+// EnableCommand is the command that enables namespace, or what to grant
+// when the names are not known.
+func (n Names) EnableCommand(namespace string) string {
+	if n.TenantClusterRole == "" || n.ServiceAccount == "" {
+		return "grant the scaler's ServiceAccount the rules of the chart's tenant ClusterRole in namespace " + namespace
+	}
+	return fmt.Sprintf("kubectl create rolebinding %s --namespace %s --clusterrole %s --serviceaccount %s",
+		n.TenantClusterRole, namespace, n.TenantClusterRole, n.ServiceAccount)
+}
+
+// NotEnabledMessage says why a group of namespace is not served.
+func (n Names) NotEnabledMessage(namespace string, missing []Right) string {
+	shown := make([]string, 0, 3)
+	for _, r := range missing[:min(len(missing), 3)] {
+		shown = append(shown, r.String())
+	}
+	if len(missing) > 3 {
+		shown = append(shown, fmt.Sprintf("and %d more", len(missing)-3))
+	}
+	return fmt.Sprintf("namespace %s is not enabled for this scaler (it may not %s there); someone who holds those rights there enables it with: %s",
+		namespace, strings.Join(shown, ", "), n.EnableCommand(namespace))
+}
