@@ -26,6 +26,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 const (
@@ -94,7 +95,7 @@ func newWorld(t *testing.T) *world {
 			Name: "runner", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "act_runner:nope"`}},
 		}}},
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tokens"}, Data: map[string][]byte{"api": []byte(token + "\n"), "reg": []byte("r")}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tokens", Labels: runnerTokenLabel}, Data: map[string][]byte{"api": []byte(token + "\n"), "reg": []byte("r")}}
 	kube := fake.NewSimpleClientset(secret, rj, pod)
 
 	require.NoError(t, srv.Load(giteatest.Scene{
@@ -261,7 +262,7 @@ func TestExplainUsesAnotherGroupsTokenWhenOneFails(t *testing.T) {
 	ctx := context.Background()
 	_, err = w.deps.Groups.(runnergroups.Client).Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = w.deps.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-tokens"},
+	_, err = w.deps.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-tokens", Labels: runnerTokenLabel},
 		Data: map[string][]byte{"api": []byte("revoked-token")}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -384,3 +385,7 @@ func TestExplainPointsAtTheWarmPoolsIdleRunners(t *testing.T) {
 	assert.Equal(t, VerdictIdleRunner, rep.Verdict)
 	assert.Contains(t, rep.Explanation, "At its last pass ci/gpu had 1 idle runner(s) (1 kept by its warm pool): Gitea gives a queued job to an idle runner whose labels fit when that runner next asks, so this job needs no new runner.")
 }
+
+// runnerTokenLabel lets the scaler's rules use a token Secret (see
+// tenancy.SecretLabel); why reads tokens by the same rules.
+var runnerTokenLabel = map[string]string{tenancy.SecretLabel: "true"}
