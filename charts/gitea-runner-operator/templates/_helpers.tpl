@@ -135,7 +135,7 @@ scopes cannot drift apart.
   verbs: ["create", "list", "get", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "create", "update"]
+  verbs: ["get", "list", "create", "update"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
