@@ -120,7 +120,10 @@ func TestStatusChangedIgnoresOnlyAFreshLastCheckTime(t *testing.T) {
 		now    time.Time
 		want   bool
 	}{
-		{"only lastCheckTime moved", func(s *v1alpha1.RunnerGroupStatus) { later := metav1.NewTime(t0.Add(time.Minute)); s.LastCheckTime = &later }, t0.Add(time.Minute), false},
+		{"only lastCheckTime moved", func(s *v1alpha1.RunnerGroupStatus) {
+			later := metav1.NewTime(t0.Add(time.Minute))
+			s.LastCheckTime = &later
+		}, t0.Add(time.Minute), false},
 		{"a count changed", func(s *v1alpha1.RunnerGroupStatus) { s.QueuedJobs = 3 }, t0.Add(time.Second), true},
 		{"a condition's message changed", func(s *v1alpha1.RunnerGroupStatus) { s.Conditions[0].Message = "n" }, t0.Add(time.Second), true},
 		{"the generation moved", func(s *v1alpha1.RunnerGroupStatus) { s.ObservedGeneration = 4 }, t0.Add(time.Second), true},
