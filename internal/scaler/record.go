@@ -26,8 +26,9 @@ const (
 	ConditionScalingActive = "ScalingActive"
 )
 
-// record tells the group how its pass went: the status always, and for a
-// failure an error log and, when the failure is news, a Warning event.
+// record tells the group how its pass went: the status when it changed
+// (see statusChanged), and for a failure an error log and, when the
+// failure is news, a Warning event.
 //
 // It writes on a context of its own, detached from the group's: a pass
 // cancelled by SIGTERM or a group past its deadline still has its outcome
