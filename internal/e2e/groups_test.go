@@ -9,6 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,13 +124,16 @@ func statusLine(rg *v1alpha1.RunnerGroup) string {
 	return line
 }
 
-// waitPasses waits until the group's status shows n more passes than now
-// (lastCheckTime moved n times), so that a test can say "for several
-// passes, this did not happen".
+// waitPasses waits until n more passes than now have served the group, so
+// that a test can say "for several passes, this did not happen"; n = 0
+// waits for the group's first recorded pass. A pass that changes nothing
+// writes no status (lastCheckTime moves only with a change or every
+// scaler.StatusHeartbeat), so passes are counted by the listeners' own
+// "group recorded" log line, which every pass writes for every group it
+// served at debug level (the e2e listeners log at debug).
 func (b *bed) waitPasses(ctx context.Context, t *testing.T, ns, name string, n int, dump func() string, check func(ctx context.Context) error) {
 	t.Helper()
-	var last time.Time
-	seen := -1
+	start := -1
 	waitUntil(ctx, t, stepWait, fmt.Sprintf("%d more passes over RunnerGroup %s/%s", n, ns, name), dump, func(ctx context.Context) (bool, string, error) {
 		if check != nil {
 			if err := check(ctx); err != nil {
@@ -138,13 +144,34 @@ func (b *bed) waitPasses(ctx context.Context, t *testing.T, ns, name string, n i
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		if rg.Status.LastCheckTime == nil {
-			return false, statusLine(rg), nil
+		if rg.Status.LastCheckTime == nil || n == 0 {
+			return rg.Status.LastCheckTime != nil, statusLine(rg), nil
 		}
-		if ts := rg.Status.LastCheckTime.Time; !ts.Equal(last) {
-			last = ts
-			seen++
+		seen := b.passesLogged(ns, name)
+		if start < 0 {
+			start = seen
 		}
-		return seen >= n, statusLine(rg), nil
+		return seen-start >= n, fmt.Sprintf("%d of %d passes; %s", seen-start, n, statusLine(rg)), nil
 	})
+}
+
+// passesLogged counts the "group recorded" lines for ns/name in every
+// listener's log on the bed (the agent appends each container's output to
+// TESTBED_DIR/logs/pods/<namespace>_<pod>_<container>.log as it comes).
+func (b *bed) passesLogged(ns, name string) int {
+	files, _ := filepath.Glob(filepath.Join(b.dir, "logs", "pods", "*_listener.log"))
+	group := "runnergroup=" + ns + "/" + name + " "
+	count := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.Contains(line, `msg="group recorded"`) && strings.Contains(line, group) {
+				count++
+			}
+		}
+	}
+	return count
 }

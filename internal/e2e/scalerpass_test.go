@@ -12,12 +12,14 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,6 +59,47 @@ type passRun struct {
 	start    time.Time
 	cancel   context.CancelFunc
 	deadline time.Duration
+	// hwm is the highest VmHWM sampled (bytes); stop ends the sampling
+	// and sampled says it has ended.
+	hwm     atomic.Int64
+	stop    chan struct{}
+	sampled chan struct{}
+}
+
+// rssSampleEvery paces the sampling of a pass's VmHWM.
+const rssSampleEvery = 5 * time.Millisecond
+
+// sampleHWM reads the process's VmHWM from /proc until stop or its exit.
+// getrusage cannot give a child's own peak: Go starts children with
+// vfork, and exec carries the parent's (this test's) high-water mark into
+// the child's ru_maxrss. VmHWM belongs to the process's own memory after
+// exec (Start returns only once exec succeeded); being a high-water mark,
+// sampling misses only a rise in the last few milliseconds before exit.
+func (r *passRun) sampleHWM(pid int) {
+	defer close(r.sampled)
+	file := fmt.Sprintf("/proc/%d/status", pid)
+	tick := time.NewTicker(rssSampleEvery)
+	defer tick.Stop()
+	for {
+		raw, err := os.ReadFile(file)
+		// Once reaped, the pid could be another process's.
+		if err != nil || !strings.Contains(string(raw), "Name:\tgitea-runner-sc") {
+			return
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				if err == nil && kib*1024 > r.hwm.Load() {
+					r.hwm.Store(kib * 1024)
+				}
+			}
+		}
+		select {
+		case <-r.stop:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // passResult is how a pass ended.
@@ -64,10 +107,9 @@ type passResult struct {
 	exit int
 	log  string
 	took time.Duration
-	// peakRSS is the process's peak resident memory in bytes: the kernel's
-	// high-water mark (VmHWM in /proc/<pid>/status), as getrusage reports
-	// it once the process has ended, so a spike just before the exit is
-	// not missed by sampling.
+	// peakRSS is the process's own peak resident memory in bytes: the
+	// kernel's high-water mark (VmHWM in /proc/<pid>/status) sampled every
+	// rssSampleEvery while it ran (see sampleHWM).
 	peakRSS int64
 }
 
@@ -94,11 +136,13 @@ func (b *bed) startPass(ctx context.Context, t *testing.T, o passOpts) *passRun 
 	cmd.Env = []string{"HOME=" + t.TempDir()}
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	r := &passRun{cmd: cmd, out: out, start: time.Now(), cancel: cancel, deadline: cmp.Or(o.deadline, passDeadline)}
+	r := &passRun{cmd: cmd, out: out, start: time.Now(), cancel: cancel, deadline: cmp.Or(o.deadline, passDeadline),
+		stop: make(chan struct{}), sampled: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatalf("start the scaler (is bin/gitea-runner-scaler built? scripts/testbed up builds it): %v", err)
 	}
+	go r.sampleHWM(cmd.Process.Pid)
 	return r
 }
 
@@ -127,10 +171,9 @@ func (r *passRun) wait(t *testing.T) passResult {
 	t.Helper()
 	defer r.cancel()
 	err := r.cmd.Wait()
-	res := passResult{exit: r.cmd.ProcessState.ExitCode(), log: r.out.String(), took: time.Since(r.start)}
-	if ru, ok := r.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		res.peakRSS = ru.Maxrss * 1024 // KiB on Linux
-	}
+	close(r.stop)
+	<-r.sampled
+	res := passResult{exit: r.cmd.ProcessState.ExitCode(), log: r.out.String(), took: time.Since(r.start), peakRSS: r.hwm.Load()}
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
 		t.Fatalf("scaler pass: %v\n%s", err, redact(tail(res.log, 40)))

@@ -68,13 +68,19 @@ func (s *Scaler) claim(ctx context.Context, g *groupRun) ([]plan.Claim, *observa
 // the group does not own is never overwritten.
 func (s *Scaler) loadClaims(ctx context.Context, g *groupRun) (state.Loaded, error) {
 	loaded, err := g.store.Load(ctx, g.owner)
+	return loaded, claimsError(err)
+}
+
+// claimsError is a failure to read a group's state in the group's words.
+func claimsError(err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, state.ErrNotOurs):
-		return loaded, newGroupError(ReasonStateNotOwned, "%w", err)
-	case err != nil:
-		return loaded, newGroupError(ReasonKubernetesError, "%w", err)
+		return newGroupError(ReasonStateNotOwned, "%w", err)
+	default:
+		return newGroupError(ReasonKubernetesError, "%w", err)
 	}
-	return loaded, nil
 }
 
 // untrustedState says why the loaded claims cannot be trusted, or "" when

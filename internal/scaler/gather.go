@@ -13,6 +13,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
 // listingKey names one Gitea listing that groups can share: the same Gitea,
@@ -63,12 +64,12 @@ type sharedListing struct {
 }
 
 // gather reads, before any group plans, what several groups would
-// otherwise each read: the runner Jobs and pods of every namespace once
-// (two requests per namespace instead of two per group), then every
-// distinct Gitea listing once, up to Config.GiteaConcurrency at a time.
-// It keeps the order a lone group's claim step reads in: each group's
-// state ConfigMap (still one read per group), then the runner Jobs, then
-// Gitea. A runner Job seen finished had its Gitea job finished before the
+// otherwise each read: the state ConfigMaps, runner Jobs and pods of every
+// namespace once (three requests per namespace instead of three per
+// group), then every distinct Gitea listing once, up to
+// Config.GiteaConcurrency at a time. It keeps the order a lone group's
+// claim step reads in: the group's state ConfigMap, then the runner Jobs,
+// then Gitea. A runner Job seen finished had its Gitea job finished before the
 // listing, so no listing shows as queued a job whose runner is gone; and
 // the state is written back only if no pass changed it since it was read.
 //
@@ -97,19 +98,17 @@ func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
 	// The state first: a Jobs list older than the state read could miss a
 	// runner Job whose claim another pass has already dropped from the
 	// state (it drops a claim once its Job is listed), and plan a second
-	// runner for that job.
-	forEach(len(runs), s.cfg.Workers, func(i int) {
-		g := runs[i]
-		if g.invalid != nil {
-			return
+	// runner for that job. So each namespace's states are read before its
+	// Jobs.
+	byNamespace := map[string][]*groupRun{}
+	for _, g := range runs {
+		if g.invalid == nil {
+			byNamespace[g.rg.Namespace] = append(byNamespace[g.rg.Namespace], g)
 		}
-		ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
-		defer cancel()
-		g.preloaded, g.preloadErr = s.loadClaims(ctx, g)
-		g.hasPreload = true
-	})
+	}
 	nsViews := make([]*namespaceView, len(namespaces))
 	forEach(len(namespaces), s.cfg.Workers, func(i int) {
+		s.loadStates(ctx, namespaces[i], byNamespace[namespaces[i]])
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 		defer cancel()
 		nsViews[i] = s.readNamespace(ctx, namespaces[i])
@@ -129,6 +128,54 @@ func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
 		out.listings[k] = views[i]
 	}
 	return out
+}
+
+// loadStates reads the state ConfigMaps of a namespace's groups for their
+// first claim attempt: all with one list (by the label every state
+// ConfigMap carries), so a steady pass reads them in one request per
+// namespace, not one per group. A group whose ConfigMap the list lacks
+// had none when the list was read, unless it was served before: then its
+// ConfigMap was deleted or lost its label, and a read of its own tells
+// which (a missing state is rebuilt from the runner Jobs, with a Warning;
+// a merely unlabelled one is read as it is, and the next write puts the
+// label back). When the list fails (a Role without list on ConfigMaps),
+// each group reads its own, as it did before the list.
+//
+// Every read here comes before the namespace's Jobs list, and claim writes
+// under the resourceVersion read, listed or not: a state that changed since
+// is a conflict, and the plan is made again from fresh reads.
+func (s *Scaler) loadStates(ctx context.Context, namespace string, groups []*groupRun) {
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
+	listed, err := state.Store{Client: s.kube}.List(lctx, namespace, v1alpha1.LabelRunnerGroupName)
+	cancel()
+	if err != nil {
+		s.log.Warn("cannot list the state ConfigMaps; reading each group's own", "namespace", namespace, "error", err)
+	}
+	var own []*groupRun
+	for _, g := range groups {
+		if err != nil {
+			own = append(own, g)
+			continue
+		}
+		loaded, ok, lerr := listed.Load(g.owner)
+		switch {
+		case ok:
+			g.preloaded, g.preloadErr = loaded, claimsError(lerr)
+		case g.rg.Status.LastCheckTime == nil:
+			g.preloaded = state.Loaded{Claims: state.Claims{}}
+		default:
+			own = append(own, g)
+			continue
+		}
+		g.hasPreload = true
+	}
+	forEach(len(own), s.cfg.Workers, func(i int) {
+		g := own[i]
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
+		defer cancel()
+		g.preloaded, g.preloadErr = s.loadClaims(ctx, g)
+		g.hasPreload = true
+	})
 }
 
 // readNamespace lists every runner Job and runner pod of a namespace.

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -11,12 +12,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -156,10 +161,9 @@ func kubeCalls(e *env) map[string]int {
 	return out
 }
 
-// TestPassReadsEachNamespaceOnce: runner Jobs and pods are listed once per
-// namespace, a Secret that several groups name is read once, and each
-// group still reads its own state ConfigMap; the naive design reads all of
-// it per group.
+// TestPassReadsEachNamespaceOnce: state ConfigMaps, runner Jobs and pods
+// are listed once per namespace and a Secret that several groups name is
+// read once; the naive design reads all of it per group.
 func TestPassReadsEachNamespaceOnce(t *testing.T) {
 	var groups []*v1alpha1.RunnerGroup
 	for i := range 3 {
@@ -172,10 +176,10 @@ func TestPassReadsEachNamespaceOnce(t *testing.T) {
 		want  map[string]int
 	}{
 		{name: "shared", setup: func(*Deps, *Config) {}, want: map[string]int{
-			"list jobs": 2, "list pods": 2, "get secrets": 4, "get configmaps": 6,
+			"list jobs": 2, "list pods": 2, "get secrets": 4, "list configmaps": 2, "get configmaps": 0,
 		}},
 		{name: "naive", setup: naive, want: map[string]int{
-			"list jobs": 6, "list pods": 6, "get secrets": 12, "get configmaps": 6,
+			"list jobs": 6, "list pods": 6, "get secrets": 12, "list configmaps": 0, "get configmaps": 6,
 		}},
 	}
 	for _, tt := range tests {
@@ -316,4 +320,55 @@ func (f failingOrg) Snapshot(ctx context.Context, t gitea.Target) (gitea.Snapsho
 		return gitea.Snapshot{}, &gitea.APIError{Kind: gitea.ErrServer, Status: 503, URL: "/api/v1/orgs/" + f.org + "/actions/jobs"}
 	}
 	return f.fakeGitea.Snapshot(ctx, t)
+}
+
+// TestStatesListedPerNamespaceFallBackToTheirOwnRead: a group served before
+// whose state ConfigMap the list lacks reads its own (the ConfigMap lost
+// its label, or was deleted), and when the list is refused every group
+// reads its own; either way no job gets a second runner and a merely
+// unlabelled state is neither rebuilt nor reported.
+func TestStatesListedPerNamespaceFallBackToTheirOwnRead(t *testing.T) {
+	tests := []struct {
+		name        string
+		change      func(t *testing.T, e *env)
+		wantGets    int
+		wantRebuilt bool
+	}{
+		{name: "listed", change: func(*testing.T, *env) {}, wantGets: 0},
+		{name: "unlabelled ConfigMap", wantGets: 1, change: func(t *testing.T, e *env) {
+			cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), state.ConfigMapName("a"), metav1.GetOptions{})
+			require.NoError(t, err)
+			cm.Labels = nil
+			e.cms.write(t, e.kube, cm)
+		}},
+		{name: "deleted ConfigMap", wantGets: 1, wantRebuilt: true, change: func(t *testing.T, e *env) {
+			require.NoError(t, e.kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), state.ConfigMapName("a"), metav1.DeleteOptions{}))
+		}},
+		{name: "list refused", wantGets: 2, change: func(_ *testing.T, e *env) {
+			e.kube.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewForbidden(corev1.Resource("configmaps"), "", errors.New("no list"))
+			})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, newGroup("a", 5), newGroup("b", 5))
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+			e.pass()
+			e.pass()
+			tt.change(t, e)
+			e.kube.ClearActions()
+
+			sum := e.pass()
+
+			require.Empty(t, sum.Failed)
+			assert.Equal(t, tt.wantGets, kubeCalls(e)["get configmaps"])
+			assert.Equal(t, map[int64]int{1: 1}, e.giteaJobsServed(), "no second runner")
+			rebuilt := false
+			for _, ev := range e.events() {
+				rebuilt = rebuilt || ev.Reason == ReasonStateRebuilt
+			}
+			assert.Equal(t, tt.wantRebuilt, rebuilt)
+		})
+	}
 }

@@ -1,13 +1,19 @@
 package scaler
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
 
@@ -40,4 +46,101 @@ func TestGiteaFailureKeepsLastObservation(t *testing.T) {
 	assert.EqualValues(t, 1, st.QueuedJobs, "an outage does not show as an empty queue")
 	assert.Equal(t, ReasonGiteaTimeout, meta.FindStatusCondition(st.Conditions, ConditionReady).Reason)
 	assert.Len(t, e.jobs(), 1)
+}
+
+// statusPatches counts the status patches the passes since the last call
+// sent, by group name.
+func (e *env) statusPatches() map[string]int {
+	e.t.Helper()
+	out := map[string]int{}
+	for _, a := range e.dyn.Actions() {
+		if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
+			out[a.(k8stesting.PatchAction).GetName()]++
+		}
+	}
+	e.dyn.ClearActions()
+	return out
+}
+
+// kubeWrites counts the writes to the Kubernetes API (ConfigMaps, Jobs,
+// Events) since the last call. A SelfSubjectRulesReview is a create that
+// stores nothing (the pass asking what it may do in a namespace), so it is
+// not a write.
+func (e *env) kubeWrites() []string {
+	e.t.Helper()
+	var out []string
+	for _, a := range e.kube.Actions() {
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete":
+			if strings.HasPrefix(a.GetResource().Resource, "selfsubject") {
+				continue
+			}
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+		}
+	}
+	e.kube.ClearActions()
+	return out
+}
+
+func TestSteadyPassPatchesOnlyTheStatusesThatChanged(t *testing.T) {
+	e := newEnv(t, newGroup("a", 5), newGroup("b", 5))
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "gpu")}}
+
+	e.pass()
+	assert.Equal(t, map[string]int{"a": 1, "b": 1}, e.statusPatches(), "the first pass records every group")
+	e.kubeWrites()
+	first := e.group("a").Status.LastCheckTime
+
+	e.pass()
+	assert.Empty(t, e.statusPatches(), "nothing changed: no status written")
+	assert.Empty(t, e.kubeWrites(), "nothing changed: no ConfigMap, Job or Event written")
+	assert.Equal(t, first, e.group("a").Status.LastCheckTime, "lastCheckTime stays while nothing else changes")
+
+	u, err := e.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Get(context.Background(), "b", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedField(u.Object, int64(7), "spec", "maxActiveRunners"))
+	_, err = e.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Update(context.Background(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	e.dyn.ClearActions()
+	e.pass()
+	assert.Equal(t, map[string]int{"b": 1}, e.statusPatches(), "only the group whose status changed (its cap in ScalingActive's message)")
+	assert.NotEqual(t, first, e.group("b").Status.LastCheckTime, "a changed status carries the pass's lastCheckTime")
+
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "gpu"), queued(2, "gpu")}}
+	e.pass()
+	assert.Empty(t, e.statusPatches(), "a job no group serves changes no status")
+
+	e.ticks.Add(int64(StatusHeartbeat / time.Second))
+	e.pass()
+	assert.Equal(t, map[string]int{"a": 1, "b": 1}, e.statusPatches(), "past the heartbeat lastCheckTime is refreshed though nothing else changed")
+	assert.True(t, e.group("a").Status.LastCheckTime.After(first.Time))
+}
+
+func TestStatusChangedIgnoresOnlyAFreshLastCheckTime(t *testing.T) {
+	checked := metav1.NewTime(t0)
+	base := v1alpha1.RunnerGroupStatus{QueuedJobs: 2, LastCheckTime: &checked, ObservedGeneration: 3,
+		Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReconciled, Message: "m", LastTransitionTime: checked}}}
+	tests := []struct {
+		name   string
+		mutate func(*v1alpha1.RunnerGroupStatus)
+		now    time.Time
+		want   bool
+	}{
+		{"only lastCheckTime moved", func(s *v1alpha1.RunnerGroupStatus) {
+			later := metav1.NewTime(t0.Add(time.Minute))
+			s.LastCheckTime = &later
+		}, t0.Add(time.Minute), false},
+		{"a count changed", func(s *v1alpha1.RunnerGroupStatus) { s.QueuedJobs = 3 }, t0.Add(time.Second), true},
+		{"a condition's message changed", func(s *v1alpha1.RunnerGroupStatus) { s.Conditions[0].Message = "n" }, t0.Add(time.Second), true},
+		{"the generation moved", func(s *v1alpha1.RunnerGroupStatus) { s.ObservedGeneration = 4 }, t0.Add(time.Second), true},
+		{"the heartbeat is due", func(*v1alpha1.RunnerGroupStatus) {}, t0.Add(StatusHeartbeat), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next := *base.DeepCopy()
+			tt.mutate(&next)
+			assert.Equal(t, tt.want, statusChanged(&base, &next, tt.now))
+		})
+	}
+	assert.True(t, statusChanged(&v1alpha1.RunnerGroupStatus{}, &base, t0), "a group never checked is recorded")
 }

@@ -25,6 +25,13 @@ func (r *recordingObserver) ObservePass(sum Summary, _ time.Duration, _ error) {
 	r.sums = append(r.sums, sum)
 }
 
+// summaries are the passes observed so far.
+func (r *recordingObserver) summaries() []Summary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Summary(nil), r.sums...)
+}
+
 type fixedCounter struct{ calls int }
 
 // Requests answers 10 Gitea and 100 Kubernetes requests more per call.

@@ -61,6 +61,11 @@ func (s Store) Load(ctx context.Context, o Owner) (Loaded, error) {
 	if err != nil {
 		return Loaded{}, fmt.Errorf("cannot read ConfigMap %s/%s: %w", o.Namespace, ConfigMapName(o.Name), err)
 	}
+	return loaded(cm, o)
+}
+
+// loaded is the state a ConfigMap holds for o, however it was read.
+func loaded(cm *corev1.ConfigMap, o Owner) (Loaded, error) {
 	if !ownedBy(cm, o.UID) {
 		return Loaded{}, fmt.Errorf("ConfigMap %s/%s: %w", o.Namespace, cm.Name, ErrNotOurs)
 	}
@@ -69,6 +74,39 @@ func (s Store) Load(ctx context.Context, o Owner) (Loaded, error) {
 		return Loaded{Claims: Claims{}, ResourceVersion: cm.ResourceVersion, Corrupt: derr}, nil
 	}
 	return Loaded{Claims: claims, ResourceVersion: cm.ResourceVersion, data: cm.Data}, nil
+}
+
+// Listed is a namespace's state ConfigMaps as one list read them, by name.
+type Listed map[string]*corev1.ConfigMap
+
+// List reads, with one request, the ConfigMaps of a namespace that match
+// selector (the label every state ConfigMap carries): a pass over many
+// groups of a namespace reads their states at once instead of one request
+// each. Each keeps the resourceVersion it was listed with, so Save stays
+// conditional on exactly what was read, as after Load.
+func (s Store) List(ctx context.Context, namespace, selector string) (Listed, error) {
+	list, err := s.Client.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("cannot list ConfigMaps of namespace %s: %w", namespace, err)
+	}
+	out := make(Listed, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// Load is o's state from the list, as Store.Load would have read it when
+// the list was read. ok is false when the list holds no ConfigMap of o's
+// name: it did not exist then, or it lacks the label the list selected by
+// (Store.Load tells which).
+func (l Listed) Load(o Owner) (_ Loaded, ok bool, _ error) {
+	cm, ok := l[ConfigMapName(o.Name)]
+	if !ok {
+		return Loaded{}, false, nil
+	}
+	ld, err := loaded(cm, o)
+	return ld, true, err
 }
 
 // Save writes next over what Load returned, only if nobody wrote in

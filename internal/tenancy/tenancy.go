@@ -41,14 +41,14 @@ func (r Right) String() string {
 // chart against this list):
 //   - runner Jobs: create; list (observe); get (is an orphan's Job gone);
 //     delete (runners that never started, idle runners);
-//   - the state ConfigMap: get, create, update;
+//   - the state ConfigMaps: get, list (once per namespace and pass), create, update;
 //   - the registration and API token Secrets: get; create and update the
 //     minted <group>-registration-token (only one the group owns);
 //   - Events: create (on the group), list (a Job's FailedCreate);
 //   - runner pods: list (did one start, and why not).
 var Rights = []Right{
 	{"batch", "jobs", "create"}, {"batch", "jobs", "list"}, {"batch", "jobs", "get"}, {"batch", "jobs", "delete"},
-	{"", "configmaps", "get"}, {"", "configmaps", "create"}, {"", "configmaps", "update"},
+	{"", "configmaps", "get"}, {"", "configmaps", "list"}, {"", "configmaps", "create"}, {"", "configmaps", "update"},
 	{"", "secrets", "get"}, {"", "secrets", "create"}, {"", "secrets", "update"},
 	{"", "events", "create"}, {"", "events", "list"},
 	{"", "pods", "list"},

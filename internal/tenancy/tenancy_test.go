@@ -46,7 +46,7 @@ func (r *reviews) client() *fake.Clientset {
 // tenantRules are the chart's tenant ClusterRole rules.
 var tenantRules = []authorizationv1.ResourceRule{
 	{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"create", "list", "get", "delete"}},
-	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}},
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "update"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "list"}},
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
@@ -64,7 +64,7 @@ func TestMissingTellsAnEnabledNamespaceByItsRules(t *testing.T) {
 		{
 			name:    "no rules: every right is missing, and complete rules need no further review",
 			r:       reviews{},
-			missing: []string{"create jobs.batch", "list jobs.batch", "get jobs.batch", "delete jobs.batch", "get configmaps", "create configmaps", "update configmaps", "get secrets", "create secrets", "update secrets", "create events", "list events", "list pods"},
+			missing: []string{"create jobs.batch", "list jobs.batch", "get jobs.batch", "delete jobs.batch", "get configmaps", "list configmaps", "create configmaps", "update configmaps", "get secrets", "create secrets", "update secrets", "create events", "list events", "list pods"},
 		},
 		{
 			name: "rules limited to resource names do not count",
@@ -111,7 +111,7 @@ func TestNotEnabledMessageNamesTheCommand(t *testing.T) {
 	n := Names{TenantClusterRole: "gro-gitea-runner-operator-gitea-runners-tenant", ServiceAccount: "gitea-runners:gro-gitea-runner-operator"}
 	msg := n.NotEnabledMessage("team-a", Rights)
 	assert.Contains(t, msg, "kubectl create rolebinding gro-gitea-runner-operator-gitea-runners-tenant --namespace team-a --clusterrole gro-gitea-runner-operator-gitea-runners-tenant --serviceaccount gitea-runners:gro-gitea-runner-operator")
-	assert.Contains(t, msg, "create jobs.batch, list jobs.batch, get jobs.batch, and 10 more")
+	assert.Contains(t, msg, "create jobs.batch, list jobs.batch, get jobs.batch, and 11 more")
 	assert.Contains(t, Names{}.NotEnabledMessage("team-a", Rights[:1]), "tenant ClusterRole in namespace team-a")
 }
 

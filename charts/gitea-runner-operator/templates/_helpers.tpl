@@ -196,7 +196,7 @@ rules are not the whole answer).
 {{/*
 What the scaler does inside a namespace it serves: create, list, get and
 delete runner Jobs (delete: runners that never started, idle runners; get:
-is an orphan registration's Job gone), keep its per-group state ConfigMap,
+is an orphan registration's Job gone), keep its per-group state ConfigMaps (listed once per namespace and pass),
 read the registration and API token Secrets (and create and update
 <group>-registration-token for a group that leaves spec.registrationToken
 out: the scaler mints it, and writes only a Secret the group owns), create
@@ -212,7 +212,7 @@ the scaler; the e2e SubjectAccessReview test checks the two agree.
   verbs: ["create", "list", "get", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "create", "update"]
+  verbs: ["get", "list", "create", "update"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create", "update"]

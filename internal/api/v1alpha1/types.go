@@ -62,7 +62,7 @@ const (
 // +kubebuilder:printcolumn:name="Running",type=integer,priority=1,JSONPath=".status.runningJobs",description="Gitea jobs in progress on this group's runners."
 // +kubebuilder:printcolumn:name="Blocked",type=integer,priority=1,JSONPath=".status.blockedJobs",description="Matching Gitea jobs that wait for their needs or an approval."
 // +kubebuilder:printcolumn:name="URL",type=string,priority=1,JSONPath=".spec.gitea.url",description="Base URL of the Gitea instance."
-// +kubebuilder:printcolumn:name="Last Check",type=date,priority=1,JSONPath=".status.lastCheckTime",description="When the scaler last asked Gitea for this group's jobs."
+// +kubebuilder:printcolumn:name="Last Check",type=date,priority=1,JSONPath=".status.lastCheckTime",description="When a pass that changed the status asked Gitea; refreshed at least every 5m while the group is served."
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 
 // RunnerGroup is a pool of ephemeral Gitea Actions runners: the scaler starts
@@ -329,8 +329,10 @@ type RunnerGroupStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	WarmRunners int32 `json:"warmRunners"`
 
-	// LastCheckTime is when the scaler last asked Gitea for this group's
-	// jobs.
+	// LastCheckTime is when a pass that changed this status asked Gitea
+	// for the group's jobs. A pass that changes nothing writes no status,
+	// so it is refreshed on its own only every few minutes (the scaler's
+	// status heartbeat, 5m) while the group is served.
 	LastCheckTime *metav1.Time `json:"lastCheckTime,omitempty"`
 
 	// ObservedGeneration is the metadata.generation of the spec the last
