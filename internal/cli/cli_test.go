@@ -355,7 +355,7 @@ func oneGlobalGroup() (*fake.Clientset, staticGroups) {
 		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", UID: "u"},
 		Spec: v1alpha1.RunnerGroupSpec{
 			Scope: v1alpha1.ScopeGlobal, Gitea: v1alpha1.GiteaSpec{URL: "http://127.0.0.1:1"}, MaxActiveRunners: 1,
-			RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
+			RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
 			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
 		},
 	}}

@@ -271,7 +271,7 @@ func (b *bed) benchGroups(ctx context.Context, t *testing.T, ns, giteaURL, token
 					Labels:            []string{"bench-nobody"},
 					DefaultLabels:     &off,
 					MaxActiveRunners:  5,
-					RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "bench-tokens", Key: "registration"}},
+					RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "bench-tokens", Key: "registration"}},
 					AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "bench-tokens", Key: "api"}},
 				}
 				rg := &v1alpha1.RunnerGroup{

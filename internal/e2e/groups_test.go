@@ -36,7 +36,7 @@ func (b *bed) groupSpec(fx scopeFixture, secret string, max int32, labels ...str
 		Gitea:             v1alpha1.GiteaSpec{URL: b.gitea.admin.URL()},
 		Labels:            labels,
 		MaxActiveRunners:  max,
-		RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: secret, Key: "registration"}},
+		RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: secret, Key: "registration"}},
 		AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: secret, Key: "api"}},
 	}
 }

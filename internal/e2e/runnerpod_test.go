@@ -231,7 +231,7 @@ func TestRunnerRecipesAgainstPodSecurity(t *testing.T) {
 					Spec: v1alpha1.RunnerGroupSpec{
 						Scope: v1alpha1.ScopeOrg, Org: "acme", Gitea: v1alpha1.GiteaSpec{URL: "https://gitea.example.com"},
 						Labels: []string{"ubuntu-latest:host"}, MaxActiveRunners: 1, Template: r.template,
-						RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "tokens", Key: "registration"}},
+						RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "tokens", Key: "registration"}},
 					},
 				}
 				if r.name == "default" {

@@ -34,6 +34,8 @@ type sceneOpts struct {
 	template *corev1.PodTemplateSpec
 	// minIdle is the group's spec.minIdleRunners (the warm pool).
 	minIdle int32
+	// mintToken leaves spec.registrationToken out: the scaler mints it.
+	mintToken bool
 }
 
 // scene is what servedGroup made.
@@ -79,6 +81,9 @@ func (b *bed) servedGroup(ctx context.Context, t *testing.T, o sceneOpts) scene 
 	spec := b.groupSpec(s.fx, secret, o.max, s.label)
 	spec.Template = o.template
 	spec.MinIdleRunners = o.minIdle
+	if o.mintToken {
+		spec.RegistrationToken = nil
+	}
 	s.rg = b.createGroup(ctx, t, s.ns, s.group, nil, spec)
 	s.dump = func() string { return b.dumpNamespaces(namespaces...) + b.gitea.jobsLine(s.fx.repo) }
 	return s

@@ -336,12 +336,15 @@ func reserve(pod *corev1.PodTemplateSpec, rg *v1alpha1.RunnerGroup, name string,
 	pod.Labels = labels
 	pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 
+	// The token is only ever referenced, never copied into the Job: the
+	// Secret is spec.registrationToken's or the one the scaler minted.
+	regToken := rg.RegistrationTokenRef()
 	ours := []corev1.EnvVar{
 		{Name: "GITEA_INSTANCE_URL", Value: rg.Spec.Gitea.URL},
 		{Name: "GITEA_RUNNER_REGISTRATION_TOKEN", ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: rg.Spec.RegistrationToken.SecretRef.Name},
-				Key:                  rg.Spec.RegistrationToken.SecretRef.Key,
+				LocalObjectReference: corev1.LocalObjectReference{Name: regToken.Name},
+				Key:                  regToken.Key,
 			},
 		}},
 		{Name: "GITEA_RUNNER_EPHEMERAL", Value: "true"},

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
@@ -22,7 +23,7 @@ func group() *v1alpha1.RunnerGroup {
 			Gitea:             v1alpha1.GiteaSpec{URL: "https://gitea.example.com"},
 			Labels:            []string{"gpu", "ubuntu-latest:docker://my/image"},
 			MaxActiveRunners:  3,
-			RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "reg", Key: "token"}},
+			RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "reg", Key: "token"}},
 			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "api", Key: "token"}},
 		},
 	}
@@ -88,6 +89,19 @@ func TestBuildNeverCarriesASecretValue(t *testing.T) {
 	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
 		assert.NotContains(t, e.Name, "AUTH", "the API token stays with the scaler")
 	}
+}
+
+func TestBuildReferencesTheMintedSecretWithoutARegistrationToken(t *testing.T) {
+	rg := group()
+	rg.Spec.RegistrationToken = nil
+	j, err := Build(rg, "ci-x2v7k", 1, DefaultOptions())
+	require.NoError(t, err)
+	reg := env(j.Spec.Template.Spec.Containers[0])["GITEA_RUNNER_REGISTRATION_TOKEN"]
+	assert.Empty(t, reg.Value, "the minted token stays in its Secret")
+	require.NotNil(t, reg.ValueFrom)
+	require.NotNil(t, reg.ValueFrom.SecretKeyRef)
+	assert.Equal(t, "ci-registration-token", reg.ValueFrom.SecretKeyRef.Name)
+	assert.Equal(t, "token", reg.ValueFrom.SecretKeyRef.Key)
 }
 
 // A restarted container must register afresh: nothing that survives a
@@ -290,4 +304,61 @@ func TestIsActive(t *testing.T) {
 	assert.False(t, IsActive(cond(batchv1.JobFailed, corev1.ConditionTrue)), "a failed Job frees its slot before its TTL")
 	assert.True(t, IsActive(cond(batchv1.JobFailed, corev1.ConditionFalse)))
 	assert.True(t, IsActive(cond(batchv1.JobSuspended, corev1.ConditionTrue)))
+}
+
+// The chart's scaler.giteaCA adds this to the runner template (helm
+// unittest gitea_ca_runner_pods_test.yaml renders the same text): the
+// scaler must accept it as an install-wide template and the runner
+// container must end up with the mount and SSL_CERT_DIR, whatever a
+// group's template adds beside them.
+const chartGiteaCATemplate = `
+spec:
+  containers:
+  - env:
+    - name: SSL_CERT_DIR
+      value: /etc/ssl/certs:/etc/gitea-ca
+    name: runner
+    volumeMounts:
+    - mountPath: /etc/gitea-ca
+      name: gitea-ca
+      readOnly: true
+  volumes:
+  - configMap:
+      items:
+      - key: bundle.pem
+        path: ca.crt
+      name: corp-ca
+      optional: true
+    name: gitea-ca
+`
+
+func TestBuildCarriesTheChartsGiteaCAIntoTheRunner(t *testing.T) {
+	var tmpl corev1.PodTemplateSpec
+	require.NoError(t, yaml.UnmarshalStrict([]byte(chartGiteaCATemplate), &tmpl))
+	opts := DefaultOptions()
+	opts.Template = &tmpl
+	require.NoError(t, CheckInstallTemplate(opts), "an install-wide template the scaler accepts")
+	rg := group()
+	rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "runner", Env: []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy"}}}},
+		Volumes:    []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+	}}
+	require.NoError(t, CheckTemplate(rg, opts))
+	j, err := Build(rg, "ci-x2v7k", 1, opts)
+	require.NoError(t, err)
+	pod := j.Spec.Template.Spec
+	runner := pod.Containers[0]
+	assert.Equal(t, DefaultImage, runner.Image, "the built-in runner, merged")
+	assert.Equal(t, "/etc/ssl/certs:/etc/gitea-ca", env(runner)["SSL_CERT_DIR"].Value)
+	assert.Equal(t, "http://proxy", env(runner)["HTTPS_PROXY"].Value)
+	assert.Contains(t, runner.VolumeMounts, corev1.VolumeMount{Name: "gitea-ca", MountPath: "/etc/gitea-ca", ReadOnly: true})
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	require.Contains(t, vols, "gitea-ca")
+	require.NotNil(t, vols["gitea-ca"].ConfigMap)
+	assert.Equal(t, "corp-ca", vols["gitea-ca"].ConfigMap.Name)
+	assert.True(t, *vols["gitea-ca"].ConfigMap.Optional, "a namespace without the bundle still runs runners")
+	assert.Contains(t, vols, "cache")
 }

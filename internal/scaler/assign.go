@@ -17,14 +17,15 @@ import (
 // (timeouts, conflicts) are not here: a group that flaps must not move jobs
 // back and forth.
 var cannotServe = map[string]bool{
-	ReasonInvalidSpec:       true,
-	ReasonInvalidTemplate:   true,
-	ReasonSecretNotFound:    true,
-	ReasonSecretKeyMissing:  true,
-	ReasonGiteaUnauthorized: true,
-	ReasonGiteaForbidden:    true,
-	ReasonGiteaNotFound:     true,
-	ReasonStateNotOwned:     true,
+	ReasonInvalidSpec:               true,
+	ReasonInvalidTemplate:           true,
+	ReasonSecretNotFound:            true,
+	ReasonSecretKeyMissing:          true,
+	ReasonGiteaUnauthorized:         true,
+	ReasonGiteaForbidden:            true,
+	ReasonGiteaNotFound:             true,
+	ReasonStateNotOwned:             true,
+	ReasonRegistrationTokenNotOwned: true,
 }
 
 // assignment builds the pass's one answer to "which group serves this job"

@@ -51,6 +51,22 @@ type fakeGitea struct {
 	// barrier, when set, runs before answering, outside the lock: a pass
 	// asks Gitea after it read the state and before it writes it.
 	barrier func()
+	// regToken is what minting a registration token answers (regErr
+	// fails it); mints counts the requests.
+	regToken string
+	regErr   error
+	mints    int
+}
+
+func (f *fakeGitea) RegistrationToken(_ context.Context, t gitea.Target) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mints++
+	f.seen = append(f.seen, t)
+	if f.regErr != nil {
+		return "", f.regErr
+	}
+	return f.regToken, nil
 }
 
 func (f *fakeGitea) Snapshot(_ context.Context, t gitea.Target) (gitea.Snapshot, error) {
@@ -79,7 +95,7 @@ func newGroup(name string, max int32, mutate ...func(*v1alpha1.RunnerGroup)) *v1
 			Scope: v1alpha1.ScopeOrg, Org: "acme",
 			Gitea:             v1alpha1.GiteaSpec{URL: "https://gitea.example.com"},
 			MaxActiveRunners:  max,
-			RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "reg", Key: "token"}},
+			RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "reg", Key: "token"}},
 			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "api", Key: "token"}},
 		},
 	}

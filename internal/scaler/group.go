@@ -105,7 +105,8 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 }
 
 // validate checks the spec and both token Secrets, and makes the group's
-// Gitea client with the API token.
+// Gitea client with the API token. A group without spec.registrationToken
+// gets its registration token minted (regtoken.go).
 func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets) error {
 	spec := &g.rg.Spec
 	if err := spec.Validate(); err != nil {
@@ -116,22 +117,27 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 	}
 	// Both tokens usually live in one Secret; read each Secret once.
 	secrets := map[string]*corev1.Secret{}
+	regRef := g.rg.RegistrationTokenRef()
 	if shared != nil {
-		shared.preload(ctx, s, g.rg.Namespace, secrets, spec.AuthToken.SecretRef.Name, spec.RegistrationToken.SecretRef.Name)
+		shared.preload(ctx, s, g.rg.Namespace, secrets, spec.AuthToken.SecretRef.Name, regRef.Name)
 	}
 	token, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "authToken", spec.AuthToken.SecretRef)
 	if err != nil {
 		return err
 	}
-	// The registration token is only referenced by the runner Jobs, never
-	// read into the scaler's memory for use; checking it here turns a
-	// typo into a condition instead of runner pods stuck in
-	// CreateContainerConfigError.
-	if _, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "registrationToken", spec.RegistrationToken.SecretRef); err != nil {
-		return err
-	}
 	if g.gitea, err = s.gitea(spec.Gitea.URL, token); err != nil {
 		return newGroupError(ReasonGiteaUnavailable, "cannot create Gitea client for %s: %w", spec.Gitea.URL, err)
+	}
+	if g.rg.MintsRegistrationToken() {
+		if err := s.ensureRegistrationToken(ctx, g, secrets); err != nil {
+			return err
+		}
+	} else if _, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "registrationToken", regRef); err != nil {
+		// The registration token is only referenced by the runner Jobs,
+		// never read into the scaler's memory for use; checking it here
+		// turns a typo into a condition instead of runner pods stuck in
+		// CreateContainerConfigError.
+		return err
 	}
 	g.key = newListingKey(spec, token)
 	g.runnerLabels = runnerlabels.NewSet(runnerlabels.ForGroup(spec, s.cfg.Runner.DefaultLabels))

@@ -32,12 +32,16 @@ const (
 	ReasonGroupTimeout      = "GroupTimeout"
 	ReasonStateConflict     = "StateConflict"
 	ReasonStateNotOwned     = "StateNotOwned"
-	ReasonStateRebuilt      = "StateRebuilt"
-	ReasonJobCreateFailed   = "RunnerJobCreateFailed"
-	ReasonRunnerCreated     = "RunnerJobCreated"
-	ReasonScaling           = "Scaling"
-	ReasonPaused            = "Paused"
-	ReasonAtCapacity        = "AtCapacity"
+	// ReasonRegistrationTokenNotOwned: the group has no
+	// spec.registrationToken and a Secret <group>-registration-token
+	// exists that the group does not own, so none is minted.
+	ReasonRegistrationTokenNotOwned = "RegistrationTokenNotOwned"
+	ReasonStateRebuilt              = "StateRebuilt"
+	ReasonJobCreateFailed           = "RunnerJobCreateFailed"
+	ReasonRunnerCreated             = "RunnerJobCreated"
+	ReasonScaling                   = "Scaling"
+	ReasonPaused                    = "Paused"
+	ReasonAtCapacity                = "AtCapacity"
 	// ReasonRunnerStartTimeout: a runner Job's pod did not start within
 	// the runner start timeout, and the Job was deleted.
 	ReasonRunnerStartTimeout = "RunnerStartTimeout"

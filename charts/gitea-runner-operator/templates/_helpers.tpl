@@ -44,6 +44,56 @@ secret, and key. Both set is refused: which one wins would be a guess.
 {{- end -}}
 {{- end -}}
 
+{{/*
+The runner template the scaler reads, as YAML ({} when empty): runnerTemplate,
+plus, when scaler.giteaCA is set and giteaCA.runnerPods is not false, the same
+bundle for the runner pods (the runners talk to Gitea too): a volume gitea-ca
+from the ConfigMap or Secret of the same name in the runner pod's own
+namespace (a pod cannot mount another namespace's; optional, so a namespace
+without it still runs runners, trusting only the public CAs), mounted at
+/etc/gitea-ca in the runner container, and SSL_CERT_DIR naming the image's
+CA directory and it. SSL_CERT_DIR adds to the system roots for Go programs
+(act_runner, dockerd), where SSL_CERT_FILE would replace them. A runner
+container in runnerTemplate that sets SSL_CERT_DIR itself keeps its own.
+*/}}
+{{- define "gitea-runner-operator.runnerTemplate" -}}
+{{- $tpl := deepCopy (.Values.runnerTemplate | default dict) -}}
+{{- $ca := include "gitea-runner-operator.giteaCA" . | fromYaml -}}
+{{- if and $ca (ne (toString (.Values.scaler.giteaCA | default dict).runnerPods) "false") -}}
+{{- $items := list (dict "key" $ca.key "path" "ca.crt") -}}
+{{- $vol := dict "name" "gitea-ca" -}}
+{{- if $ca.configMap -}}
+{{- $_ := set $vol "configMap" (dict "name" $ca.configMap "optional" true "items" $items) -}}
+{{- else -}}
+{{- $_ := set $vol "secret" (dict "secretName" $ca.secret "optional" true "items" $items) -}}
+{{- end -}}
+{{- $spec := get $tpl "spec" | default dict -}}
+{{- $_ := set $spec "volumes" (append (get $spec "volumes" | default list) $vol) -}}
+{{- $mount := dict "name" "gitea-ca" "mountPath" "/etc/gitea-ca" "readOnly" true -}}
+{{- $env := dict "name" "SSL_CERT_DIR" "value" "/etc/ssl/certs:/etc/gitea-ca" -}}
+{{- $containers := list -}}
+{{- $found := false -}}
+{{- range (get $spec "containers" | default list) -}}
+{{- if eq .name "runner" -}}
+{{- $found = true -}}
+{{- $_ := set . "volumeMounts" (append (get . "volumeMounts" | default list) $mount) -}}
+{{- $own := false -}}
+{{- range (get . "env" | default list) -}}{{- if eq .name "SSL_CERT_DIR" -}}{{- $own = true -}}{{- end -}}{{- end -}}
+{{- if not $own -}}
+{{- $_ := set . "env" (append (get . "env" | default list) $env) -}}
+{{- end -}}
+{{- end -}}
+{{- $containers = append $containers . -}}
+{{- end -}}
+{{- if not $found -}}
+{{- $containers = append $containers (dict "name" "runner" "volumeMounts" (list $mount) "env" (list $env)) -}}
+{{- end -}}
+{{- $_ := set $spec "containers" $containers -}}
+{{- $_ := set $tpl "spec" $spec -}}
+{{- end -}}
+{{- toYaml $tpl -}}
+{{- end -}}
+
 {{/* The scaler image tag: image.tag, else the chart's appVersion. */}}
 {{- define "gitea-runner-operator.imageTag" -}}
 {{- default .Chart.AppVersion .Values.image.tag -}}
@@ -116,7 +166,9 @@ gitea.bpg.pw/listener: {{ .listener | quote }}
 {{/*
 What the scaler does, and nothing more: read RunnerGroups and patch their
 status, create/list/get/delete runner Jobs, keep its per-group state
-ConfigMap, read the registration and API token Secrets, and record Events.
+ConfigMap, read the registration and API token Secrets (and create and
+update <group>-registration-token for a group that leaves
+spec.registrationToken out: the scaler mints it), and record Events.
 The runner lifecycle reads runner pods (did one start, and why not) and
 lists Events (a Job's FailedCreate, when Pod Security Admission or a quota
 refused its pod).
@@ -138,7 +190,7 @@ scopes cannot drift apart.
   verbs: ["get", "list", "create", "update"]
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get"]
+  verbs: ["get", "create", "update"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "list"]

@@ -17,10 +17,11 @@ Argument: dict "root" $ "listener" <an entry of gitea-runner-operator.listeners>
 {{- $v := .root.Values -}}
 {{- $s := $v.scaler -}}
 {{- $ca := include "gitea-runner-operator.giteaCA" .root | fromYaml -}}
+{{- $rt := include "gitea-runner-operator.runnerTemplate" .root | fromYaml -}}
 metadata:
   labels:
     {{- include "gitea-runner-operator.listenerLabels" (dict "root" .root "listener" .listener.name) | nindent 4 }}
-  {{- with $v.runnerTemplate }}
+  {{- with $rt }}
   annotations:
     # A changed runnerTemplate restarts a looping scaler, which reads it once.
     checksum/runner-template: {{ toYaml . | sha256sum | quote }}
@@ -40,7 +41,7 @@ spec:
       type: RuntimeDefault
   nodeSelector:
     kubernetes.io/os: linux
-  {{- if or $ca $v.runnerTemplate }}
+  {{- if or $ca $rt }}
   volumes:
   {{- end }}
   {{- if $ca }}
@@ -56,7 +57,7 @@ spec:
           - key: {{ $ca.key | quote }}
             path: {{ $ca.key | quote }}
   {{- end }}
-  {{- if $v.runnerTemplate }}
+  {{- if $rt }}
     - name: runner-template
       configMap:
         name: {{ include "gitea-runner-operator.runnerTemplateName" .root }}
@@ -141,7 +142,7 @@ spec:
         - name: SCALER_GITEA_CA_FILE
           value: {{ printf "/etc/gitea-runner-scaler/gitea-ca/%s" $ca.key | quote }}
         {{- end }}
-        {{- if $v.runnerTemplate }}
+        {{- if $rt }}
         - name: SCALER_RUNNER_TEMPLATE
           value: /etc/gitea-runner-scaler/runner-template/runner-template.yaml
         {{- end }}
@@ -149,14 +150,14 @@ spec:
         - name: SCALER_RUNNER_TEMPLATE_PINNED
           value: {{ join "," . | quote }}
         {{- end }}
-      {{- if or $ca $v.runnerTemplate }}
+      {{- if or $ca $rt }}
       volumeMounts:
         {{- if $ca }}
         - name: gitea-ca
           mountPath: /etc/gitea-runner-scaler/gitea-ca
           readOnly: true
         {{- end }}
-        {{- if $v.runnerTemplate }}
+        {{- if $rt }}
         - name: runner-template
           mountPath: /etc/gitea-runner-scaler/runner-template
           readOnly: true

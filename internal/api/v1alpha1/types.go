@@ -189,9 +189,13 @@ type RunnerGroupSpec struct {
 	MinIdleRunners int32 `json:"minIdleRunners,omitempty"`
 
 	// RegistrationToken points at the runner registration token of the
-	// group's scope, in a Secret in the RunnerGroup's namespace.
+	// group's scope, in a Secret in the RunnerGroup's namespace. Optional:
+	// left out, the scaler mints the scope's registration token through
+	// the Gitea API with spec.authToken and keeps it in the Secret
+	// "<name>-registration-token" (key "token"), which the group owns.
+	// +optional
 	// +kubebuilder:validation:XValidation:rule="self.secretRef.key != '.' && self.secretRef.key != '..' && !self.secretRef.key.startsWith('..')",message="spec.registrationToken.secretRef.key is not a valid Secret key: it must not be '.' or '..' or start with '..'",fieldPath=".secretRef.key"
-	RegistrationToken SecretKeySelector `json:"registrationToken"`
+	RegistrationToken *SecretKeySelector `json:"registrationToken,omitempty"`
 
 	// AuthToken points at a Gitea API token that can list the scope's
 	// Actions jobs, in a Secret in the RunnerGroup's namespace.

@@ -72,8 +72,10 @@ func (s *RunnerGroupSpec) Validate() error {
 	if !s.UsesDefaultLabels() && len(s.Labels) == 0 {
 		bad("spec.labels must name at least one label when spec.defaultLabels is false")
 	}
-	if r := s.RegistrationToken.SecretRef; r.Name == "" || r.Key == "" {
-		bad("spec.registrationToken.secretRef needs both name and key")
+	if s.RegistrationToken != nil {
+		if r := s.RegistrationToken.SecretRef; r.Name == "" || r.Key == "" {
+			bad("spec.registrationToken.secretRef needs both name and key")
+		}
 	}
 	if r := s.AuthToken.SecretRef; r.Name == "" || r.Key == "" {
 		bad("spec.authToken.secretRef needs both name and key")
@@ -93,4 +95,30 @@ func (s *RunnerGroupSpec) Owner() string {
 // to the group's own: unless spec.defaultLabels is false.
 func (s *RunnerGroupSpec) UsesDefaultLabels() bool {
 	return s.DefaultLabels == nil || *s.DefaultLabels
+}
+
+// MintedRegistrationTokenKey is the key of the registration token in the
+// Secret the scaler mints for a group without spec.registrationToken.
+const MintedRegistrationTokenKey = "token"
+
+// MintedRegistrationTokenSecret names the Secret that holds the registration
+// token the scaler mints for the group named group. RunnerGroup names are
+// at most 50 characters, so the name stays a valid Secret name.
+func MintedRegistrationTokenSecret(group string) string {
+	return group + "-registration-token"
+}
+
+// RegistrationTokenRef is where the group's runners read their registration
+// token: spec.registrationToken when set, else the Secret the scaler mints.
+func (rg *RunnerGroup) RegistrationTokenRef() SecretRef {
+	if rg.Spec.RegistrationToken != nil {
+		return rg.Spec.RegistrationToken.SecretRef
+	}
+	return SecretRef{Name: MintedRegistrationTokenSecret(rg.Name), Key: MintedRegistrationTokenKey}
+}
+
+// MintsRegistrationToken reports whether the scaler mints the group's
+// registration token (spec.registrationToken is left out).
+func (rg *RunnerGroup) MintsRegistrationToken() bool {
+	return rg.Spec.RegistrationToken == nil
 }

@@ -21,7 +21,7 @@ func TestValidate(t *testing.T) {
 			Gitea:             v1alpha1.GiteaSpec{URL: "https://gitea.example.com"},
 			Labels:            []string{"self-hosted", "linux:host", "ubuntu-latest:docker://node:20"},
 			MaxActiveRunners:  5,
-			RegistrationToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "tokens", Key: "registration"}},
+			RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "tokens", Key: "registration"}},
 			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "tokens", Key: "api"}},
 		}
 	}
@@ -67,6 +67,7 @@ func TestValidate(t *testing.T) {
 			change: func(s *v1alpha1.RunnerGroupSpec) { s.RegistrationToken.SecretRef.Key = "" },
 			want:   "spec.registrationToken.secretRef needs both name and key",
 		},
+		"registration token left out: the scaler mints it": {change: func(s *v1alpha1.RunnerGroupSpec) { s.RegistrationToken = nil }},
 		"auth name missing": {
 			change: func(s *v1alpha1.RunnerGroupSpec) { s.AuthToken.SecretRef.Name = "" },
 			want:   "spec.authToken.secretRef needs both name and key",
@@ -91,6 +92,32 @@ func TestOwner(t *testing.T) {
 	assert.Equal(t, "acme", (&v1alpha1.RunnerGroupSpec{Org: "acme"}).Owner())
 	assert.Equal(t, "alice", (&v1alpha1.RunnerGroupSpec{User: "alice"}).Owner())
 	assert.Empty(t, (&v1alpha1.RunnerGroupSpec{}).Owner())
+}
+
+func TestRegistrationTokenRef(t *testing.T) {
+	tests := map[string]struct {
+		spec  *v1alpha1.SecretKeySelector
+		want  v1alpha1.SecretRef
+		mints bool
+	}{
+		"spec.registrationToken set: its Secret": {
+			spec: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "tokens", Key: "reg"}},
+			want: v1alpha1.SecretRef{Name: "tokens", Key: "reg"},
+		},
+		"left out: the Secret the scaler mints, named for the group": {
+			want:  v1alpha1.SecretRef{Name: "build-registration-token", Key: "token"},
+			mints: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rg := &v1alpha1.RunnerGroup{}
+			rg.Name = "build"
+			rg.Spec.RegistrationToken = tc.spec
+			assert.Equal(t, tc.want, rg.RegistrationTokenRef())
+			assert.Equal(t, tc.mints, rg.MintsRegistrationToken())
+		})
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

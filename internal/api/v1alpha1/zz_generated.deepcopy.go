@@ -98,7 +98,11 @@ func (in *RunnerGroupSpec) DeepCopyInto(out *RunnerGroupSpec) {
 		*out = new(bool)
 		**out = **in
 	}
-	out.RegistrationToken = in.RegistrationToken
+	if in.RegistrationToken != nil {
+		in, out := &in.RegistrationToken, &out.RegistrationToken
+		*out = new(SecretKeySelector)
+		**out = **in
+	}
 	out.AuthToken = in.AuthToken
 	if in.Template != nil {
 		in, out := &in.Template, &out.Template

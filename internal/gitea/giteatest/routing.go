@@ -28,6 +28,12 @@ func (s *Server) answer(r *http.Request) reply {
 	switch {
 	case match(segs, "version"):
 		return s.jsonReply(http.StatusOK, map[string]string{"version": s.version}, nil)
+	case match(segs, "user"):
+		acct, rep, ok := s.authenticate(r)
+		if !ok {
+			return rep
+		}
+		return s.userReply(acct)
 	case match(segs, "admin", "actions", "jobs"),
 		match(segs, "orgs", "*", "actions", "jobs"),
 		match(segs, "repos", "*", "*", "actions", "jobs"),
@@ -100,12 +106,19 @@ func (s *Server) answerRunners(r *http.Request, scope []string, idSeg string) re
 	if !ok {
 		return rep
 	}
+	route := s.runnersRoute
+	if idSeg == registrationTokenSeg {
+		// Same rights as the scope's runners.
+		route = func(r *http.Request, _ string, _ func(*Runner) bool) reply {
+			return s.mintRegistrationToken(r, registrationScope(scope, acct))
+		}
+	}
 	switch scope[0] {
 	case "admin":
 		if !acct.admin {
 			return s.errorReply(http.StatusForbidden, "user should be the site admin")
 		}
-		return s.runnersRoute(r, idSeg, func(*Runner) bool { return true })
+		return route(r, idSeg, func(*Runner) bool { return true })
 	case "orgs":
 		o := s.owners[scope[1]]
 		if o == nil || !o.isOrg {
@@ -114,7 +127,7 @@ func (s *Server) answerRunners(r *http.Request, scope []string, idSeg string) re
 		if !acct.admin && !slices.Contains(o.org.Owners, acct.user) {
 			return s.errorReply(http.StatusForbidden, "Must be an organization owner")
 		}
-		return s.runnersRoute(r, idSeg, func(rn *Runner) bool { return rn.Owner == scope[1] && rn.Repo == "" })
+		return route(r, idSeg, func(rn *Runner) bool { return rn.Owner == scope[1] && rn.Repo == "" })
 	case "repos":
 		if s.findRepo(scope[1], scope[2]) == nil {
 			return s.notFoundReply("", nil)
@@ -123,9 +136,9 @@ func (s *Server) answerRunners(r *http.Request, scope []string, idSeg string) re
 		if !acct.admin && acct.user != scope[1] && !(o.isOrg && slices.Contains(o.org.Owners, acct.user)) {
 			return s.errorReply(http.StatusForbidden, "user should be the owner of the repo")
 		}
-		return s.runnersRoute(r, idSeg, func(rn *Runner) bool { return rn.Owner == scope[1] && rn.Repo == scope[2] })
+		return route(r, idSeg, func(rn *Runner) bool { return rn.Owner == scope[1] && rn.Repo == scope[2] })
 	default: // user
-		return s.runnersRoute(r, idSeg, func(rn *Runner) bool { return rn.Owner == acct.user && rn.Repo == "" })
+		return route(r, idSeg, func(rn *Runner) bool { return rn.Owner == acct.user && rn.Repo == "" })
 	}
 }
 

@@ -14,6 +14,9 @@
 //	GET, PATCH {"disabled":bool}, DELETE on /api/v1/{admin,orgs/{org},
 //	    repos/{owner}/{repo},user}/actions/runners[/{id}]: site admin,
 //	    org owner, repository owner, the token's own user
+//	POST (or GET) on the same scopes' /actions/runners/registration-token:
+//	    the scope's active runner registration token, same rights
+//	GET /api/v1/user                             the token's own user
 //
 // Job listings take repeated status filters with Gitea's meaning (pending,
 // waiting, requested and action_required all select blocked jobs) and answer
@@ -62,16 +65,21 @@ type Server struct {
 	faults   []*fault
 	requests []string
 	version  string
+	// regTokens are the scopes' active registration tokens (registration.go)
+	// and mints counts the mint requests answered.
+	regTokens map[string]string
+	mints     int
 }
 
 // New starts a fake with an empty scene and no tokens. Close it when done.
 func New() *Server {
 	s := &Server{
-		owners:  map[string]*owner{},
-		jobs:    map[int64]*Job{},
-		runners: map[int64]*Runner{},
-		tokens:  map[string]account{},
-		version: "development",
+		owners:    map[string]*owner{},
+		jobs:      map[int64]*Job{},
+		runners:   map[int64]*Runner{},
+		tokens:    map[string]account{},
+		version:   "development",
+		regTokens: map[string]string{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
 	s.URL = s.srv.URL

@@ -1,0 +1,107 @@
+package gitea
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	sdk "code.gitea.io/sdk/gitea"
+)
+
+// Registration mints runner registration tokens. Implementations are safe
+// for concurrent use.
+type Registration interface {
+	// RegistrationToken returns the target's runner registration token,
+	// through POST .../actions/runners/registration-token. Gitea answers
+	// the scope's active token and makes one only when there is none
+	// (testdata/registration-token-org.json), so asking again returns the
+	// same token until someone resets it in Gitea.
+	//
+	// A user target mints for the API token's own user only (Gitea has
+	// /user/actions/runners/registration-token and no endpoint for another
+	// user): the owner is checked against the token's user first, so a
+	// runner never registers for a user the group does not name.
+	//
+	// The token is a secret: it is never part of an error.
+	RegistrationToken(ctx context.Context, t Target) (string, error)
+}
+
+// ErrWrongUser: a user target names another user than the API token's
+// own, and Gitea mints registration tokens only for the token's user.
+var ErrWrongUser = errors.New("the API token belongs to another user")
+
+// RegistrationToken implements Registration.
+func (c *client) RegistrationToken(ctx context.Context, t Target) (string, error) {
+	if err := t.validate(); err != nil {
+		return "", err
+	}
+	var (
+		apiPath string
+		mint    func(*sdk.Client) (*sdk.RegistrationToken, *sdk.Response, error)
+	)
+	switch t.Scope {
+	case ScopeGlobal:
+		apiPath, mint = "/admin/actions/runners/registration-token", (*sdk.Client).CreateAdminActionRunnerRegistrationToken
+	case ScopeOrg:
+		org := t.Owner
+		apiPath = "/orgs/" + url.PathEscape(org) + "/actions/runners/registration-token"
+		mint = func(sc *sdk.Client) (*sdk.RegistrationToken, *sdk.Response, error) {
+			return sc.CreateOrgActionRunnerRegistrationToken(org)
+		}
+	case ScopeRepo:
+		owner, repo := t.Owner, t.Repo
+		apiPath = "/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(repo) + "/actions/runners/registration-token"
+		mint = func(sc *sdk.Client) (*sdk.RegistrationToken, *sdk.Response, error) {
+			return sc.CreateRepoActionRunnerRegistrationToken(owner, repo)
+		}
+	default: // ScopeUser
+		if err := c.checkTokenUser(ctx, t.Owner); err != nil {
+			return "", err
+		}
+		apiPath, mint = "/user/actions/runners/registration-token", (*sdk.Client).CreateUserActionRunnerRegistrationToken
+	}
+	var tok *sdk.RegistrationToken
+	_, err := c.doMethod(ctx, http.MethodPost, c.requestURI(apiPath, nil), func(sc *sdk.Client) (*sdk.Response, error) {
+		var (
+			resp *sdk.Response
+			err  error
+		)
+		tok, resp, err = mint(sc)
+		return resp, err
+	})
+	if err != nil {
+		return "", err
+	}
+	if tok == nil || strings.TrimSpace(tok.Token) == "" {
+		return "", &APIError{Method: http.MethodPost, Kind: ErrBadResponse, URL: c.requestURI(apiPath, nil), Message: "no token in the answer"}
+	}
+	return strings.TrimSpace(tok.Token), nil
+}
+
+// checkTokenUser fails unless the API token belongs to user (Gitea's user
+// names are case-insensitive).
+func (c *client) checkTokenUser(ctx context.Context, user string) error {
+	var me *sdk.User
+	_, err := c.do(ctx, c.requestURI("/user", nil), func(sc *sdk.Client) (*sdk.Response, error) {
+		var (
+			resp *sdk.Response
+			err  error
+		)
+		me, resp, err = sc.GetMyUserInfo()
+		return resp, err
+	})
+	if err != nil {
+		return err
+	}
+	if me == nil || !strings.EqualFold(me.UserName, user) {
+		got := ""
+		if me != nil {
+			got = me.UserName
+		}
+		return fmt.Errorf("gitea: cannot mint a registration token for user %s: %w (%q); Gitea mints user-scope tokens only for the token's own user", user, ErrWrongUser, got)
+	}
+	return nil
+}
