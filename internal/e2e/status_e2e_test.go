@@ -49,7 +49,7 @@ func TestStatusShowsAGroupAtCapacity(t *testing.T) {
 	}
 	table := run()
 	t.Logf("status:\n%s", table)
-	assert.Regexp(t, regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(s.ns+"/"+s.group)+`\s+org `+regexp.QuoteMeta(s.fx.spec.Org)+`\s+[1-3]\s+0\s+[01]\s+1/1\s+[01]\s+\S+ \(\S+ ago\)\s+True/Reconciled\s+False/AtCapacity$`), table)
+	assert.Regexp(t, regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(s.ns+"/"+s.group)+`\s+org `+regexp.QuoteMeta(s.fx.spec.Org)+`\s+[1-3]\s+0\s+[01]\s+1/1\s+[01]/0\s+\S+ \(\S+ ago\)\s+True/Reconciled\s+False/AtCapacity$`), table)
 
 	var got struct {
 		Groups []struct {

@@ -28,12 +28,16 @@ type Row struct {
 	Scope  string `json:"scope" yaml:"scope"`
 	Target string `json:"target" yaml:"target"`
 
-	Queued   int32 `json:"queued" yaml:"queued"`
-	Blocked  int32 `json:"blocked" yaml:"blocked"`
-	Running  int32 `json:"running" yaml:"running"`
-	Active   int32 `json:"active" yaml:"active"`
-	Max      int32 `json:"max" yaml:"max"`
-	Idle     int32 `json:"idle" yaml:"idle"`
+	Queued  int32 `json:"queued" yaml:"queued"`
+	Blocked int32 `json:"blocked" yaml:"blocked"`
+	Running int32 `json:"running" yaml:"running"`
+	Active  int32 `json:"active" yaml:"active"`
+	Max     int32 `json:"max" yaml:"max"`
+	Idle    int32 `json:"idle" yaml:"idle"`
+	// Warm counts the idle runners the warm pool keeps (spec.minIdleRunners
+	// at most); MinIdle is that spec.
+	Warm     int32 `json:"warm" yaml:"warm"`
+	MinIdle  int32 `json:"minIdle" yaml:"minIdle"`
 	Starting int32 `json:"starting" yaml:"starting"`
 	// LeftToOtherGroups counts queued jobs the group could run that the
 	// assignment rule gives to another group.
@@ -83,7 +87,7 @@ func rowOf(rg *v1alpha1.RunnerGroup, now time.Time) Row {
 		Scope: string(rg.Spec.Scope), Target: target(&rg.Spec),
 		Queued: st.QueuedJobs, Blocked: st.BlockedJobs, Running: st.RunningJobs,
 		Active: st.ActiveRunners, Max: rg.Spec.MaxActiveRunners,
-		Idle: st.IdleRunners, Starting: st.StartingRunners, LeftToOtherGroups: st.JobsLeftToOtherGroups,
+		Idle: st.IdleRunners, Warm: st.WarmRunners, MinIdle: rg.Spec.MinIdleRunners, Starting: st.StartingRunners, LeftToOtherGroups: st.JobsLeftToOtherGroups,
 		Stale:         st.LastCheckTime != nil && st.ObservedGeneration != rg.Generation,
 		Ready:         condition(rg, scaler.ConditionReady),
 		ScalingActive: condition(rg, scaler.ConditionScalingActive),
@@ -151,7 +155,7 @@ func table(w io.Writer, rows []Row) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUNNERGROUP\tSCOPE\tQUEUED\tBLOCKED\tRUNNING\tACTIVE/MAX\tIDLE\tLAST PASS\tREADY\tSCALING")
+	fmt.Fprintln(tw, "RUNNERGROUP\tSCOPE\tQUEUED\tBLOCKED\tRUNNING\tACTIVE/MAX\tIDLE/WARM\tLAST PASS\tREADY\tSCALING")
 	for _, r := range rows {
 		name := r.Namespace + "/" + r.Name
 		if r.Error != "" {
@@ -162,8 +166,8 @@ func table(w io.Writer, rows []Row) error {
 		if r.Target != "" {
 			scope += " " + r.Target
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d/%d\t%d\t%s\t%s\t%s\n", name, scope,
-			r.Queued, r.Blocked, r.Running, r.Active, r.Max, r.Idle, lastPass(r), cond(r.Ready), cond(r.ScalingActive))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d/%d\t%d/%d\t%s\t%s\t%s\n", name, scope,
+			r.Queued, r.Blocked, r.Running, r.Active, r.Max, r.Idle, r.Warm, lastPass(r), cond(r.Ready), cond(r.ScalingActive))
 	}
 	return tw.Flush()
 }

@@ -33,14 +33,15 @@ func obj(t *testing.T, rg *v1alpha1.RunnerGroup) *unstructured.Unstructured {
 }
 
 // served is a group a pass served 40 s ago: 3 queued, 1 blocked, 2 running,
-// 2 of 4 runners active, 1 idle, Ready and at capacity.
+// 2 of 4 runners active, 2 idle of which 1 is warm (a pool of 1), Ready
+// and at capacity.
 func served() *v1alpha1.RunnerGroup {
 	checked := metav1.NewTime(now.Add(-40 * time.Second))
 	return &v1alpha1.RunnerGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ci", Generation: 2, Labels: map[string]string{"pool": "a"}},
-		Spec:       v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeOrg, Org: "acme", MaxActiveRunners: 4},
+		Spec:       v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeOrg, Org: "acme", MaxActiveRunners: 4, MinIdleRunners: 1},
 		Status: v1alpha1.RunnerGroupStatus{
-			QueuedJobs: 3, BlockedJobs: 1, RunningJobs: 2, ActiveRunners: 2, IdleRunners: 1, StartingRunners: 1,
+			QueuedJobs: 3, BlockedJobs: 1, RunningJobs: 2, ActiveRunners: 2, IdleRunners: 2, WarmRunners: 1, StartingRunners: 1,
 			LastCheckTime: &checked, ObservedGeneration: 2,
 			Conditions: []metav1.Condition{
 				{Type: scaler.ConditionReady, Status: metav1.ConditionTrue, Reason: scaler.ReasonReconciled, Message: "ok"},
@@ -114,7 +115,7 @@ func TestRowsCarryTheRecordedStatus(t *testing.T) {
 
 	assert.Equal(t, "org", ci.Scope)
 	assert.Equal(t, "acme", ci.Target)
-	assert.Equal(t, [8]int32{3, 1, 2, 2, 4, 1, 1, 0}, [8]int32{ci.Queued, ci.Blocked, ci.Running, ci.Active, ci.Max, ci.Idle, ci.Starting, ci.LeftToOtherGroups})
+	assert.Equal(t, [10]int32{3, 1, 2, 2, 4, 2, 1, 1, 1, 0}, [10]int32{ci.Queued, ci.Blocked, ci.Running, ci.Active, ci.Max, ci.Idle, ci.Warm, ci.MinIdle, ci.Starting, ci.LeftToOtherGroups})
 	require.NotNil(t, ci.AgeSeconds)
 	assert.Equal(t, int64(40), *ci.AgeSeconds)
 	assert.False(t, ci.Stale)
@@ -135,9 +136,9 @@ func TestTableHasOneLinePerGroup(t *testing.T) {
 	require.NoError(t, Write(&buf, Rows(selection(t, scaler.Config{}), now), FormatTable))
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
 	require.Len(t, lines, 4)
-	assert.Regexp(t, `^RUNNERGROUP\s+SCOPE\s+QUEUED\s+BLOCKED\s+RUNNING\s+ACTIVE/MAX\s+IDLE\s+LAST PASS\s+READY\s+SCALING$`, lines[0])
-	assert.Regexp(t, `^team-a/ci\s+org acme\s+3\s+1\s+2\s+2/4\s+1\s+2026-03-01T11:59:20Z \(40s ago\)\s+True/Reconciled\s+False/AtCapacity$`, lines[1])
-	assert.Regexp(t, `^team-b/all\s+global\s+0\s+0\s+0\s+0/2\s+0\s+never\s+-\s+-$`, lines[2])
+	assert.Regexp(t, `^RUNNERGROUP\s+SCOPE\s+QUEUED\s+BLOCKED\s+RUNNING\s+ACTIVE/MAX\s+IDLE/WARM\s+LAST PASS\s+READY\s+SCALING$`, lines[0])
+	assert.Regexp(t, `^team-a/ci\s+org acme\s+3\s+1\s+2\s+2/4\s+2/1\s+2026-03-01T11:59:20Z \(40s ago\)\s+True/Reconciled\s+False/AtCapacity$`, lines[1])
+	assert.Regexp(t, `^team-b/all\s+global\s+0\s+0\s+0\s+0/2\s+0/0\s+never\s+-\s+-$`, lines[2])
 	assert.Regexp(t, `^team-b/app\s+repo alice/app\s+.*\(1m30s ago\), spec changed since\s+False/GiteaUnauthorized\s+-$`, lines[3])
 }
 
