@@ -67,7 +67,7 @@ func TestStatusPrintsTheSelectedGroups(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := c.runWith(context.Background(), runnergroups.Client{Dynamic: dyn}, IO{Out: &out, Err: &errOut}, time.Now())
 	assert.Equal(t, ExitOK, code, errOut.String())
-	assert.Regexp(t, `(?m)^a/ci\s+org acme\s+2\s+0\s+0\s+1/3\s+0\s+never\s+-\s+-$`, out.String())
+	assert.Regexp(t, `(?m)^a/ci\s+org acme\s+2\s+0\s+0\s+1/3\s+0/0\s+never\s+-\s+-$`, out.String())
 	assert.NotContains(t, out.String(), "a/other")
 	assert.NotContains(t, out.String(), "c/ci")
 }
