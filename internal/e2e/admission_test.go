@@ -468,6 +468,66 @@ func TestPolicyRunnerGroupGuardrails(t *testing.T) {
 		assert.Contains(t, err.Error(), "spec.template sets runner.securityContext, spec.nodeSelector, pinned")
 	})
 
+	// allowedGiteaURLs, through a binding of its own: the chart's rule
+	// (scheme, host and port equal, the path under the entry's on a segment
+	// boundary) at admission.
+	t.Run("allowed Gitea URLs", func(t *testing.T) {
+		urlNS := b.namespace(ctx, t, "adm-urls", nil)
+		own := params.DeepCopy()
+		own.SetName("adm-e2e-urls")
+		own.SetLabels(nil)
+		require.NoError(t, unstructured.SetNestedStringMap(own.Object, map[string]string{
+			"allowedGiteaURLs": " https://Gitea.example.com/gitea/ , http://127.0.0.1:3000",
+			"allowedHTTPHosts": "127.0.0.1",
+		}, "data"))
+		b.applyKept(ctx, t, own)
+		urlBinding := binding.DeepCopy()
+		urlBinding.SetName("adm-e2e-urls-" + binding.GetName())
+		require.NoError(t, unstructured.SetNestedStringMap(urlBinding.Object,
+			map[string]string{corev1.LabelMetadataName: urlNS}, "spec", "matchResources", "namespaceSelector", "matchLabels"))
+		require.NoError(t, unstructured.SetNestedField(urlBinding.Object, own.GetName(), "spec", "paramRef", "name"))
+		b.applyKept(ctx, t, urlBinding)
+		g := func(name, url string) *unstructured.Unstructured {
+			obj := group(name, 1, url)
+			obj.SetNamespace(urlNS)
+			return obj
+		}
+		const refusal = "is under none of the Gitea URLs this cluster allows (key allowedGiteaURLs"
+		eventually(ctx, t, "the URL binding refusing a host not listed", func(ctx context.Context) (bool, error) {
+			err := b.admCreate(ctx, t, g("other-host", "https://other.example.com/gitea"), true)
+			if err == nil {
+				return false, errors.New("admitted")
+			}
+			return strings.Contains(err.Error(), refusal), err
+		})
+		for name, tc := range map[string]struct {
+			url     string
+			allowed bool
+		}{
+			"the entry itself":               {"https://gitea.example.com/gitea", true},
+			"below it, default port written": {"https://GITEA.example.com:443/gitea/sub/", true},
+			"the loopback entry":             {"http://127.0.0.1:3000", true},
+			"the loopback entry, a path":     {"http://127.0.0.1:3000/x", true},
+			"a sibling path":                 {"https://gitea.example.com/gitea2", false},
+			"above the entry's path":         {"https://gitea.example.com/", false},
+			"another port":                   {"https://gitea.example.com:8443/gitea", false},
+			"another scheme (http allowed)":  {"http://127.0.0.1:3001", false},
+			"out through a dot segment":      {"https://gitea.example.com/gitea/../admin", false},
+		} {
+			t.Run(name, func(t *testing.T) {
+				err := b.admCreate(ctx, t, g("u-"+strings.NewReplacer(" ", "-", ",", "", "(", "", ")", "", "'", "").Replace(name), tc.url), true)
+				if tc.allowed {
+					require.NoError(t, err)
+					return
+				}
+				require.Error(t, err)
+				assert.True(t, apierrors.IsForbidden(err), "a policy refusal is Forbidden: %v", err)
+				assert.Contains(t, err.Error(), refusal)
+				assert.Contains(t, err.Error(), "https://Gitea.example.com/gitea/, http://127.0.0.1:3000", "the message lists the allowed URLs")
+			})
+		}
+	})
+
 	t.Run("a group stored over the cap", func(t *testing.T) {
 		res := b.resource(t, older)
 		merge := func(patch string, subresources ...string) error {
