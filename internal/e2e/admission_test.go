@@ -511,7 +511,8 @@ func TestPolicyRunnerGroupGuardrails(t *testing.T) {
 			"a sibling path":                 {"https://gitea.example.com/gitea2", false},
 			"above the entry's path":         {"https://gitea.example.com/", false},
 			"another port":                   {"https://gitea.example.com:8443/gitea", false},
-			"another scheme (http allowed)":  {"http://127.0.0.1:3001", false},
+			"another loopback port":          {"http://127.0.0.1:3001", false},
+			"another scheme":                 {"https://127.0.0.1:3000", false},
 			"out through a dot segment":      {"https://gitea.example.com/gitea/../admin", false},
 		} {
 			t.Run(name, func(t *testing.T) {
