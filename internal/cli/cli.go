@@ -370,7 +370,6 @@ func (r *RunCmd) kubeConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.UserAgent = "gitea-runner-scaler/" + Version
 	cfg.QPS, cfg.Burst = float32(r.KubeQPS), r.KubeBurst
 	return cfg, nil
 }
@@ -393,7 +392,7 @@ func (r *RunCmd) giteaFactory(m *metrics.Metrics) (scaler.GiteaFactory, error) {
 	}
 	return func(baseURL, token string) (gitea.Client, error) {
 		return gitea.NewClient(baseURL, token, gitea.Options{
-			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: "gitea-runner-scaler/" + Version,
+			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: userAgent(),
 			HTTPClient:          hc,
 			OneStatusPerRequest: r.BenchNaive,
 		})
@@ -516,9 +515,23 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
+// userAgent names this binary and its version in every request it sends,
+// to Kubernetes and to Gitea.
+func userAgent() string { return "gitea-runner-scaler/" + Version }
+
 // restConfig loads an explicit kubeconfig, else the in-cluster config, else
-// the usual ~/.kube/config, so the same binary serves a pod and a laptop.
+// the usual ~/.kube/config, so the same binary serves a pod and a laptop;
+// its requests carry userAgent.
 func restConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, err := loadRestConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = userAgent()
+	return cfg, nil
+}
+
+func loadRestConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig != "" {
 		return clientcmd.BuildConfigFromFlags("", kubeconfig)
 	}

@@ -53,7 +53,6 @@ func (c *StatusCmd) run(streams IO) int {
 		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot load Kubernetes client config: %v\n", err)
 		return ExitFailed
 	}
-	cfg.UserAgent = "gitea-runner-scaler/" + Version
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)

@@ -59,7 +59,6 @@ func (c *WhyCmd) run(streams IO) int {
 		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot load Kubernetes client config: %v\n", err)
 		return ExitFailed
 	}
-	cfg.UserAgent = "gitea-runner-scaler/" + Version
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
@@ -74,7 +73,7 @@ func (c *WhyCmd) run(streams IO) int {
 	return c.runWith(context.Background(), why.Deps{
 		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn},
 		Gitea: func(base, token string) (gitea.Client, error) {
-			return gitea.NewClient(base, token, gitea.Options{Timeout: c.GiteaTimeout, HTTPClient: hc, UserAgent: "gitea-runner-scaler/" + Version})
+			return gitea.NewClient(base, token, gitea.Options{Timeout: c.GiteaTimeout, HTTPClient: hc, UserAgent: userAgent()})
 		},
 	}, streams)
 }

@@ -218,14 +218,8 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 			Labels:    jobLabels,
 			// The scaler reads the runner's name back from here, to tell
 			// which Gitea runner is this Job's.
-			Annotations: map[string]string{v1alpha1.AnnotationRunnerName: RunnerName(rg, name)},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: v1alpha1.GroupVersion.String(),
-				Kind:       v1alpha1.Kind,
-				Name:       rg.Name,
-				UID:        rg.UID,
-				Controller: ptr.To(true),
-			}},
+			Annotations:     map[string]string{v1alpha1.AnnotationRunnerName: RunnerName(rg, name)},
+			OwnerReferences: []metav1.OwnerReference{rg.ControllerRef()},
 		},
 		Spec: batchv1.JobSpec{
 			TTLSecondsAfterFinished: ptr.To(opts.TTLSecondsAfterFinished),

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
@@ -85,17 +84,11 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 	if sec == nil {
 		sec = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
-				Name:        ref.Name,
-				Namespace:   rg.Namespace,
-				Labels:      runnerjob.GroupLabels(rg.Name),
-				Annotations: map[string]string{AnnotationRegistrationTokenChecked: checked},
-				OwnerReferences: []metav1.OwnerReference{{
-					APIVersion: v1alpha1.GroupVersion.String(),
-					Kind:       v1alpha1.Kind,
-					Name:       rg.Name,
-					UID:        rg.UID,
-					Controller: ptr.To(true),
-				}},
+				Name:            ref.Name,
+				Namespace:       rg.Namespace,
+				Labels:          runnerjob.GroupLabels(rg.Name),
+				Annotations:     map[string]string{AnnotationRegistrationTokenChecked: checked},
+				OwnerReferences: []metav1.OwnerReference{rg.ControllerRef()},
 			},
 			Type: corev1.SecretTypeOpaque,
 			Data: map[string][]byte{ref.Key: []byte(token)},

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // Names the scaler writes onto objects and that users, the Helm chart and
 // the tests read back. They are part of the product's interface: a runner
 // Job found by its label after an upgrade must still be found, so a value
@@ -37,3 +39,17 @@ const (
 	// qualified by the API group, as Kubernetes asks.
 	ReportingController = Group + "/" + FieldManager
 )
+
+// ControllerRef is the owner reference the scaler puts on what it makes for
+// the group (runner Jobs, the minted registration-token Secret): the group
+// controls them, so Kubernetes deletes them with it.
+func (rg *RunnerGroup) ControllerRef() metav1.OwnerReference {
+	controller := true
+	return metav1.OwnerReference{
+		APIVersion: GroupVersion.String(),
+		Kind:       Kind,
+		Name:       rg.Name,
+		UID:        rg.UID,
+		Controller: &controller,
+	}
+}
