@@ -120,6 +120,15 @@ bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea 
 	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmarkScale$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/bench.log ; \
 	  exit $${PIPESTATUS[0]}
 
+# The scale-up latency harness (internal/e2e/latency_test.go): 20 pushes
+# per mode (webhook, loop every 10s, the chart's CronJob), one mode after
+# the other, about 15 minutes. Take the e2e lock first:
+#   flock /tmp/e2e.lock bash -c 'make bench-latency; rc=$$?; scripts/testbed down; exit $$rc'
+.PHONY: bench-latency
+bench-latency: testbed-up ## Scale-up latency on the test bed with the real Gitea: push to runner Job and to in_progress, per mode.
+	LATENCY=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestScaleUpLatency$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/latency.log ; \
+	  exit $${PIPESTATUS[0]}
+
 .PHONY: test
 # Each fuzz target runs briefly: long enough to catch a regression on
 # malformed input, short enough for every CI run. A count, not a duration:

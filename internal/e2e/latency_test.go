@@ -1,0 +1,612 @@
+//go:build e2e
+
+// The scale-up latency harness: how long a push that queues a Gitea job
+// waits for its runner Job to exist, and for the job to be in_progress on a
+// runner, on the bed with the real Gitea and the test runner, in each of the
+// scaler's three modes:
+//
+//   - cronjob: the chart's CronJob, one pass a minute (the chart's default);
+//   - loop: the chart's Deployment, one pass every latencyInterval;
+//   - webhook: a looping scaler whose next poll is ten minutes away, woken by
+//     the real Gitea's workflow_job delivery (the bed's Gitea allows
+//     loopback targets in [webhook] ALLOWED_HOST_LIST). Every runner Job
+//     after its first pass comes from a delivery: the harness gives up
+//     long before that poll, so this mode fails when the webhook does not
+//     work. It runs as a local process
+//     bound to 127.0.0.1, like the webhook's own e2e test: the bed's pods
+//     share one address, and the chart's listener binds its webhook port on
+//     every interface, which a test must not do on these machines.
+//
+// Each sample is one push of a workflow file that triggers only itself and
+// holds one job. Where the scaler polls (loop, cronjob), a job's wait
+// depends on where in the poll period it is queued, as it does for real
+// pushes, which come at random points of the period. So that 20 samples
+// give the p50 of such a random point without the noise of 20 random
+// draws, the pushes are spread evenly over the period: the first at a
+// random offset, each next one period×j/n later, with j coprime to the n
+// samples, so that their points in the period are n distinct multiples of
+// period/n. The webhook mode has no period; its pushes come 1 to 3 s apart.
+//
+// `make bench-latency` takes latencyFullSamples samples per mode, one mode
+// after the other so that they do not slow each other, and prints the
+// percentiles; the e2e suite takes a few per mode, side by side with its
+// other tests, so the harness cannot rot. Nothing asserts a time (the
+// machines are shared): the harness fails when a job gets no runner Job or
+// two, when a push starts more than its one job, or when a job does not end
+// in success on one of its group's runners.
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
+)
+
+const (
+	// latencyFullSamples is how many jobs each mode measures in
+	// `make bench-latency`.
+	latencyFullSamples = 20
+	// latencyInterval is the loop mode's scaler.interval in
+	// `make bench-latency`.
+	latencyInterval = 10 * time.Second
+	// latencyPollEvery paces the harness's reading of Gitea's job list:
+	// the "listed" and "in_progress" times are up to this late.
+	latencyPollEvery = 100 * time.Millisecond
+	// latencyMinGap is the least time between two pushes: more than Gitea
+	// takes to list a pushed job when its push_update queue is idle (up to
+	// 2.6s measured), so that the next push seldom waits for it and the
+	// schedule holds.
+	latencyMinGap = 4 * time.Second
+	// latencyListedWait bounds the wait for a pushed job to be listed.
+	latencyListedWait = time.Minute
+	// latencyWebhookPoll is the webhook mode's --interval: far beyond the
+	// measurement, so every runner Job it makes comes from a delivery.
+	latencyWebhookPoll = 10 * time.Minute
+)
+
+// latencyMode is one way of running the scaler, and how its pushes are
+// paced.
+type latencyMode struct {
+	name    string
+	samples int
+	// period is the scaler's poll period, over which the pushes are
+	// spread evenly (see pushSchedule); 0 for none: then the pushes are
+	// 1 to 3 s apart.
+	period time.Duration
+	// goal is the README's promise for the p50 from push to runner Job;
+	// 0 for none.
+	goal     time.Duration
+	goalText string
+	// setUp makes the scene and starts its scaler; the scaler stops when
+	// the test ends.
+	setUp func(ctx context.Context, t *testing.T, b *bed) latencyScene
+}
+
+// latencyScene is a group served by a scaler in some mode.
+type latencyScene struct {
+	ns, group, label string
+	fx               scopeFixture
+	dump             func() string
+}
+
+// latencyModes are the three modes, with full or smoke sample counts.
+func latencyModes(full bool) []latencyMode {
+	interval, samples, cronSamples := latencyInterval, latencyFullSamples, latencyFullSamples
+	if !full {
+		interval, samples, cronSamples = 4*time.Second, 3, 2
+	}
+	return []latencyMode{
+		{
+			name: "webhook", samples: samples,
+			goal: time.Second, goalText: "p50 < 1s",
+			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
+				ns := b.namespace(ctx, t, "e2e-lat-hook", nil)
+				s := latencyScene{ns: ns, group: "lat-hook", label: uniq("e2e-lat-hook"), fx: b.newOrgScope(ctx, t, uniq("e2e-lat-hook"))}
+				b.faultGroup(ctx, t, ns, s.group, s.fx, b.gitea.admin.URL(), int32(samples), s.label)
+				b.webhookScaler(ctx, t, ns, s.group, s.fx, latencyWebhookPoll)
+				s.dump = func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(s.fx.repo) }
+				return s
+			},
+		},
+		{
+			name: "loop", samples: samples, period: interval,
+			goal: interval/2 + 500*time.Millisecond, goalText: fmt.Sprintf("p50 ≤ interval/2 + 0.5s = %s", interval/2+500*time.Millisecond),
+			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
+				values := deploymentValues()
+				values["scaler"].(map[string]any)["interval"] = interval.String()
+				return b.chartLatencyScene(ctx, t, "lat-loop", int32(samples), values)
+			},
+		},
+		{
+			// The chart's schedule, every minute.
+			name: "cronjob", samples: cronSamples, period: time.Minute,
+			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
+				return b.chartLatencyScene(ctx, t, "lat-cron", int32(cronSamples), baseValues())
+			},
+		},
+	}
+}
+
+// chartLatencyScene is the usual scene, the chart serving one group, with
+// the group's first pass done: the clock starts only once the listener is
+// at work. In cronjob mode that pass is the first tick's.
+func (b *bed) chartLatencyScene(ctx context.Context, t *testing.T, name string, maxRunners int32, values map[string]any) latencyScene {
+	t.Helper()
+	s := b.servedGroup(ctx, t, sceneOpts{name: name, max: maxRunners, values: values})
+	b.waitPasses(ctx, t, s.ns, s.group, 0, s.dump, nil)
+	return latencyScene{ns: s.ns, group: s.group, label: s.label, fx: s.fx, dump: s.dump}
+}
+
+// TestScaleUpLatency measures each mode and prints, per mode, the
+// percentiles from push to the Gitea job being listed, to its runner Job
+// existing and to the job being in_progress, beside the README's goal.
+// LATENCY=full (make bench-latency) takes latencyFullSamples per mode.
+func TestScaleUpLatency(t *testing.T) {
+	full := os.Getenv("LATENCY") == "full"
+	if !full {
+		t.Parallel()
+	}
+	b := getBed(t)
+	modes := latencyModes(full)
+	reports := make([]string, len(modes))
+	for i, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			if !full {
+				t.Parallel()
+			}
+			reports[i] = b.measureLatency(t, m)
+		})
+	}
+	t.Cleanup(func() {
+		t.Logf("scale-up latency (%d samples per mode in full runs; this run %s):\n%s",
+			latencyFullSamples, map[bool]string{true: "full", false: "smoke"}[full], strings.Join(reports, ""))
+	})
+}
+
+// measureLatency sets the mode's scene up, pushes its samples and waits
+// until every job ran, then reports the percentiles.
+func (b *bed) measureLatency(t *testing.T, m latencyMode) string {
+	// Setup (a chart install, the first CronJob tick) and each sample's
+	// gap and run, with room for a loaded machine.
+	gaps := pushGaps(m.period, m.samples)
+	var pushing time.Duration
+	for _, g := range gaps {
+		pushing += g
+	}
+	ctx := testContext(t, 5*time.Minute+pushing+time.Duration(m.samples)*latencyListedWait)
+	s := m.setUp(ctx, t, b)
+	obs := newLatencyObserver(b.dir)
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); obs.watchRunnerJobs(wctx, b, s.ns, s.group) }()
+	go func() { defer wg.Done(); obs.pollGitea(wctx, b, s.fx.repo) }()
+	defer func() { stop(); wg.Wait() }()
+
+	next := time.Now()
+	for i, gap := range gaps {
+		next = next.Add(gap)
+		time.Sleep(time.Until(next))
+		key := jobKey("lat", m.name, strconv.Itoa(i))
+		b.hold(t, key)
+		file := fmt.Sprintf("lat-%d.yml", i)
+		at := time.Now()
+		obs.pushed(key, at)
+		b.gitea.pushWorkflow(ctx, t, s.fx.pushAs, s.fx.repo, file, selfTriggeredWorkflow(file, key, s.label))
+		// Gitea reads a push's workflows at the branch's head when its
+		// push_update queue gets to the push, not at the pushed commit: a
+		// push handled after the next one landed runs that one's new file
+		// too (its paths filter sees both files changed), and the next
+		// push runs it again. So the next push waits until this one's job
+		// exists.
+		waitUntil(ctx, t, latencyListedWait, fmt.Sprintf("Gitea job %s listed", key), s.dump, func(context.Context) (bool, string, error) {
+			return obs.listed(key), "", obs.failure()
+		})
+	}
+	var ids map[string]int64
+	waitUntil(ctx, t, stepWait, fmt.Sprintf("%d %s samples in progress", m.samples, m.name), s.dump,
+		func(context.Context) (bool, string, error) {
+			var done bool
+			var err error
+			ids, done, err = obs.progress()
+			return done, fmt.Sprintf("%d of %d in progress", obs.running(), m.samples), err
+		})
+	stop()
+	wg.Wait()
+	// The promise behind the numbers: each job had one runner Job, ran on a
+	// runner of the group and succeeded.
+	b.expectCompleted(ctx, t, s.ns, s.group, s.fx.repo, ids, s.dump)
+	return obs.report(m)
+}
+
+// pushGaps are the n pauses before each push. With a period: a random
+// offset within one gap, then period×j/n apart, with j the least that is
+// coprime to n and keeps the gap at least latencyMinGap; the pushes then
+// fall on n distinct points of the period, period/n apart (j coprime to n
+// makes i×j mod n visit every residue once). Without one: 1 to 3 s apart,
+// at random.
+func pushGaps(period time.Duration, n int) []time.Duration {
+	gaps := make([]time.Duration, n)
+	if period <= 0 {
+		for i := range gaps {
+			gaps[i] = time.Second + rand.N(2*time.Second)
+		}
+		return gaps
+	}
+	j := max(1, int((latencyMinGap*time.Duration(n)+period-1)/period))
+	for gcd(j, n) != 1 {
+		j++
+	}
+	gap := period * time.Duration(j) / time.Duration(n)
+	for i := range gaps {
+		gaps[i] = gap
+	}
+	gaps[0] = rand.N(gap)
+	return gaps
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// selfTriggeredWorkflow is a workflow with one job that only a push of its
+// own file triggers: the pushes of later samples, which add their own
+// files, do not run it again.
+func selfTriggeredWorkflow(file, key, label string) string {
+	return fmt.Sprintf("name: %s\non:\n  push:\n    paths: ['.gitea/workflows/%s']\njobs:\n  %s:\n    runs-on: [%s]\n    steps:\n      - run: echo %s\n",
+		key, file, key, label, key)
+}
+
+// latencySample is one push and when the harness first saw what followed.
+type latencySample struct {
+	key                        string
+	id                         int64
+	pushed                     time.Time
+	listed, runnerJob, running time.Time
+}
+
+// latencyObserver records, for the pushed samples, when Gitea lists each
+// job, when its runner Job appears (from a watch) and when the job is
+// in_progress (from polling Gitea), and releases a job's hold once it is.
+type latencyObserver struct {
+	holdDir string
+
+	mu       sync.Mutex
+	byKey    map[string]*latencySample
+	order    []string
+	created  map[int64][]string // runner Jobs by the Gitea job they claim
+	seenJobs map[string]time.Time
+	err      error
+}
+
+func newLatencyObserver(bedDir string) *latencyObserver {
+	return &latencyObserver{holdDir: filepath.Join(bedDir, "hold"), byKey: map[string]*latencySample{},
+		created: map[int64][]string{}, seenJobs: map[string]time.Time{}}
+}
+
+func (o *latencyObserver) pushed(key string, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.byKey[key] = &latencySample{key: key, pushed: at}
+	o.order = append(o.order, key)
+}
+
+func (o *latencyObserver) fail(format string, args ...any) {
+	if o.err == nil {
+		o.err = fmt.Errorf(format, args...)
+	}
+}
+
+// jobSeen records a runner Job the first time the watch (or a list after
+// the watch broke) shows it.
+func (o *latencyObserver) jobSeen(j *batchv1.Job, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.seenJobs[j.Name]; ok {
+		return
+	}
+	o.seenJobs[j.Name] = at
+	id, err := strconv.ParseInt(j.Labels[labelGiteaJob], 10, 64)
+	if err != nil {
+		o.fail("runner Job %s claims no Gitea job (label %s=%q): this harness's groups keep no warm pool", j.Name, labelGiteaJob, j.Labels[labelGiteaJob])
+		return
+	}
+	o.created[id] = append(o.created[id], j.Name)
+	if len(o.created[id]) > 1 {
+		o.fail("Gitea job %d got %d runner Jobs: %v", id, len(o.created[id]), o.created[id])
+	}
+}
+
+// watchRunnerJobs records the group's runner Jobs as they are created. A
+// watch that ends is resumed from the last version it delivered; one the
+// API server refuses (the version expired) starts again from a list, whose
+// new Jobs are recorded as seen at the list.
+func (o *latencyObserver) watchRunnerJobs(ctx context.Context, b *bed, ns, group string) {
+	jobs := b.kube.BatchV1().Jobs(ns)
+	sel := labelGroup + "=" + group
+	rv := ""
+	for ctx.Err() == nil {
+		if rv == "" {
+			list, err := jobs.List(ctx, metav1.ListOptions{LabelSelector: sel})
+			if err != nil {
+				sleepCtx(ctx, 200*time.Millisecond)
+				continue
+			}
+			now := time.Now()
+			for i := range list.Items {
+				o.jobSeen(&list.Items[i], now)
+			}
+			rv = list.ResourceVersion
+		}
+		w, err := jobs.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			rv = ""
+			sleepCtx(ctx, 200*time.Millisecond)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			now := time.Now()
+			if ev.Type == watch.Error {
+				rv = ""
+				break
+			}
+			obj, ok := ev.Object.(metav1.Object)
+			if !ok {
+				continue
+			}
+			rv = obj.GetResourceVersion()
+			if j, ok := ev.Object.(*batchv1.Job); ok && ev.Type == watch.Added {
+				o.jobSeen(j, now)
+			}
+		}
+		w.Stop()
+	}
+}
+
+// pollGitea reads the repository's jobs every latencyPollEvery, records
+// when each sample's job is first listed and first in_progress (or already
+// past it), and releases its hold then.
+func (o *latencyObserver) pollGitea(ctx context.Context, b *bed, repo giteasetup.Repo) {
+	for ctx.Err() == nil {
+		jobs, err := b.gitea.repoJobs(ctx, repo)
+		now := time.Now()
+		if err == nil {
+			o.giteaJobs(jobs, now)
+		}
+		sleepCtx(ctx, latencyPollEvery)
+	}
+}
+
+func (o *latencyObserver) giteaJobs(jobs []giteasetup.Job, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, j := range jobs {
+		s := o.byKey[j.Name]
+		if s == nil {
+			// A job the listing shows before its push returned is
+			// recorded on the next poll.
+			continue
+		}
+		if s.id != 0 && s.id != j.ID {
+			o.fail("the push of %s started two jobs, %d and %d: its workflow should trigger on its own file only", j.Name, s.id, j.ID)
+			continue
+		}
+		s.id = j.ID
+		if s.listed.IsZero() {
+			s.listed = now
+		}
+		if s.running.IsZero() && (j.Status == "in_progress" || j.Status == "completed") {
+			s.running = now
+			_ = os.Remove(filepath.Join(o.holdDir, "name-"+s.key))
+		}
+	}
+}
+
+// progress returns the samples' Gitea job ids by key and whether every
+// sample is in progress with its runner Job seen; or the first broken
+// promise.
+func (o *latencyObserver) progress() (map[string]int64, bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return nil, false, o.err
+	}
+	ids := map[string]int64{}
+	done := true
+	for key, s := range o.byKey {
+		ids[key] = s.id
+		if s.runnerJob.IsZero() && s.id != 0 {
+			if names := o.created[s.id]; len(names) > 0 {
+				s.runnerJob = o.seenJobs[names[0]]
+			}
+		}
+		done = done && !s.running.IsZero() && !s.runnerJob.IsZero()
+	}
+	return ids, done, nil
+}
+
+func (o *latencyObserver) listed(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.byKey[key].listed.IsZero()
+}
+
+func (o *latencyObserver) failure() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+func (o *latencyObserver) running() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, s := range o.byKey {
+		if !s.running.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
+// report is the mode's rows: percentiles of each span over its samples,
+// and the p50 from listed to runner Job against the goal (printed, not
+// asserted). The goals are measured from the job being listed, because
+// the time from the push to Gitea creating the job is Gitea's own
+// (its push_update queue) and the same for every scaler.
+func (o *latencyObserver) report(m latencyMode) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	spans := []struct {
+		name     string
+		from, to func(*latencySample) time.Time
+	}{
+		{"push → listed", pushedAt, listedAt},
+		{"listed → runner Job", listedAt, runnerJobAt},
+		{"push → runner Job", pushedAt, runnerJobAt},
+		{"push → in_progress", pushedAt, runningAt},
+	}
+	var sb strings.Builder
+	goal := "no goal"
+	for i, sp := range spans {
+		ds := make([]time.Duration, 0, len(o.order))
+		for _, key := range o.order {
+			s := o.byKey[key]
+			ds = append(ds, sp.to(s).Sub(sp.from(s)))
+		}
+		head := ""
+		if i == 0 {
+			head = fmt.Sprintf("%s (n=%d)", m.name, len(ds))
+		}
+		fmt.Fprintf(&sb, "  %-16s %-20s p50 %6.2fs  p90 %6.2fs  max %6.2fs\n", head, sp.name,
+			percentile(ds, 50).Seconds(), percentile(ds, 90).Seconds(), slices.Max(ds).Seconds())
+		if i == 1 && m.goal > 0 {
+			verdict := "met"
+			if percentile(ds, 50) > m.goal {
+				verdict = "MISSED"
+			}
+			goal = fmt.Sprintf("goal, listed → runner Job %s: %s", m.goalText, verdict)
+		}
+	}
+	fmt.Fprintf(&sb, "  %-16s %s\n", "", goal)
+	return sb.String()
+}
+
+func pushedAt(s *latencySample) time.Time    { return s.pushed }
+func listedAt(s *latencySample) time.Time    { return s.listed }
+func runnerJobAt(s *latencySample) time.Time { return s.runnerJob }
+func runningAt(s *latencySample) time.Time   { return s.running }
+
+// percentile is the nearest-rank p-th percentile of ds.
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	rank := (p*len(sorted) + 99) / 100
+	return sorted[max(rank, 1)-1]
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// webhookScaler starts a looping scaler over ns with its webhook on a free
+// loopback port and a poll interval of its own, points a webhook of fx's
+// repository at it, and returns once the group's first pass is recorded.
+// The scaler stops when the test ends.
+func (b *bed) webhookScaler(ctx context.Context, t *testing.T, ns, group string, fx scopeFixture, interval time.Duration) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	secret := uniq("hook-secret")
+	secrets.add(secret)
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secretFile, []byte(secret), 0o600))
+
+	run := b.startPass(ctx, t, passOpts{namespaces: []string{ns}, deadline: time.Until(deadlineOf(ctx)),
+		args: []string{"--loop", "--interval", interval.String(), "--webhook-addr", addr, "--webhook-secret-file", secretFile}})
+	t.Cleanup(func() {
+		_ = run.cmd.Process.Signal(syscall.SIGTERM)
+		res := run.wait(t)
+		t.Logf("scaler log tail:\n%s", redact(tail(res.log, 15)))
+	})
+	b.waitPasses(ctx, t, ns, group, 0, nil, nil)
+	require.NoError(t, fx.pushAs.CreateRepoHook(ctx, fx.repo, "http://"+addr+"/webhook", secret))
+}
+
+// deadlineOf is ctx's deadline; every test context has one.
+func deadlineOf(ctx context.Context) time.Time {
+	d, ok := ctx.Deadline()
+	if !ok {
+		panic("a test context without a deadline")
+	}
+	return d
+}
+
+// The pushes of a polled mode fall on n distinct points of the period,
+// period/n apart, at least latencyMinGap after each other; without a
+// period they come 1 to 3 s apart.
+func TestPushGapsSpreadPushesOverThePeriod(t *testing.T) {
+	for _, tc := range []struct {
+		period time.Duration
+		n      int
+		gap    time.Duration
+	}{
+		{10 * time.Second, 20, 4500 * time.Millisecond}, // j = 8 shares 4 with 20: 9
+		{time.Minute, 20, 9 * time.Second},              // j = 2 shares 2: 3
+		{4 * time.Second, 3, 16 * time.Second / 3},      // j = 3 shares 3: 4
+		{time.Minute, 2, 30 * time.Second},
+		{time.Minute, 1, time.Minute},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", tc.period, tc.n), func(t *testing.T) {
+			gaps := pushGaps(tc.period, tc.n)
+			require.Len(t, gaps, tc.n)
+			require.Less(t, gaps[0], tc.gap, "the first push comes at a random offset within one gap")
+			points := map[time.Duration]bool{}
+			at := time.Duration(0)
+			for i, g := range gaps {
+				if i > 0 {
+					require.Equal(t, tc.gap, g)
+				}
+				at += g
+				points[(at-gaps[0])%tc.period] = true
+			}
+			require.Len(t, points, tc.n, "n distinct points of the period")
+			for p := range points {
+				require.Zero(t, p%(tc.period/time.Duration(tc.n)), "points are multiples of period/n")
+			}
+		})
+	}
+	for _, g := range pushGaps(0, 50) {
+		require.GreaterOrEqual(t, g, time.Second)
+		require.Less(t, g, 3*time.Second)
+	}
+}
