@@ -144,8 +144,8 @@ DEMO_CHECK_TIMEOUT ?= 5m
 
 .PHONY: test-demo
 test-demo: testbed-up ## The demo on the test bed: fails unless it shows what the README promises.
-	rc=0; DEMO_TESTBED_UP=0 DEMO_TIMEOUT=150 timeout --kill-after=10s $(DEMO_CHECK_TIMEOUT) scripts/demo up </dev/null || rc=$$?; \
-	  scripts/demo down --keep-testbed </dev/null; exit $$rc
+	t0=$$(date +%s); rc=0; DEMO_TESTBED_UP=0 DEMO_TIMEOUT=150 timeout --kill-after=10s $(DEMO_CHECK_TIMEOUT) scripts/demo up </dev/null || rc=$$?; \
+	  scripts/demo down --keep-testbed </dev/null; echo "test-demo: up and down took $$(( $$(date +%s) - t0 ))s"; exit $$rc
 
 .PHONY: demo
 demo: ## One command: test bed, Gitea org/repo/workflow, chart install, runners at work.
