@@ -1,8 +1,8 @@
 # gitea-runner-operator: build, lint and test.
 #
 #   make test   runs everything CI runs: lint, unit tests, the image's test,
-#               the chart's tests, and the end-to-end suite on a local
-#               control plane and Gitea.
+#               the chart's tests, the end-to-end suite on a local
+#               control plane and Gitea, and the demo on the same bed.
 #   make demo   brings the test bed up and shows runners serving Gitea jobs.
 
 SHELL := /usr/bin/env bash
@@ -146,7 +146,18 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each.
 	  echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; done
 
-test: verify-generated lint test-unit fuzz test-image test-chart test-e2e ## Everything CI runs.
+test: verify-generated lint test-unit fuzz test-image test-chart test-e2e test-demo ## Everything CI runs.
+
+# The README's `make demo`, checked: scripts/demo up on the running bed (no
+# second testbed up, which may restart the agent) checks what it promises and
+# fails when it falls short; demo down --keep-testbed then removes all it made,
+# whatever the result, and the caller stops the bed. No terminal is needed.
+DEMO_CHECK_TIMEOUT ?= 5m
+
+.PHONY: test-demo
+test-demo: testbed-up ## The demo on the test bed: fails unless it shows what the README promises.
+	t0=$$(date +%s); rc=0; DEMO_TESTBED_UP=0 DEMO_TIMEOUT=150 timeout --kill-after=10s $(DEMO_CHECK_TIMEOUT) scripts/demo up </dev/null || rc=$$?; \
+	  scripts/demo down --keep-testbed </dev/null; echo "test-demo: up and down took $$(( $$(date +%s) - t0 ))s"; exit $$rc
 
 .PHONY: demo
 demo: ## One command: test bed, Gitea org/repo/workflow, chart install, runners at work.
