@@ -122,7 +122,7 @@ bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea 
 
 # The scale-up latency harness (internal/e2e/latency_test.go): 20 pushes
 # per mode (webhook; loop, a pass every 10s; the chart's CronJob), one mode
-# after the other, about 10 minutes; LATENCY_MODES picks some. Take the e2e
+# after the other, about 7 minutes; LATENCY_MODES picks some. Take the e2e
 # lock first:
 #   flock /tmp/e2e.lock bash -c 'make bench-latency; rc=$$?; scripts/testbed down; exit $$rc'
 LATENCY_MODES ?= webhook|loop|cronjob
