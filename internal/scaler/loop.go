@@ -67,7 +67,9 @@ func (s *Scaler) run(ctx context.Context, o RunOptions, signals <-chan os.Signal
 // waitForNextPass waits until next, making a triggered pass whenever a
 // webhook asks for one (Trigger) meanwhile and a follow-up pass (see
 // followUps) after a pass, last or one made here, that left queued jobs
-// to idle runners. It reports whether a stop came first.
+// to idle runners. A pass that did not keeps a follow-up already due: a
+// webhook's pass may not have looked at the groups that asked for it. It
+// reports whether a stop came first.
 func (s *Scaler) waitForNextPass(ctx context.Context, next time.Time, stopping <-chan struct{}, follow *followUps, last Summary) bool {
 	timer := time.NewTimer(time.Until(next))
 	defer timer.Stop()
