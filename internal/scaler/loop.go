@@ -15,6 +15,9 @@ type RunOptions struct {
 	// Loop starts a pass every Interval until a signal stops it.
 	Loop     bool
 	Interval time.Duration
+	// FollowUp is the delay of the first follow-up pass in a loop (see
+	// followUps); DefaultFollowUp when 0.
+	FollowUp time.Duration
 }
 
 // Run makes one pass, or with o.Loop one pass every o.Interval, and handles
@@ -40,9 +43,10 @@ func (s *Scaler) run(ctx context.Context, o RunOptions, signals <-chan os.Signal
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopping := s.stopOnSignals(ctx, cancel, signals, o.Loop)
+	follow := newFollowUps(o.FollowUp, o.Interval)
 	for {
 		start := time.Now()
-		err := s.loggedPass(ctx)
+		sum, err := s.loggedPass(ctx)
 		if !o.Loop {
 			return err
 		}
@@ -54,24 +58,52 @@ func (s *Scaler) run(ctx context.Context, o RunOptions, signals <-chan os.Signal
 			return nil
 		default:
 		}
-		if stopped := s.waitForNextPass(ctx, start.Add(o.Interval), stopping); stopped {
+		if stopped := s.waitForNextPass(ctx, start.Add(o.Interval), stopping, &follow, sum); stopped {
 			return nil
 		}
 	}
 }
 
 // waitForNextPass waits until next, making a triggered pass whenever a
-// webhook asks for one (Trigger) meanwhile, and reports whether a stop
-// came first.
-func (s *Scaler) waitForNextPass(ctx context.Context, next time.Time, stopping <-chan struct{}) bool {
+// webhook asks for one (Trigger) meanwhile and a follow-up pass (see
+// followUps) after a pass, last or one made here, that left queued jobs
+// to idle runners. A pass that did not keeps a follow-up already due: a
+// webhook's pass may not have looked at the groups that asked for it. It
+// reports whether a stop came first.
+func (s *Scaler) waitForNextPass(ctx context.Context, next time.Time, stopping <-chan struct{}, follow *followUps, last Summary) bool {
 	timer := time.NewTimer(time.Until(next))
 	defer timer.Stop()
+	soon := time.NewTimer(0)
+	soon.Stop()
+	defer soon.Stop()
+	var soonAt time.Time // zero: no follow-up pass is due
+	followUp := func(sum Summary) {
+		d, ok := follow.after(sum.LeftToIdleRunners())
+		at := time.Now().Add(d)
+		// The regular pass comes first, or a follow-up is due sooner.
+		if !ok || !at.Before(next) || (!soonAt.IsZero() && !at.Before(soonAt)) {
+			return
+		}
+		s.log.Debug("follow-up pass", "delay", d)
+		soonAt = at
+		soon.Reset(d)
+	}
+	followUp(last)
 	for {
 		select {
 		case <-stopping:
 			return true
 		case <-timer.C:
 			return false
+		case <-soon.C:
+			soonAt = time.Time{}
+			sum, _ := s.loggedPass(ctx)
+			followUp(sum)
+			select {
+			case <-stopping:
+				return true
+			default:
+			}
 		case <-s.trig.wake:
 			// Let the rest of a burst of deliveries arrive first.
 			select {
@@ -79,7 +111,9 @@ func (s *Scaler) waitForNextPass(ctx context.Context, next time.Time, stopping <
 				return true
 			case <-time.After(triggerDelay):
 			}
-			s.triggeredPass(ctx)
+			if sum, passed := s.triggeredPass(ctx); passed {
+				followUp(sum)
+			}
 			select {
 			case <-stopping:
 				return true
@@ -124,12 +158,12 @@ func (s *Scaler) stopOnSignals(ctx context.Context, cancel context.CancelFunc, s
 // scrapes, still reports them: runners created and reaped, the groups'
 // queued, blocked, running, active and idle counts, the requests sent to
 // Gitea and Kubernetes, and the time from queued to runner Job.
-func (s *Scaler) loggedPass(ctx context.Context) error {
+func (s *Scaler) loggedPass(ctx context.Context) (Summary, error) {
 	return s.loggedPassOf(ctx, nil)
 }
 
 // loggedPassOf is loggedPass over the groups keep accepts (see passOf).
-func (s *Scaler) loggedPassOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bool) error {
+func (s *Scaler) loggedPassOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bool) (Summary, error) {
 	start := time.Now()
 	g0, k0 := s.requestCounts()
 	sum, err := s.passOf(ctx, keep)
@@ -142,13 +176,13 @@ func (s *Scaler) loggedPassOf(ctx context.Context, keep func(*v1alpha1.RunnerGro
 	switch {
 	case err != nil:
 		s.log.Error("pass could not run", "error", err)
-		return err
+		return sum, err
 	case sum.Err() != nil:
 		s.log.Error("pass finished with failed RunnerGroups", append(attrs, "failedGroups", sum.Failed, "failedNamespaceNames", sum.FailedNamespaces)...)
-		return sum.Err()
+		return sum, sum.Err()
 	}
 	s.log.Info("pass finished", attrs...)
-	return nil
+	return sum, nil
 }
 
 // requestCounts are the requests sent so far, zero without a counter.
@@ -157,4 +191,63 @@ func (s *Scaler) requestCounts() (gitea, kube int64) {
 		return 0, 0
 	}
 	return s.requests.Requests()
+}
+
+// DefaultFollowUp is the delay of the first follow-up pass: a genuinely
+// idle act_runner asks Gitea for a task every fetch_interval (2s by
+// default), so a pass this much later finds a job left to it taken, or
+// finds that the runner it was left to is gone.
+const DefaultFollowUp = 2 * time.Second
+
+// LeftToIdleRunners reports whether a group served in the pass had more
+// queued jobs than it started runners for while it counted idle runners
+// (started, running no Gitea job): the plan left jobs to those runners.
+//
+// One of them may be an ephemeral runner that has just finished its one
+// job: it counts as idle until its pod ends and the Job controller marks
+// its Job complete (seconds), and it will take no job. Within one pass it
+// cannot be told from a runner that is idle indeed (Gitea deletes a spent
+// runner's registration, but a runner still registering has none yet
+// either), so the loop passes again soon instead (see followUps). Jobs
+// waiting for a slot with no idle runner do not count: only a runner Job
+// that ends frees that slot, and the regular pass sees it. A failed
+// group's counts may not be this pass's, so it does not count either.
+func (s Summary) LeftToIdleRunners() bool {
+	for _, g := range s.GroupStats {
+		if !g.Failed && g.Queued > g.Created && g.Idle > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// followUps is a loop's back-off for follow-up passes: after a pass that
+// left queued jobs to idle runners (Summary.LeftToIdleRunners), the loop
+// passes again after base, then twice as long after each further such
+// pass in a row, never later than the regular pass (the interval, which
+// also caps the delay); any other pass starts over at base. The regular
+// schedule does not move. A CronJob's single pass has no follow-up.
+type followUps struct {
+	base, limit, next time.Duration
+}
+
+func newFollowUps(base, interval time.Duration) followUps {
+	if base <= 0 {
+		base = DefaultFollowUp
+	}
+	base = min(base, interval)
+	return followUps{base: base, limit: interval, next: base}
+}
+
+// after takes whether a pass left queued jobs to idle runners and says
+// how long after it the loop passes again; ok is false when the regular
+// pass is the next one.
+func (f *followUps) after(leftToIdle bool) (delay time.Duration, ok bool) {
+	if !leftToIdle {
+		f.next = f.base
+		return 0, false
+	}
+	delay = f.next
+	f.next = min(2*f.next, f.limit)
+	return delay, true
 }

@@ -54,14 +54,16 @@ func (s *Scaler) takeTriggered() []QueuedJob {
 
 // triggeredPass serves the groups that could serve one of the delivered
 // jobs. The interval's polling goes on as before: Gitea delivers a
-// webhook at most once.
-func (s *Scaler) triggeredPass(ctx context.Context) {
+// webhook at most once. It returns the pass's Summary, and whether there
+// was a pass.
+func (s *Scaler) triggeredPass(ctx context.Context) (Summary, bool) {
 	jobs := s.takeTriggered()
 	if len(jobs) == 0 {
-		return
+		return Summary{}, false
 	}
 	s.log.Debug("pass triggered by webhook", "jobs", len(jobs))
-	_ = s.loggedPassOf(ctx, func(rg *v1alpha1.RunnerGroup) bool { return s.couldServeAny(rg, jobs) })
+	sum, _ := s.loggedPassOf(ctx, func(rg *v1alpha1.RunnerGroup) bool { return s.couldServeAny(rg, jobs) })
+	return sum, true
 }
 
 // couldServeAny reports whether the group's scope holds the repository of
