@@ -121,11 +121,11 @@ bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea 
 	  exit $${PIPESTATUS[0]}
 
 # The scale-up latency harness (internal/e2e/latency_test.go): 20 pushes
-# per mode (webhook; loop, a pass every 10s; the chart's CronJob), one mode
-# after the other, about 7 minutes; LATENCY_MODES picks some. Take the e2e
-# lock first:
+# per mode (webhook; 10 needs: chains with the webhook; loop, a pass every
+# 10s; the chart's CronJob), one mode after the other, about 9 minutes;
+# LATENCY_MODES picks some. Take the e2e lock first:
 #   flock /tmp/e2e.lock bash -c 'make bench-latency; rc=$$?; scripts/testbed down; exit $$rc'
-LATENCY_MODES ?= webhook|loop|cronjob
+LATENCY_MODES ?= webhook|chain|loop|cronjob
 
 .PHONY: bench-latency
 bench-latency: testbed-up ## Scale-up latency on the test bed with the real Gitea: push to runner Job and to in_progress, per mode.

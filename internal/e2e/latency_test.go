@@ -3,29 +3,32 @@
 // The scale-up latency harness: how long a push that queues a Gitea job
 // waits for its runner Job to exist, and for the job to be in_progress on a
 // runner, on the bed with the real Gitea and the test runner, in each of the
-// scaler's three modes:
+// scaler's modes:
 //
-//   - cronjob: the chart's CronJob, one pass a minute (the chart's default);
-//   - loop: the chart's Deployment, one pass every latencyInterval;
 //   - webhook: a looping scaler whose next poll is ten minutes away, woken by
 //     the real Gitea's workflow_job delivery (the bed's Gitea allows
 //     loopback targets in [webhook] ALLOWED_HOST_LIST). Every runner Job
-//     after its first pass comes from a delivery: the harness gives up
-//     long before that poll, so this mode fails when the webhook does not
-//     work. It runs as a local process
-//     bound to 127.0.0.1, like the webhook's own e2e test: the bed's pods
-//     share one address, and the chart's listener binds its webhook port on
-//     every interface, which a test must not do on these machines.
+//     after its first pass comes from a delivery or a follow-up pass: the
+//     harness gives up long before that poll, so this mode fails when the
+//     webhook does not work. It runs as a local process bound to
+//     127.0.0.1: the bed's pods share one address, and the chart's
+//     listener binds its webhook port on every interface, which a test
+//     must not do on these machines;
+//   - chain: the same scaler, each sample the second job of a `needs:`
+//     chain, queued as the first one's runner finishes;
+//   - loop: the chart's Deployment, one pass every latencyInterval;
+//   - cronjob: the chart's CronJob, one pass a minute (the chart's default).
 //
 // Each sample is one push of a workflow file that triggers only itself and
-// holds one job. Where the scaler polls (loop, cronjob), a job's wait
+// holds one job (two for a chain). Where the scaler polls (loop, cronjob), a job's wait
 // depends on where in the poll period it is queued, as it does for real
 // pushes, which come at random points of the period. So that 20 samples
 // give the p50 of such a random point without the noise of 20 random
 // draws, the pushes are spread evenly over the period: the first at a
 // random offset, each next one period×j/n later, with j coprime to the n
 // samples, so that their points in the period are n distinct multiples of
-// period/n. The webhook mode has no period; its pushes come 1 to 3 s apart.
+// period/n. The webhook modes have no period; their pushes come at random,
+// 1 to 3 s apart, or 5 to 15 s for the chains.
 //
 // `make bench-latency` takes latencyFullSamples samples per mode, one mode
 // after the other so that they do not slow each other, and prints the
@@ -68,7 +71,7 @@ const (
 	// `make bench-latency`.
 	latencyInterval = 10 * time.Second
 	// latencyPollEvery paces the harness's reading of Gitea's job list:
-	// the "listed" and "in_progress" times are up to this late.
+	// the "queued" and "in_progress" times are up to this late.
 	latencyPollEvery = 100 * time.Millisecond
 	// latencyMinGap is the least time between two pushes: more than Gitea
 	// takes to list a pushed job when its push_update queue is idle (up to
@@ -88,9 +91,12 @@ type latencyMode struct {
 	name    string
 	samples int
 	// period is the scaler's poll period, over which the pushes are
-	// spread evenly (see pushSchedule); 0 for none: then the pushes are
-	// 1 to 3 s apart.
-	period time.Duration
+	// spread evenly (see pushGaps); 0 for none: then the pushes are
+	// spacing/2 to 3×spacing/2 apart, at random.
+	period, spacing time.Duration
+	// chain makes each sample the second job of a `needs:` chain: it is
+	// queued when the first job, on a runner of its own, has succeeded.
+	chain bool
 	// goal is the README's promise for the p50 from push to runner Job;
 	// 0 for none.
 	goal     time.Duration
@@ -112,21 +118,27 @@ type latencyScene struct {
 // tick, and served by it: that bounds the smoke to about a minute, the
 // e2e suite's longest tests' time.
 func latencyModes(full bool) []latencyMode {
-	interval, samples, cronSamples, cronPeriod := latencyInterval, latencyFullSamples, latencyFullSamples, time.Minute
+	interval, samples, chainSamples, cronSamples, cronPeriod := latencyInterval, latencyFullSamples, latencyFullSamples/2, latencyFullSamples, time.Minute
 	if !full {
-		interval, samples, cronSamples, cronPeriod = 4*time.Second, 3, 1, 0
+		interval, samples, chainSamples, cronSamples, cronPeriod = 4*time.Second, 3, 2, 1, 0
 	}
 	return []latencyMode{
 		{
-			name: "webhook", samples: samples,
+			name: "webhook", samples: samples, spacing: 2 * time.Second,
 			goal: time.Second, goalText: "p50 < 1s",
 			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
-				ns := b.namespace(ctx, t, "e2e-lat-hook", nil)
-				s := latencyScene{ns: ns, group: "lat-hook", label: uniq("e2e-lat-hook"), fx: b.newOrgScope(ctx, t, uniq("e2e-lat-hook"))}
-				b.faultGroup(ctx, t, ns, s.group, s.fx, b.gitea.admin.URL(), int32(samples), s.label)
-				b.webhookScaler(ctx, t, ns, s.group, s.fx, latencyWebhookPoll)
-				s.dump = func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(s.fx.repo) }
-				return s
+				return b.webhookLatencyScene(ctx, t, "lat-hook", int32(samples))
+			},
+		},
+		{
+			// The next job of a chain is queued just as the runner of the
+			// one before finishes, which counts as idle until its Job
+			// completes: the follow-up passes serve it (see
+			// Summary.LeftToIdleRunners). Pushes far enough apart that
+			// the next push's delivery does not serve it instead.
+			name: "chain", samples: chainSamples, spacing: 10 * time.Second, chain: true,
+			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
+				return b.webhookLatencyScene(ctx, t, "lat-chain", int32(2*chainSamples))
 			},
 		},
 		{
@@ -140,12 +152,23 @@ func latencyModes(full bool) []latencyMode {
 		},
 		{
 			// The chart's schedule, every minute.
-			name: "cronjob", samples: cronSamples, period: cronPeriod,
+			name: "cronjob", samples: cronSamples, period: cronPeriod, spacing: 2 * time.Second,
 			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
 				return b.chartLatencyScene(ctx, t, "lat-cron", int32(cronSamples), baseValues(), full)
 			},
 		},
 	}
+}
+
+// webhookLatencyScene is a group served by webhookScaler.
+func (b *bed) webhookLatencyScene(ctx context.Context, t *testing.T, name string, maxRunners int32) latencyScene {
+	t.Helper()
+	ns := b.namespace(ctx, t, "e2e-"+name, nil)
+	s := latencyScene{ns: ns, group: name, label: uniq("e2e-" + name), fx: b.newOrgScope(ctx, t, uniq("e2e-"+name))}
+	b.faultGroup(ctx, t, ns, s.group, s.fx, b.gitea.admin.URL(), maxRunners, s.label)
+	b.webhookScaler(ctx, t, ns, s.group, s.fx, latencyWebhookPoll)
+	s.dump = func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(s.fx.repo) }
+	return s
 }
 
 // chartLatencyScene is the usual scene, the chart serving one group, with
@@ -162,7 +185,7 @@ func (b *bed) chartLatencyScene(ctx context.Context, t *testing.T, name string, 
 }
 
 // TestScaleUpLatency measures each mode and prints, per mode, the
-// percentiles from push to the Gitea job being listed, to its runner Job
+// percentiles from push to the Gitea job being queued, to its runner Job
 // existing and to the job being in_progress, beside the README's goal.
 // LATENCY=full (make bench-latency) takes latencyFullSamples per mode.
 func TestScaleUpLatency(t *testing.T) {
@@ -192,7 +215,7 @@ func TestScaleUpLatency(t *testing.T) {
 func (b *bed) measureLatency(t *testing.T, m latencyMode) string {
 	// Setup (a chart install, the first CronJob tick) and each sample's
 	// gap and run, with room for a loaded machine.
-	gaps := pushGaps(m.period, m.samples)
+	gaps := pushGaps(m.period, m.spacing, m.samples)
 	var pushing time.Duration
 	for _, g := range gaps {
 		pushing += g
@@ -216,7 +239,7 @@ func (b *bed) measureLatency(t *testing.T, m latencyMode) string {
 		file := fmt.Sprintf("lat-%d.yml", i)
 		at := time.Now()
 		obs.pushed(key, at)
-		b.gitea.pushWorkflow(ctx, t, s.fx.pushAs, s.fx.repo, file, selfTriggeredWorkflow(file, key, s.label))
+		b.gitea.pushWorkflow(ctx, t, s.fx.pushAs, s.fx.repo, file, selfTriggeredWorkflow(file, key, s.label, m.chain))
 		// Gitea reads a push's workflows at the branch's head when its
 		// push_update queue gets to the push, not at the pushed commit: a
 		// push handled after the next one landed runs that one's new file
@@ -247,13 +270,13 @@ func (b *bed) measureLatency(t *testing.T, m latencyMode) string {
 // offset within one gap, then period×j/n apart, with j the least that is
 // coprime to n and keeps the gap at least latencyMinGap; the pushes then
 // fall on n distinct points of the period, period/n apart (j coprime to n
-// makes i×j mod n visit every residue once). Without one: 1 to 3 s apart,
-// at random.
-func pushGaps(period time.Duration, n int) []time.Duration {
+// makes i×j mod n visit every residue once). Without one: spacing/2 to
+// 3×spacing/2 apart, at random.
+func pushGaps(period, spacing time.Duration, n int) []time.Duration {
 	gaps := make([]time.Duration, n)
 	if period <= 0 {
 		for i := range gaps {
-			gaps[i] = time.Second + rand.N(2*time.Second)
+			gaps[i] = spacing/2 + rand.N(spacing)
 		}
 		return gaps
 	}
@@ -276,20 +299,33 @@ func gcd(a, b int) int {
 	return a
 }
 
-// selfTriggeredWorkflow is a workflow with one job that only a push of its
-// own file triggers: the pushes of later samples, which add their own
-// files, do not run it again.
-func selfTriggeredWorkflow(file, key, label string) string {
-	return fmt.Sprintf("name: %s\non:\n  push:\n    paths: ['.gitea/workflows/%s']\njobs:\n  %s:\n    runs-on: [%s]\n    steps:\n      - run: echo %s\n",
-		key, file, key, label, key)
+// selfTriggeredWorkflow is a workflow with the job key that only a push of
+// its own file triggers: the pushes of later samples, which add their own
+// files, do not run it again. With chain the job needs another one, key_a,
+// before it.
+func selfTriggeredWorkflow(file, key, label string, chain bool) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "name: %s\non:\n  push:\n    paths: ['.gitea/workflows/%s']\njobs:\n", key, file)
+	if chain {
+		fmt.Fprintf(&sb, "  %s_a:\n    runs-on: [%s]\n    steps:\n      - run: echo %s_a\n", key, label, key)
+	}
+	fmt.Fprintf(&sb, "  %s:\n    runs-on: [%s]\n", key, label)
+	if chain {
+		fmt.Fprintf(&sb, "    needs: [%s_a]\n", key)
+	}
+	fmt.Fprintf(&sb, "    steps:\n      - run: echo %s\n", key)
+	return sb.String()
 }
 
 // latencySample is one push and when the harness first saw what followed.
 type latencySample struct {
-	key                        string
-	id                         int64
-	pushed                     time.Time
-	listed, runnerJob, running time.Time
+	key    string
+	id     int64
+	pushed time.Time
+	// listed is when the job was first listed, in any status; queued
+	// when it was first listed queued (later, for the second job of a
+	// chain).
+	listed, queued, runnerJob, running time.Time
 }
 
 // latencyObserver records, for the pushed samples, when Gitea lists each
@@ -422,6 +458,9 @@ func (o *latencyObserver) giteaJobs(jobs []giteasetup.Job, now time.Time) {
 		if s.listed.IsZero() {
 			s.listed = now
 		}
+		if s.queued.IsZero() && j.Status != "waiting" {
+			s.queued = now
+		}
 		if s.running.IsZero() && (j.Status == "in_progress" || j.Status == "completed") {
 			s.running = now
 			_ = os.Remove(filepath.Join(o.holdDir, "name-"+s.key))
@@ -477,8 +516,8 @@ func (o *latencyObserver) running() int {
 }
 
 // report is the mode's rows: percentiles of each span over its samples,
-// and the p50 from listed to runner Job against the goal (printed, not
-// asserted). The goals are measured from the job being listed, because
+// and the p50 from queued to runner Job against the goal (printed, not
+// asserted). The goals are measured from the job being queued, because
 // the time from the push to Gitea creating the job is Gitea's own
 // (its push_update queue) and the same for every scaler.
 func (o *latencyObserver) report(m latencyMode) string {
@@ -488,8 +527,8 @@ func (o *latencyObserver) report(m latencyMode) string {
 		name     string
 		from, to func(*latencySample) time.Time
 	}{
-		{"push → listed", pushedAt, listedAt},
-		{"listed → runner Job", listedAt, runnerJobAt},
+		{"push → queued", pushedAt, queuedAt},
+		{"queued → runner Job", queuedAt, runnerJobAt},
 		{"push → runner Job", pushedAt, runnerJobAt},
 		{"push → in_progress", pushedAt, runningAt},
 	}
@@ -512,7 +551,7 @@ func (o *latencyObserver) report(m latencyMode) string {
 			if percentile(ds, 50) > m.goal {
 				verdict = "MISSED"
 			}
-			goal = fmt.Sprintf("goal, listed → runner Job %s: %s", m.goalText, verdict)
+			goal = fmt.Sprintf("goal, queued → runner Job %s: %s", m.goalText, verdict)
 		}
 	}
 	fmt.Fprintf(&sb, "  %-16s %s\n", "", goal)
@@ -520,7 +559,7 @@ func (o *latencyObserver) report(m latencyMode) string {
 }
 
 func pushedAt(s *latencySample) time.Time    { return s.pushed }
-func listedAt(s *latencySample) time.Time    { return s.listed }
+func queuedAt(s *latencySample) time.Time    { return s.queued }
 func runnerJobAt(s *latencySample) time.Time { return s.runnerJob }
 func runningAt(s *latencySample) time.Time   { return s.running }
 
@@ -562,7 +601,13 @@ func (b *bed) webhookScaler(ctx context.Context, t *testing.T, ns, group string,
 	t.Cleanup(func() {
 		_ = run.cmd.Process.Signal(syscall.SIGTERM)
 		res := run.wait(t)
-		t.Logf("scaler log tail:\n%s", redact(tail(res.log, 15)))
+		// The whole log beside the listeners' (which the agent writes
+		// there), for reading what each pass did.
+		file := filepath.Join(b.dir, "logs", "pods", ns+"_webhook-scaler_listener.log")
+		if err := os.WriteFile(file, []byte(redact(res.log)), 0o644); err != nil {
+			t.Errorf("write the scaler's log: %v", err)
+		}
+		t.Logf("scaler log tail (all of it in %s):\n%s", file, redact(tail(res.log, 15)))
 	})
 	b.waitPasses(ctx, t, ns, group, 0, nil, nil)
 	require.NoError(t, fx.pushAs.CreateRepoHook(ctx, fx.repo, "http://"+addr+"/webhook", secret))
@@ -579,7 +624,7 @@ func deadlineOf(ctx context.Context) time.Time {
 
 // The pushes of a polled mode fall on n distinct points of the period,
 // period/n apart, at least latencyMinGap after each other; without a
-// period they come 1 to 3 s apart.
+// period they come spacing/2 to 3×spacing/2 apart.
 func TestPushGapsSpreadPushesOverThePeriod(t *testing.T) {
 	for _, tc := range []struct {
 		period time.Duration
@@ -593,7 +638,7 @@ func TestPushGapsSpreadPushesOverThePeriod(t *testing.T) {
 		{time.Minute, 1, time.Minute},
 	} {
 		t.Run(fmt.Sprintf("%s/%d", tc.period, tc.n), func(t *testing.T) {
-			gaps := pushGaps(tc.period, tc.n)
+			gaps := pushGaps(tc.period, time.Second, tc.n)
 			require.Len(t, gaps, tc.n)
 			require.Less(t, gaps[0], tc.gap, "the first push comes at a random offset within one gap")
 			points := map[time.Duration]bool{}
@@ -611,7 +656,7 @@ func TestPushGapsSpreadPushesOverThePeriod(t *testing.T) {
 			}
 		})
 	}
-	for _, g := range pushGaps(0, 50) {
+	for _, g := range pushGaps(0, 2*time.Second, 50) {
 		require.GreaterOrEqual(t, g, time.Second)
 		require.Less(t, g, 3*time.Second)
 	}
