@@ -1,8 +1,6 @@
 package scaler
 
 import (
-	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -112,24 +110,6 @@ func (e *env) giteaCalls() int {
 	e.gitea.mu.Lock()
 	defer e.gitea.mu.Unlock()
 	return e.gitea.calls
-}
-
-// startLoop runs the scaler's loop with a 1h interval until the test ends.
-func startLoop(t *testing.T, sc *Scaler) {
-	signals := make(chan os.Signal, 2)
-	done := make(chan error, 1)
-	go func() {
-		done <- sc.run(context.Background(), RunOptions{Loop: true, Interval: time.Hour, FollowUp: followUpBase}, signals)
-	}()
-	t.Cleanup(func() {
-		sendSignal(signals, os.Interrupt)
-		select {
-		case err := <-done:
-			assert.NoError(t, err)
-		case <-time.After(5 * time.Second):
-			t.Error("the loop did not stop")
-		}
-	})
 }
 
 // TestLoopPassesAgainSoonAfterLeavingAJobToAnIdleRunner: the regular pass

@@ -39,6 +39,25 @@ func loopEnv(t *testing.T, during func(ctx context.Context, call int32)) (*env, 
 	return e, sc, g, make(chan os.Signal, 2)
 }
 
+// startLoop runs the scaler's loop with a 1h interval (and the short
+// follow-up base of followup_test.go) until the test ends.
+func startLoop(t *testing.T, sc *Scaler) {
+	signals := make(chan os.Signal, 2)
+	done := make(chan error, 1)
+	go func() {
+		done <- sc.run(context.Background(), RunOptions{Loop: true, Interval: time.Hour, FollowUp: followUpBase}, signals)
+	}()
+	t.Cleanup(func() {
+		sendSignal(signals, os.Interrupt)
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Error("the loop did not stop")
+		}
+	})
+}
+
 // waitFor fails the test unless cond holds within a few seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

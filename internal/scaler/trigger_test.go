@@ -2,7 +2,6 @@ package scaler
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -77,9 +76,7 @@ func TestTriggerPassesAtOnceForTheGroupsThatCanServe(t *testing.T) {
 		d.Gitea = func(string, string) (gitea.Client, error) { return g, nil }
 		d.Observer = obs
 	})
-	signals := make(chan os.Signal, 2)
-	done := make(chan error, 1)
-	go func() { done <- sc.run(context.Background(), RunOptions{Loop: true, Interval: time.Hour}, signals) }()
+	startLoop(t, sc)
 	waitFor(t, "the first pass", func() bool { return g.count("org acme") == 1 && g.count("org beta") == 1 })
 
 	for range 5 {
@@ -98,14 +95,6 @@ func TestTriggerPassesAtOnceForTheGroupsThatCanServe(t *testing.T) {
 	assert.False(t, sums[0].Partial, "the poll")
 	assert.True(t, sums[1].Partial, "a webhook's pass")
 	assert.Len(t, sums[1].GroupStats, 1)
-
-	sendSignal(signals, os.Interrupt)
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the loop did not stop")
-	}
 }
 
 // TestTriggerWithoutALoopDoesNothing: a single pass never waits for
