@@ -58,3 +58,73 @@ func TestRegistrationTokenIsMintedOnTheRealGitea(t *testing.T) {
 		assert.NotContains(t, cond.Message, minted)
 	}
 }
+
+// TestRegistrationTokenIsMintedForRepoAndUserScopes: the README's table of
+// the API token a minted registration token needs holds on the real Gitea
+// for the scopes besides org: a repository owner's token with only
+// write:repository mints the repository's token (with read:repository
+// Gitea refuses, naming the scope it requires), and a user's own token
+// with write:user (and read:repository, to list its jobs) mints the
+// user's. Each minted token is the scope's active one, and a runner
+// registered with it serves the group's job.
+func TestRegistrationTokenIsMintedForRepoAndUserScopes(t *testing.T) {
+	t.Parallel()
+	b := getBed(t)
+	ctx := testContext(t, 6*time.Minute)
+	ns := b.namespace(ctx, t, "e2e-mint-scopes", nil)
+	b.helmInstall(ctx, t, ns, "gro", deploymentValues(ns))
+	g := b.gitea
+
+	cases := []struct {
+		scope v1alpha1.Scope
+		setup func(t *testing.T) (scopeFixture, *giteasetup.Client, giteasetup.Runners)
+	}{
+		{scope: v1alpha1.ScopeRepo, setup: func(t *testing.T) (scopeFixture, *giteasetup.Client, giteasetup.Runners) {
+			user := uniq("e2e-mint-repo")
+			pass := g.createUser(ctx, t, user)
+			owner := g.admin.WithToken(g.userToken(ctx, t, user, pass, "setup", "write:repository", "write:user"))
+			r := g.createUserRepo(ctx, t, owner, "app")
+			return scopeFixture{
+				spec:     v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeRepo, User: user, Repo: r.Name},
+				repo:     r,
+				pushAs:   owner,
+				apiToken: g.userToken(ctx, t, user, pass, "scaler", "write:repository"),
+			}, owner, giteasetup.RepoRunners(r)
+		}},
+		{scope: v1alpha1.ScopeUser, setup: func(t *testing.T) (scopeFixture, *giteasetup.Client, giteasetup.Runners) {
+			user := uniq("e2e-mint-user")
+			pass := g.createUser(ctx, t, user)
+			owner := g.admin.WithToken(g.userToken(ctx, t, user, pass, "setup", "write:repository", "write:user"))
+			return scopeFixture{
+				spec:     v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeUser, User: user},
+				repo:     g.createUserRepo(ctx, t, owner, "app"),
+				pushAs:   owner,
+				apiToken: g.userToken(ctx, t, user, pass, "scaler", "read:repository", "write:user"),
+			}, owner, giteasetup.UserRunners()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.scope), func(t *testing.T) {
+			t.Parallel()
+			fx, owner, runners := tc.setup(t)
+			group := "mint-" + string(tc.scope)
+			label := uniq("e2e-mint-" + string(tc.scope))
+			secret := groupSecret(group)
+			b.tokenSecret(ctx, t, ns, secret, "", fx.apiToken)
+			spec := b.groupSpec(fx, secret, 1, label)
+			spec.RegistrationToken = nil
+			b.createGroup(ctx, t, ns, group, nil, spec)
+
+			key := jobKey("mint", string(tc.scope))
+			g.pushWorkflow(ctx, t, fx.pushAs, fx.repo, "ci.yml", workflow(wfJob{key: key, runsOn: []string{label}}))
+			dump := func() string { return b.dumpNamespaces(ns) + g.jobsLine(fx.repo) }
+			b.expectCompleted(ctx, t, ns, group, fx.repo, idsOf(g.waitJobs(ctx, t, fx.repo, 1), key), dump)
+
+			sec, err := b.kube.CoreV1().Secrets(ns).Get(ctx, v1alpha1.MintedRegistrationTokenSecret(group), metav1.GetOptions{})
+			require.NoError(t, err)
+			minted := string(sec.Data[v1alpha1.MintedRegistrationTokenKey])
+			secrets.add(minted)
+			assert.Equal(t, g.registrationToken(ctx, t, owner, runners), minted, "the scope's active registration token")
+		})
+	}
+}
