@@ -237,3 +237,21 @@ func (b *bed) newOrgScope(ctx context.Context, t *testing.T, org string) scopeFi
 		apiToken: g.adminToken,
 	}
 }
+
+// newUserScope makes a user with one repository, as a team would have
+// them: the user's own token to work with (repositories, its runner
+// registration token) pushes, and a token of scalerScopes is the group's
+// API token.
+func (b *bed) newUserScope(ctx context.Context, t *testing.T, user string, scalerScopes ...string) scopeFixture {
+	t.Helper()
+	g := b.gitea
+	pass := g.createUser(ctx, t, user)
+	owner := g.admin.WithToken(g.userToken(ctx, t, user, pass, "setup", "write:repository", "write:user"))
+	return scopeFixture{
+		spec:     v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeUser, User: user},
+		repo:     g.createUserRepo(ctx, t, owner, "app"),
+		pushAs:   owner,
+		regToken: g.registrationToken(ctx, t, owner, giteasetup.UserRunners()),
+		apiToken: g.userToken(ctx, t, user, pass, "scaler", scalerScopes...),
+	}
+}

@@ -76,37 +76,21 @@ func TestRegistrationTokenIsMintedForRepoAndUserScopes(t *testing.T) {
 	g := b.gitea
 
 	cases := []struct {
-		scope v1alpha1.Scope
-		setup func(t *testing.T) (scopeFixture, *giteasetup.Client, giteasetup.Runners)
+		scope        v1alpha1.Scope
+		scalerScopes []string
 	}{
-		{scope: v1alpha1.ScopeRepo, setup: func(t *testing.T) (scopeFixture, *giteasetup.Client, giteasetup.Runners) {
-			user := uniq("e2e-mint-repo")
-			pass := g.createUser(ctx, t, user)
-			owner := g.admin.WithToken(g.userToken(ctx, t, user, pass, "setup", "write:repository", "write:user"))
-			r := g.createUserRepo(ctx, t, owner, "app")
-			return scopeFixture{
-				spec:     v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeRepo, User: user, Repo: r.Name},
-				repo:     r,
-				pushAs:   owner,
-				apiToken: g.userToken(ctx, t, user, pass, "scaler", "write:repository"),
-			}, owner, giteasetup.RepoRunners(r)
-		}},
-		{scope: v1alpha1.ScopeUser, setup: func(t *testing.T) (scopeFixture, *giteasetup.Client, giteasetup.Runners) {
-			user := uniq("e2e-mint-user")
-			pass := g.createUser(ctx, t, user)
-			owner := g.admin.WithToken(g.userToken(ctx, t, user, pass, "setup", "write:repository", "write:user"))
-			return scopeFixture{
-				spec:     v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeUser, User: user},
-				repo:     g.createUserRepo(ctx, t, owner, "app"),
-				pushAs:   owner,
-				apiToken: g.userToken(ctx, t, user, pass, "scaler", "read:repository", "write:user"),
-			}, owner, giteasetup.UserRunners()
-		}},
+		{scope: v1alpha1.ScopeRepo, scalerScopes: []string{"write:repository"}},
+		{scope: v1alpha1.ScopeUser, scalerScopes: []string{"read:repository", "write:user"}},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.scope), func(t *testing.T) {
 			t.Parallel()
-			fx, owner, runners := tc.setup(t)
+			fx := b.newUserScope(ctx, t, uniq("e2e-mint-"+string(tc.scope)), tc.scalerScopes...)
+			runners := giteasetup.UserRunners()
+			if tc.scope == v1alpha1.ScopeRepo {
+				fx.spec = v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeRepo, User: fx.spec.User, Repo: fx.repo.Name}
+				runners = giteasetup.RepoRunners(fx.repo)
+			}
 			group := "mint-" + string(tc.scope)
 			label := uniq("e2e-mint-" + string(tc.scope))
 			secret := groupSecret(group)
@@ -124,7 +108,7 @@ func TestRegistrationTokenIsMintedForRepoAndUserScopes(t *testing.T) {
 			require.NoError(t, err)
 			minted := string(sec.Data[v1alpha1.MintedRegistrationTokenKey])
 			secrets.add(minted)
-			assert.Equal(t, g.registrationToken(ctx, t, owner, runners), minted, "the scope's active registration token")
+			assert.Equal(t, g.registrationToken(ctx, t, fx.pushAs, runners), minted, "the scope's active registration token")
 		})
 	}
 }

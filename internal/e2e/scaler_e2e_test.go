@@ -62,19 +62,8 @@ func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
 			return b.newOrgScope(ctx, t, uniq("e2e-org"))
 		}},
 		{scope: v1alpha1.ScopeUser, setup: func(t *testing.T) scopeFixture {
-			// A user's own tokens, as a team would have them: one to work
-			// with (repositories, its runner registration token) and a
-			// read-only one for the scaler.
-			user := uniq("e2e-user")
-			pass := g.createUser(ctx, t, user)
-			owner := g.admin.WithToken(g.userToken(ctx, t, user, pass, "setup", "write:repository", "write:user"))
-			return scopeFixture{
-				spec:     v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeUser, User: user},
-				repo:     g.createUserRepo(ctx, t, owner, "app"),
-				pushAs:   owner,
-				regToken: g.registrationToken(ctx, t, owner, giteasetup.UserRunners()),
-				apiToken: g.userToken(ctx, t, user, pass, "scaler", "read:repository", "read:user"),
-			}
+			// A read-only token for the scaler.
+			return b.newUserScope(ctx, t, uniq("e2e-user"), "read:repository", "read:user")
 		}},
 		{scope: v1alpha1.ScopeRepo, setup: func(t *testing.T) scopeFixture {
 			org := g.createOrg(ctx, t, uniq("e2e-repo"))
