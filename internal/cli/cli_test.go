@@ -144,23 +144,19 @@ func TestGiteaClientsDialOnlyAllowedSpecialAddresses(t *testing.T) {
 	t.Cleanup(srv.Close)
 	srv.AddToken("tok", "root", true)
 
-	r, err := parse(t)
-	require.NoError(t, err)
-	factory, err := r.giteaFactory(nil)
-	require.NoError(t, err)
-	c, err := factory(srv.URL, "tok")
-	require.NoError(t, err)
-	_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
-	require.ErrorIs(t, err, gitea.ErrURLNotAllowed, "the fake Gitea is on loopback")
-
-	r, err = parse(t, "--allowed-gitea-urls", srv.URL)
-	require.NoError(t, err)
-	factory, err = r.giteaFactory(nil)
-	require.NoError(t, err)
-	c, err = factory(srv.URL, "tok")
-	require.NoError(t, err)
-	_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
-	assert.NoError(t, err)
+	// snapshot lists the fake Gitea through the client the flags make.
+	snapshot := func(args ...string) error {
+		r, err := parse(t, args...)
+		require.NoError(t, err)
+		factory, err := r.giteaFactory(nil)
+		require.NoError(t, err)
+		c, err := factory(srv.URL, "tok")
+		require.NoError(t, err)
+		_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
+		return err
+	}
+	require.ErrorIs(t, snapshot(), gitea.ErrURLNotAllowed, "the fake Gitea is on loopback")
+	assert.NoError(t, snapshot("--allowed-gitea-urls", srv.URL))
 }
 
 func TestRobustnessFlagsFromEnvironment(t *testing.T) {

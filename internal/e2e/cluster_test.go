@@ -9,7 +9,6 @@ import (
 	"context"
 	"maps"
 	"sort"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -89,8 +89,8 @@ func (b *bed) jobPods(ctx context.Context, ns, job string) ([]corev1.Pod, error)
 // byGiteaJob groups runner Jobs by their gitea-job-id label.
 func byGiteaJob(jobs []batchv1.Job) map[int64][]batchv1.Job {
 	out := map[int64][]batchv1.Job{}
-	for _, j := range jobs {
-		id, _ := strconv.ParseInt(j.Labels[labelGiteaJob], 10, 64)
+	for i, j := range jobs {
+		id := runnerjob.GiteaJobID(&jobs[i])
 		out[id] = append(out[id], j)
 	}
 	return out

@@ -312,14 +312,22 @@ func TestFaultKubeAPIServerRestartBetweenPasses(t *testing.T) {
 	t.Logf("API server down: the pass ended with exit %d in %s; restart took %s", down.exit, down.took.Round(time.Millisecond), restart.Round(100*time.Millisecond))
 }
 
-// deadKubeconfig is a kubeconfig for an API server that is not there: a
-// loopback port nothing listens on.
-func deadKubeconfig(t *testing.T) string {
+// freeLoopbackAddr is a loopback host:port that nothing listens on now,
+// for a process that binds it later or a client that must find it dead.
+func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
+	return addr
+}
+
+// deadKubeconfig is a kubeconfig for an API server that is not there: a
+// loopback port nothing listens on.
+func deadKubeconfig(t *testing.T) string {
+	t.Helper()
+	addr := freeLoopbackAddr(t)
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["gone"] = &clientcmdapi.Cluster{Server: "http://" + addr}
 	kc.AuthInfos["anonymous"] = &clientcmdapi.AuthInfo{}

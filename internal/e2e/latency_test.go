@@ -44,7 +44,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,6 +60,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
 const (
@@ -369,8 +369,8 @@ func (o *latencyObserver) jobSeen(j *batchv1.Job, at time.Time) {
 		return
 	}
 	o.seenJobs[j.Name] = at
-	id, err := strconv.ParseInt(j.Labels[labelGiteaJob], 10, 64)
-	if err != nil {
+	id := runnerjob.GiteaJobID(j)
+	if id == 0 {
 		o.fail("runner Job %s claims no Gitea job (label %s=%q): this harness's groups keep no warm pool", j.Name, labelGiteaJob, j.Labels[labelGiteaJob])
 		return
 	}
@@ -574,23 +574,13 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	return sorted[max(rank, 1)-1]
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
-
 // webhookScaler starts a looping scaler over ns with its webhook on a free
 // loopback port and a poll interval of its own, points a webhook of fx's
 // repository at it, and returns once the group's first pass is recorded.
 // The scaler stops when the test ends.
 func (b *bed) webhookScaler(ctx context.Context, t *testing.T, ns, group string, fx scopeFixture, interval time.Duration) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr := freeLoopbackAddr(t)
 	secret := uniq("hook-secret")
 	secrets.add(secret)
 	secretFile := filepath.Join(t.TempDir(), "secret")

@@ -361,10 +361,7 @@ func observeCapacity(ctx context.Context, b *bed, ns, group string, r giteasetup
 				}
 				o.mu.Unlock()
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
-			}
+			sleepCtx(ctx, 250*time.Millisecond)
 		}
 	}()
 	return o

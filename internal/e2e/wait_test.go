@@ -51,10 +51,7 @@ func waitEvery(ctx context.Context, t *testing.T, every, timeout time.Duration, 
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			t.Fatalf("%s: not within %s\nlast state: %s\n%s", what, timeout, redact(last), dumpOf(dump))
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(every):
-		}
+		sleepCtx(ctx, every)
 	}
 }
 
@@ -77,4 +74,12 @@ func dumpOf(dump func() string) string {
 		return ""
 	}
 	return redact(dump())
+}
+
+// sleepCtx pauses for d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
 }
