@@ -199,8 +199,8 @@ func (r *RunCmd) Validate() error {
 			errs = append(errs, fmt.Errorf("--default-labels: invalid label %q", l))
 		}
 	}
-	if _, err := giteaurl.Parse(r.AllowedGiteaURLs); err != nil {
-		errs = append(errs, fmt.Errorf("--allowed-gitea-urls: %w", err))
+	if _, err := giteaPolicy(r.AllowedGiteaURLs); err != nil {
+		errs = append(errs, err)
 	}
 	if r.ServiceAccount != "" {
 		if ns, name, ok := strings.Cut(r.ServiceAccount, ":"); !ok || ns == "" || name == "" {
@@ -375,9 +375,9 @@ func (r *RunCmd) kubeConfig() (*rest.Config, error) {
 }
 
 // giteaFactory makes the clients of real Gitea instances, their requests
-// counted by m (nil counts none). They share one HTTP client, which checks
-// the allowed Gitea URLs on every dial and redirect, and one transport, so
-// connections are reused.
+// counted by m (nil counts none), by the rule why follows too
+// (giteaClients): one shared HTTP client and transport, so connections
+// are reused.
 func (r *RunCmd) giteaFactory(m *metrics.Metrics) (scaler.GiteaFactory, error) {
 	base, ok := r.giteaTransport.(*http.Transport)
 	if !ok || base == nil {
@@ -386,17 +386,14 @@ func (r *RunCmd) giteaFactory(m *metrics.Metrics) (scaler.GiteaFactory, error) {
 			return nil, err
 		}
 	}
-	hc := r.allowedGiteaURLs().HTTPClient(base)
+	var wrap func(http.RoundTripper) http.RoundTripper
 	if m != nil {
-		hc.Transport = m.GiteaTransport(hc.Transport)
+		wrap = m.GiteaTransport
 	}
-	return func(baseURL, token string) (gitea.Client, error) {
-		return gitea.NewClient(baseURL, token, gitea.Options{
-			Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: userAgent(),
-			HTTPClient:          hc,
-			OneStatusPerRequest: r.BenchNaive,
-		})
-	}, nil
+	return giteaClients(r.allowedGiteaURLs(), base, wrap, gitea.Options{
+		Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: userAgent(),
+		OneStatusPerRequest: r.BenchNaive,
+	}), nil
 }
 
 // allowedGiteaURLs is --allowed-gitea-urls as a policy; Validate has

@@ -33,6 +33,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
@@ -151,11 +152,14 @@ func TestGiteaClientsDialOnlyAllowedSpecialAddresses(t *testing.T) {
 		factory, err := r.giteaFactory(nil)
 		require.NoError(t, err)
 		c, err := factory(srv.URL, "tok")
-		require.NoError(t, err)
+		if err != nil {
+			return err
+		}
 		_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
 		return err
 	}
-	require.ErrorIs(t, snapshot(), gitea.ErrURLNotAllowed, "the fake Gitea is on loopback")
+	require.ErrorIs(t, snapshot(), giteaurl.ErrNotAllowed, "the fake Gitea is on loopback: refused before a client exists")
+	assert.Zero(t, len(srv.Requests()), "nothing was sent")
 	assert.NoError(t, snapshot("--allowed-gitea-urls", srv.URL))
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,8 +12,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/why"
 )
 
@@ -26,9 +29,13 @@ type WhyCmd struct {
 	DefaultLabels []string      `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"The scaler's default runner labels, as run takes them (comma-separated)."`
 	GiteaTimeout  time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
 	GiteaCAFile   string        `env:"SCALER_GITEA_CA_FILE" placeholder:"PATH" help:"PEM bundle of CAs trusted for Gitea besides the system's."`
+	// A group's API token goes only where the listener would send it.
+	AllowedGiteaURLs []string `name:"allowed-gitea-urls" env:"SCALER_ALLOWED_GITEA_URLS" placeholder:"URL" help:"Gitea URLs a group's API token may be sent to, as run takes them (the chart's allowedGiteaURLs); required, unless --any-gitea-url."`
+	AnyGiteaURL      bool     `help:"Without --allowed-gitea-urls, send a group's token to any Gitea URL but loopback, link-local and metadata addresses, as a listener with an empty allowedGiteaURLs does."`
 
 	ref       why.Ref
-	transport http.RoundTripper
+	transport *http.Transport
+	policy    *giteaurl.Policy
 }
 
 // Validate runs at parse time: a bad job reference or flag exits with
@@ -50,6 +57,13 @@ func (c *WhyCmd) Validate() error {
 	if c.transport, err = gitea.NewTransport(c.GiteaCAFile); err != nil {
 		return fmt.Errorf("--gitea-ca-file: %w", err)
 	}
+	if c.policy, err = giteaPolicy(c.AllowedGiteaURLs); err != nil {
+		return err
+	}
+	if c.policy.Empty() && !c.AnyGiteaURL {
+		return errors.New("why sends a group's API token to the group's Gitea URL: give the allowed Gitea URLs the listener has " +
+			"(--allowed-gitea-urls or SCALER_ALLOWED_GITEA_URLS, the chart's allowedGiteaURLs), or --any-gitea-url when that list is empty")
+	}
 	return c.Selection.Validate()
 }
 
@@ -69,13 +83,14 @@ func (c *WhyCmd) run(streams IO) int {
 		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
 		return ExitFailed
 	}
-	hc := &http.Client{Transport: c.transport}
 	return c.runWith(context.Background(), why.Deps{
-		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn},
-		Gitea: func(base, token string) (gitea.Client, error) {
-			return gitea.NewClient(base, token, gitea.Options{Timeout: c.GiteaTimeout, HTTPClient: hc, UserAgent: userAgent()})
-		},
+		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: c.giteaFactory(),
 	}, streams)
+}
+
+// giteaFactory makes the Gitea clients by run's rule (giteaClients).
+func (c *WhyCmd) giteaFactory() scaler.GiteaFactory {
+	return giteaClients(c.policy, c.transport, nil, gitea.Options{Timeout: c.GiteaTimeout, UserAgent: userAgent()})
 }
 
 // runWith answers with the given clients (tests pass fakes).

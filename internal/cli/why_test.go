@@ -34,6 +34,7 @@ func TestWhyReadsTheListenersEnvironment(t *testing.T) {
 	t.Setenv("SCALER_SELECTOR", "team=infra")
 	t.Setenv("SCALER_DEFAULT_LABELS", "linux:host,ubuntu-latest")
 	t.Setenv("SCALER_GITEA_TIMEOUT", "3s")
+	t.Setenv("SCALER_ALLOWED_GITEA_URLS", "https://gitea.example.com")
 	c, err := parseWhy(t, "https://gitea.example.com/acme/app/actions/runs/12/jobs/34", "-o", "json")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "b"}, c.Namespace)
@@ -44,6 +45,8 @@ func TestWhyReadsTheListenersEnvironment(t *testing.T) {
 }
 
 func TestWhyRefusesBadArguments(t *testing.T) {
+	// A list, so each case fails for its own reason.
+	t.Setenv("SCALER_ALLOWED_GITEA_URLS", "https://gitea.example.com")
 	for _, args := range [][]string{
 		{},
 		{"build"},
@@ -53,6 +56,7 @@ func TestWhyRefusesBadArguments(t *testing.T) {
 		{"42", "--gitea-timeout", "0s"},
 		{"42", "--default-labels", "a b"},
 		{"42", "--gitea-ca-file", "/nonexistent/ca.pem"},
+		{"42", "--allowed-gitea-urls", "gitea.example.com"},
 	} {
 		var out, errOut bytes.Buffer
 		assert.Equal(t, ExitUsage, Main(append([]string{"why"}, args...), IO{Out: &out, Err: &errOut}), "%q", args)
@@ -60,7 +64,7 @@ func TestWhyRefusesBadArguments(t *testing.T) {
 }
 
 func TestWhyFailsWhenNoGroupIsSelected(t *testing.T) {
-	c, err := parseWhy(t, "42", "-n", "empty")
+	c, err := parseWhy(t, "42", "-n", "empty", "--any-gitea-url")
 	require.NoError(t, err)
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"})

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,7 +76,10 @@ func TestWhyExplainsServedBlockedUnmatchedAndWaitingJobs(t *testing.T) {
 	bin := filepath.Join(b.root, "bin", "gitea-runner-scaler")
 	run := func(args ...string) string {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", b.kubeconfig, "-n", s.ns)...)
+		// why sends a group's token only where the listener would: the
+		// bed's allowed Gitea URLs, as a pass gets them.
+		cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", b.kubeconfig, "-n", s.ns,
+			"--allowed-gitea-urls", strings.Join(b.giteaURLsOf(ctx, t, []string{s.ns}), ","))...)
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%v: %s", args, redact(string(out)))
 		return string(out)

@@ -41,6 +41,18 @@ func NewTransport(caFile string) (*http.Transport, error) {
 	return t, nil
 }
 
+// ProxyVariable names the proxy variable NewTransport would use, or ""
+// when none is set (NO_PROXY is not weighed: a proxy for some hosts is a
+// proxy).
+func ProxyVariable() string {
+	for _, v := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {
+		if os.Getenv(v) != "" {
+			return v
+		}
+	}
+	return ""
+}
+
 // CertPool is the system's CAs plus the PEM certificates in caFile.
 func CertPool(caFile string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(caFile)

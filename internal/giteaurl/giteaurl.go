@@ -186,11 +186,36 @@ var metadata = []netip.Addr{
 	netip.MustParseAddr("fd00:ec2::254"),
 }
 
+// Prefixes that carry an IPv4 address inside an IPv6 one: a connection to
+// them reaches that IPv4 address through a NAT64 gateway (RFC 6052's
+// well-known prefix, the IPv4 address in the last 32 bits) or a 6to4 relay
+// (RFC 3056, the IPv4 address in bits 16 to 47).
+var (
+	nat64  = netip.MustParsePrefix("64:ff9b::/96")
+	sixTo4 = netip.MustParsePrefix("2002::/16")
+)
+
+// embeddedIPv4 is the IPv4 address a NAT64 or 6to4 address reaches.
+func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
+	b := ip.As16()
+	switch {
+	case nat64.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixTo4.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}
+
 // Special reports whether ip is a loopback, unspecified ("0.0.0.0" reaches
 // the local host), link-local (169.254.169.254, the usual metadata
-// service, is one) or known metadata address.
+// service, is one) or known metadata address, also when written as an
+// IPv4-mapped, NAT64 or 6to4 IPv6 address.
 func Special(ip netip.Addr) bool {
 	ip = ip.Unmap()
+	if v4, ok := embeddedIPv4(ip); ok {
+		return Special(v4)
+	}
 	if ip.IsLoopback() || ip.IsUnspecified() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() {
 		return true
 	}

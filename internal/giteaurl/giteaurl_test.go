@@ -155,6 +155,37 @@ func TestSpecialCoversMappedAddresses(t *testing.T) {
 	assert.False(t, Special(netip.MustParseAddr("::ffff:203.0.113.7")))
 }
 
+// An IPv4 address written in an IPv6 translation prefix reaches that IPv4
+// address through a NAT64 gateway or a 6to4 relay: the metadata service,
+// loopback and link-local addresses stay special in those spellings, and
+// ordinary addresses stay ordinary.
+func TestSpecialCoversNAT64And6to4Forms(t *testing.T) {
+	tests := []struct {
+		addr    string
+		special bool
+	}{
+		{"64:ff9b::a9fe:a9fe", true},       // NAT64 of 169.254.169.254
+		{"64:ff9b::169.254.169.254", true}, // the same, dotted
+		{"64:ff9b::7f00:1", true},          // NAT64 of 127.0.0.1
+		{"64:ff9b::6464:64c8", true},       // NAT64 of 100.100.100.200 (Alibaba)
+		{"64:ff9b::a83f:8110", true},       // NAT64 of 168.63.129.16 (Azure)
+		{"64:ff9b::0:0", true},             // NAT64 of 0.0.0.0
+		{"64:ff9b::cb00:7107", false},      // NAT64 of 203.0.113.7
+		{"2002:a9fe:a9fe::", true},         // 6to4 of 169.254.169.254
+		{"2002:a9fe:a9fe:1:2:3:4:5", true}, // any host behind it
+		{"2002:7f00:1::1", true},           // 6to4 of 127.0.0.1
+		{"2002:6464:64c8::", true},         // 6to4 of 100.100.100.200
+		{"2002:cb00:7107::1", false},       // 6to4 of 203.0.113.7
+		{"64:ff9b:1::a9fe:a9fe", false},    // outside the /96 (local-use NAT64 is not translated to this form)
+		{"2001:db8::a9fe:a9fe", false},     // an ordinary address that happens to end like it
+	}
+	for _, tt := range tests {
+		t.Run(tt.addr, func(t *testing.T) {
+			assert.Equal(t, tt.special, Special(netip.MustParseAddr(tt.addr)))
+		})
+	}
+}
+
 // FuzzCheck: Check never panics, and an allowed URL is always under an
 // entry: same scheme, and its path starts with the entry's on a segment
 // boundary.
