@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -11,6 +12,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/status"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/termtext"
 )
 
 // Selection are the flags that pick RunnerGroups, as `run` reads them (same
@@ -41,6 +43,12 @@ func (s *Selection) config() scaler.Config {
 	return scaler.Config{Namespaces: s.Namespace, Selector: s.Selector, ExcludeSelectors: s.ExcludeSelector}
 }
 
+// printError writes an error of the read-only commands, which may quote
+// Gitea or a group's writer, escaped for the terminal (termtext).
+func printError(w io.Writer, err error) {
+	fmt.Fprintf(w, "gitea-runner-scaler: %s\n", termtext.Escape(err.Error()))
+}
+
 // StatusCmd is `gitea-runner-scaler status`.
 type StatusCmd struct {
 	Selection `embed:""`
@@ -67,15 +75,15 @@ func (c *StatusCmd) run(streams IO) int {
 func (c *StatusCmd) runWith(ctx context.Context, groups scaler.GroupClient, streams IO, now time.Time) int {
 	sel, err := scaler.Selected(ctx, groups, c.config())
 	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: %v\n", err)
+		printError(streams.Err, err)
 		return ExitFailed
 	}
 	if err := status.Write(streams.Out, status.Rows(sel, now), c.Output); err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: %v\n", err)
+		printError(streams.Err, err)
 		return ExitFailed
 	}
 	for _, ns := range sel.FailedNamespaces {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot list the RunnerGroups of namespace %s\n", ns)
+		printError(streams.Err, fmt.Errorf("cannot list the RunnerGroups of namespace %s", ns))
 	}
 	if len(sel.FailedNamespaces) > 0 || len(sel.Broken) > 0 {
 		return ExitFailed

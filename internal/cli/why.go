@@ -99,11 +99,11 @@ func (c *WhyCmd) runWith(ctx context.Context, deps why.Deps, streams IO) int {
 	sc.Runner.DefaultLabels = c.DefaultLabels
 	rep, err := why.Explain(ctx, deps, sc, c.ref)
 	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: %v\n", err)
+		printError(streams.Err, err)
 		return ExitFailed
 	}
 	if err := why.Write(streams.Out, rep, c.Output); err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: %v\n", err)
+		printError(streams.Err, err)
 		return ExitFailed
 	}
 	return ExitOK

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/alecthomas/kong"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/why"
 )
@@ -73,4 +75,25 @@ func TestWhyFailsWhenNoGroupIsSelected(t *testing.T) {
 	assert.Equal(t, ExitFailed, code)
 	assert.Contains(t, errOut.String(), "no selected RunnerGroup has a valid spec")
 	assert.Empty(t, out.String())
+}
+
+type failingGitea struct{ err error }
+
+func (f failingGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, error) {
+	return gitea.Snapshot{}, f.err
+}
+
+// Gitea's error text reaches the operator's terminal escaped.
+func TestWhyEscapesGiteasErrors(t *testing.T) {
+	c, err := parseWhy(t, "42", "-n", "ci", "--any-gitea-url")
+	require.NoError(t, err)
+	deps := whyWorld(t, "https://gitea.example.com")
+	deps.Gitea = func(string, string) (gitea.Client, error) {
+		return failingGitea{errors.New("HTTP 500: \x1b]0;owned\x07\x1b[2K\rverdict: Running\u009b")}, nil
+	}
+	var out, errOut bytes.Buffer
+	assert.Equal(t, ExitFailed, c.runWith(context.Background(), deps, IO{Out: &out, Err: &errOut}))
+	assert.Contains(t, errOut.String(), `HTTP 500: \x1b]0;owned\x07\x1b[2K\rverdict: Running\u009b`)
+	assert.NotContains(t, errOut.String(), "\x1b")
+	assert.NotContains(t, errOut.String(), "\u009b")
 }

@@ -4,6 +4,7 @@
 package status
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/termtext"
 )
 
 // Row is one RunnerGroup as status shows it. The JSON and YAML forms use
@@ -130,10 +132,16 @@ const (
 func Write(w io.Writer, rows []Row, format string) error {
 	switch format {
 	case FormatJSON:
-		enc := json.NewEncoder(w)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string][]Row{"groups": nonNil(rows)})
+		if err := enc.Encode(map[string][]Row{"groups": nonNil(rows)}); err != nil {
+			return err
+		}
+		_, err := w.Write(termtext.JSON(buf.Bytes()))
+		return err
 	case FormatYAML:
+		// yaml.v3 escapes control characters in the strings it quotes.
 		return yaml.NewEncoder(w).Encode(map[string][]Row{"groups": nonNil(rows)})
 	case FormatTable, "":
 		return table(w, rows)
@@ -157,17 +165,19 @@ func table(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUNNERGROUP\tSCOPE\tQUEUED\tBLOCKED\tRUNNING\tACTIVE/MAX\tIDLE/WARM\tLAST PASS\tREADY\tSCALING")
 	for _, r := range rows {
-		name := r.Namespace + "/" + r.Name
+		// Names, targets, reasons and errors are written by others
+		// (termtext says why they are escaped).
+		name := termtext.Escape(r.Namespace + "/" + r.Name)
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\tunreadable: %s\t-\n", name, oneLine(r.Error))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\tunreadable: %s\t-\n", name, termtext.Escape(oneLine(r.Error)))
 			continue
 		}
 		scope := r.Scope
 		if r.Target != "" {
 			scope += " " + r.Target
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d/%d\t%d/%d\t%s\t%s\t%s\n", name, scope,
-			r.Queued, r.Blocked, r.Running, r.Active, r.Max, r.Idle, r.Warm, lastPass(r), cond(r.Ready), cond(r.ScalingActive))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d/%d\t%d/%d\t%s\t%s\t%s\n", name, termtext.Escape(scope),
+			r.Queued, r.Blocked, r.Running, r.Active, r.Max, r.Idle, r.Warm, lastPass(r), termtext.Escape(cond(r.Ready)), termtext.Escape(cond(r.ScalingActive)))
 	}
 	return tw.Flush()
 }

@@ -186,3 +186,48 @@ func TestUnreadableGroupGetsALineWithItsError(t *testing.T) {
 	assert.Contains(t, buf.String(), "x/bad")
 	assert.Contains(t, buf.String(), "unreadable: "+assert.AnError.Error())
 }
+
+// rawControl is what a terminal would act on: C0 (ESC, BEL, CR), DEL and
+// C1 (CSI as UTF-8).
+func rawControl(s string) []rune {
+	var out []rune
+	for _, r := range s {
+		if (r < 0x20 && r != '\n') || (r >= 0x7f && r <= 0x9f) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// What a group's writer or Gitea put in a name, target, reason or error is
+// printed with its control characters escaped, in every format, and JSON
+// and YAML still carry the same values.
+func TestOutputEscapesTerminalControlCharacters(t *testing.T) {
+	evil := "x\x1b]0;owned\x07\x1b[2K\r\u009b31m\x7f"
+	rows := []Row{
+		{Namespace: "team-a", Name: "ci", Scope: "org", Target: evil, Ready: Condition{Status: "False", Reason: evil, Message: evil}},
+		{Namespace: "x", Name: "bad", Error: evil},
+	}
+	for _, format := range []string{FormatTable, FormatJSON, FormatYAML} {
+		t.Run(format, func(t *testing.T) {
+			var buf bytes.Buffer
+			require.NoError(t, Write(&buf, rows, format))
+			assert.Empty(t, rawControl(buf.String()), "%q", buf.String())
+			var back struct {
+				Groups []Row `json:"groups" yaml:"groups"`
+			}
+			switch format {
+			case FormatJSON:
+				require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
+			case FormatYAML:
+				require.NoError(t, yaml.Unmarshal(buf.Bytes(), &back))
+			default:
+				assert.Contains(t, buf.String(), `x\x1b]0;owned\x07\x1b[2K\r\u009b31m\x7f`)
+				return
+			}
+			assert.Equal(t, evil, back.Groups[0].Target)
+			assert.Equal(t, evil, back.Groups[0].Ready.Message)
+			assert.Equal(t, evil, back.Groups[1].Error)
+		})
+	}
+}

@@ -1,23 +1,32 @@
 package why
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/termtext"
 )
 
 // Write prints the report: "text" in sentences, "json" or "yaml" for scripts.
 func Write(w io.Writer, rep *Report, format string) error {
 	switch format {
 	case "json":
-		enc := json.NewEncoder(w)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+		_, err := w.Write(termtext.JSON(buf.Bytes()))
+		return err
 	case "yaml":
-		// Through JSON, so the keys are the JSON names.
+		// Through JSON, so the keys are the JSON names; yaml.v3 escapes
+		// control characters in the strings it quotes.
 		raw, err := json.Marshal(rep)
 		if err != nil {
 			return err
@@ -28,18 +37,20 @@ func Write(w io.Writer, rep *Report, format string) error {
 		}
 		return yaml.NewEncoder(w).Encode(v)
 	case "", "text":
+		// Sentences, labels, notes and group names carry what group
+		// writers and Gitea wrote: each line is escaped (termtext).
 		var b strings.Builder
 		for _, l := range rep.Explanation {
-			b.WriteString(l + "\n")
+			b.WriteString(termtext.Escape(l) + "\n")
 		}
 		if len(rep.Groups) > 0 {
 			b.WriteString("\nGroups on this Gitea:\n")
 			for _, g := range rep.Groups {
-				fmt.Fprintf(&b, "  %s: %s\n", g.Group, groupLine(g))
+				fmt.Fprintf(&b, "  %s: %s\n", termtext.Escape(g.Group), termtext.Escape(groupLine(g)))
 			}
 		}
 		for _, n := range rep.Notes {
-			b.WriteString("note: " + n + "\n")
+			b.WriteString("note: " + termtext.Escape(n) + "\n")
 		}
 		fmt.Fprintf(&b, "verdict: %s\n", rep.Verdict)
 		_, err := io.WriteString(w, b.String())
