@@ -227,6 +227,7 @@ func (c *client) listingsFor(src jobSource) []listing {
 // returned it when that listing asked for one status, else by its status
 // field (statusOfJob).
 func (c *client) Snapshot(ctx context.Context, t Target) (Snapshot, error) {
+	ctx = WithTarget(ctx, t)
 	if err := t.validate(); err != nil {
 		return Snapshot{}, err
 	}

@@ -67,6 +67,38 @@ func (t Target) String() string {
 	}
 }
 
+// Path names the target as Gitea's API paths do: "admin", "orgs/acme",
+// "users/alice", "repos/acme/app". The metrics label requests with it.
+func (t Target) Path() string {
+	switch t.Scope {
+	case ScopeGlobal:
+		return "admin"
+	case ScopeOrg:
+		return "orgs/" + t.Owner
+	case ScopeUser:
+		return "users/" + t.Owner
+	case ScopeRepo:
+		return "repos/" + t.Owner + "/" + t.Repo
+	}
+	return "other"
+}
+
+type targetKey struct{}
+
+// WithTarget marks the requests made with ctx as made for t, the target
+// a group's spec names: whatever paths its listing leads to (a user
+// scope lists each of the user's repositories), they count for t.
+func WithTarget(ctx context.Context, t Target) context.Context {
+	return context.WithValue(ctx, targetKey{}, t)
+}
+
+// RequestTarget is the target a request's context was marked with by
+// WithTarget; every call of the client marks its requests.
+func RequestTarget(ctx context.Context) (Target, bool) {
+	t, ok := ctx.Value(targetKey{}).(Target)
+	return t, ok
+}
+
 // validate rejects targets that would make us list the wrong thing, such as
 // an org target without an org (which would otherwise hit a different URL).
 func (t Target) validate() error {

@@ -35,6 +35,7 @@ var ErrWrongUser = errors.New("the API token belongs to another user")
 
 // RegistrationToken implements Registration.
 func (c *client) RegistrationToken(ctx context.Context, t Target) (string, error) {
+	ctx = WithTarget(ctx, t)
 	if err := t.validate(); err != nil {
 		return "", err
 	}

@@ -109,6 +109,7 @@ func runnerScopeOf(t Target) (runnerScope, error) {
 // whether more pages follow, so the listing goes on while a page is not
 // empty and fewer runners than total_count were seen.
 func (c *client) ListRunners(ctx context.Context, t Target) ([]Runner, error) {
+	ctx = WithTarget(ctx, t)
 	rs, err := runnerScopeOf(t)
 	if err != nil {
 		return nil, err
@@ -145,6 +146,7 @@ func (c *client) ListRunners(ctx context.Context, t Target) ([]Runner, error) {
 
 // DisableRunner implements Runners.
 func (c *client) DisableRunner(ctx context.Context, t Target, id int64) error {
+	ctx = WithTarget(ctx, t)
 	rs, err := runnerScopeOf(t)
 	if err != nil {
 		return err
@@ -159,6 +161,7 @@ func (c *client) DisableRunner(ctx context.Context, t Target, id int64) error {
 
 // DeleteRunner implements Runners.
 func (c *client) DeleteRunner(ctx context.Context, t Target, id int64) error {
+	ctx = WithTarget(ctx, t)
 	rs, err := runnerScopeOf(t)
 	if err != nil {
 		return err

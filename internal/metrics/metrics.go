@@ -8,7 +8,6 @@ package metrics
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 )
 
@@ -50,7 +50,7 @@ func New() *Metrics {
 		passDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "pass_duration_seconds",
 			Help: "Wall time of a pass.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 12)}),
 		giteaRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "gitea_requests_total",
-			Help: "Requests sent to Gitea, by HTTP status code (0: no answer) and target (the API path up to the resource, e.g. orgs/acme)."}, []string{"code", "target"}),
+			Help: "Requests sent to Gitea, by HTTP status code (0: no answer) and the target of the RunnerGroup they were sent for, as its spec names it (admin, orgs/acme, users/alice, repos/acme/app; other for none)."}, []string{"code", "target"}),
 		kubeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "kubernetes_requests_total",
 			Help: "Requests sent to the Kubernetes API, by method and HTTP status code (0: no answer)."}, []string{"method", "code"}),
 		group: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "runnergroup",
@@ -135,7 +135,7 @@ func (m *Metrics) Requests() (gitea, kube int64) {
 func (m *Metrics) GiteaTransport(base http.RoundTripper) http.RoundTripper {
 	return countingTransport{base: base, count: func(r *http.Request, code int) {
 		m.giteaTotal.Add(1)
-		m.giteaRequests.WithLabelValues(strconv.Itoa(code), giteaTarget(r.URL.Path)).Inc()
+		m.giteaRequests.WithLabelValues(strconv.Itoa(code), giteaTarget(r)).Inc()
 	}}
 }
 
@@ -163,25 +163,14 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// giteaTarget is the part of a Gitea API path that names what was asked:
-// "admin", "orgs/acme", "repos/acme/app", "users/alice", "user", from
-// ".../api/v1/orgs/acme/actions/jobs". Its values are bounded by the
-// targets of the RunnerGroups.
-func giteaTarget(path string) string {
-	_, rest, ok := strings.Cut(path, "/api/v1/")
-	if !ok {
-		return "other"
+// giteaTarget is the target, as a group's spec names it, that the
+// request was made for (gitea.WithTarget): "admin", "orgs/acme",
+// "users/alice", "repos/acme/app". Its values are bounded by the
+// RunnerGroups' targets, whatever repositories a listing returns; a
+// request not made for a target counts as "other".
+func giteaTarget(r *http.Request) string {
+	if t, ok := gitea.RequestTarget(r.Context()); ok {
+		return t.Path()
 	}
-	segs := strings.Split(rest, "/")
-	n := 1
-	switch segs[0] {
-	case "orgs", "users":
-		n = 2
-	case "repos":
-		n = 3
-	}
-	if len(segs) < n {
-		return "other"
-	}
-	return strings.Join(segs[:n], "/")
+	return "other"
 }

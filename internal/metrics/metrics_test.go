@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 )
 
@@ -56,24 +60,44 @@ func TestTransportsCountRequestsByCodeAndTarget(t *testing.T) {
 	m := New()
 	gc := &http.Client{Transport: m.GiteaTransport(http.DefaultTransport)}
 	kc := &http.Client{Transport: m.KubeTransport(http.DefaultTransport)}
-	for _, p := range []string{"/api/v1/orgs/acme/actions/jobs?page=1", "/api/v1/orgs/acme/actions/jobs?page=2", "/git/api/v1/repos/acme/nope/actions/jobs", "/api/v1/admin/actions/runners"} {
-		resp, err := gc.Get(srv.URL + p)
+	get := func(c *http.Client, target *gitea.Target, url string) error {
+		ctx := context.Background()
+		if target != nil {
+			ctx = gitea.WithTarget(ctx, *target)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		require.NoError(t, err)
-		resp.Body.Close()
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
 	}
-	resp, err := kc.Get(srv.URL + "/api/v1/namespaces/ci/pods")
-	require.NoError(t, err)
-	resp.Body.Close()
-	_, err = (&http.Client{Transport: m.GiteaTransport(http.DefaultTransport)}).Get("http://127.0.0.1:1/api/v1/user/actions/jobs")
-	require.Error(t, err)
+	org := &gitea.Target{Scope: gitea.ScopeOrg, Owner: "acme"}
+	repo := &gitea.Target{Scope: gitea.ScopeRepo, Owner: "acme", Repo: "nope"}
+	for _, r := range []struct {
+		target *gitea.Target
+		path   string
+	}{
+		{org, "/api/v1/orgs/acme/actions/jobs?page=1"},
+		{org, "/api/v1/orgs/acme/actions/jobs?page=2"},
+		{repo, "/git/api/v1/repos/acme/nope/actions/jobs"},
+		{&gitea.Target{Scope: gitea.ScopeGlobal}, "/api/v1/admin/actions/runners"},
+		{nil, "/api/v1/version"},
+	} {
+		require.NoError(t, get(gc, r.target, srv.URL+r.path))
+	}
+	require.NoError(t, get(kc, nil, srv.URL+"/api/v1/namespaces/ci/pods"))
+	require.Error(t, get(gc, &gitea.Target{Scope: gitea.ScopeUser, Owner: "alice"}, "http://127.0.0.1:1/api/v1/user/actions/jobs"))
 
 	assert.InDelta(t, 2, testutil.ToFloat64(m.giteaRequests.WithLabelValues("200", "orgs/acme")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.giteaRequests.WithLabelValues("404", "repos/acme/nope")), 0, "Gitea under a sub-path")
 	assert.InDelta(t, 1, testutil.ToFloat64(m.giteaRequests.WithLabelValues("200", "admin")), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(m.giteaRequests.WithLabelValues("0", "user")), 0, "no answer")
+	assert.InDelta(t, 1, testutil.ToFloat64(m.giteaRequests.WithLabelValues("200", "other")), 0, "not made for a target")
+	assert.InDelta(t, 1, testutil.ToFloat64(m.giteaRequests.WithLabelValues("0", "users/alice")), 0, "no answer")
 	assert.InDelta(t, 1, testutil.ToFloat64(m.kubeRequests.WithLabelValues("GET", "200")), 0)
 	g, k := m.Requests()
-	assert.Equal(t, int64(5), g)
+	assert.Equal(t, int64(6), g)
 	assert.Equal(t, int64(1), k)
 }
 
@@ -87,4 +111,30 @@ func TestHandlerServesTheMetrics(t *testing.T) {
 		"gitea_runner_scaler_runners_reaped_total", "go_goroutines", "process_resident_memory_bytes"} {
 		assert.Contains(t, rec.Body.String(), name)
 	}
+}
+
+// gitea_requests_total is labelled by the target a group's spec names, not
+// by what Gitea's answers lead to: a user-scope group whose user has many
+// repositories (one listing each) adds one series per status code, not
+// one per repository.
+func TestGiteaRequestSeriesAreBoundedByTheGroupsTargets(t *testing.T) {
+	srv := giteatest.New()
+	t.Cleanup(srv.Close)
+	srv.AddToken("tok", "alice", false)
+	scene := giteatest.Scene{Users: []string{"alice"}}
+	for i := range 40 {
+		scene.Repos = append(scene.Repos, giteatest.Repo{Owner: "alice", Name: fmt.Sprintf("r%d", i)})
+	}
+	require.NoError(t, srv.Load(scene))
+	m := New()
+	c, err := gitea.NewClient(srv.URL, "tok", gitea.Options{HTTPClient: &http.Client{Transport: m.GiteaTransport(http.DefaultTransport)}})
+	require.NoError(t, err)
+	for range 3 {
+		_, err := c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeUser, Owner: "alice"})
+		require.NoError(t, err)
+	}
+	g, _ := m.Requests()
+	assert.Greater(t, g, int64(40*3), "every repository was listed")
+	assert.Equal(t, 1, testutil.CollectAndCount(m.giteaRequests), "one series: code 200, target users/alice")
+	assert.InDelta(t, float64(g), testutil.ToFloat64(m.giteaRequests.WithLabelValues("200", "users/alice")), 0)
 }
