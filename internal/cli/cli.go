@@ -486,9 +486,10 @@ func (r *RunCmd) serveWebhook(sc *scaler.Scaler, deps scaler.Deps) (stop func(),
 	if err != nil {
 		return nil, err
 	}
+	ln = webhook.LimitListener(ln, webhook.MaxConns)
 	mux := http.NewServeMux()
 	mux.Handle("/webhook", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	srv := webhook.NewServer(mux)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			deps.Log.Error("webhook endpoint stopped", "error", err)

@@ -62,7 +62,7 @@ func New() *Metrics {
 		queuedToJob: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "queued_to_job_seconds",
 			Help: "Time from a Gitea job's creation to its runner Job's creation.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}),
 		webhook: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "webhook_deliveries_total",
-			Help: "Gitea webhook deliveries, by outcome: triggered (a queued job), ignored, unauthorized (no or a wrong signature), bad_request."}, []string{"outcome"}),
+			Help: "Gitea webhook deliveries, by outcome: triggered (a queued job), ignored (another event or action), duplicate (a delivery seen before), unauthorized (no or a wrong signature), bad_request (unreadable or past the size bound)."}, []string{"outcome"}),
 	}
 	m.reg.MustRegister(m.passes, m.passDuration, m.giteaRequests, m.kubeRequests, m.group, m.runnersCreated, m.runnersReaped, m.queuedToJob, m.webhook,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -8,10 +8,19 @@
 // sends; the recordings in testdata are real deliveries). Anything else
 // gets 401 and triggers nothing. The body is only a hint: which jobs wait
 // is still read from Gitea's API by the pass, so a forged or replayed
-// delivery that passed the signature could at most cause an extra pass.
+// delivery that passed the signature could at most cause an extra pass,
+// and a repeated one causes none (recent.go).
+//
+// The port is open to anyone who can reach it, so what an anonymous
+// client can make the listener hold is bounded: a request without a
+// signature, for another event or announcing a body past MaxBody is
+// answered before its body is read; a body is read at most to MaxBody,
+// into the HMAC as it arrives; connections are limited (LimitListener)
+// and their timeouts short (NewServer).
 package webhook
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,6 +29,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // Job is what a queued delivery says about its job: enough to pick the
@@ -34,23 +44,39 @@ type Job struct {
 // Outcomes of a delivery, as the metrics count them.
 const (
 	OutcomeTriggered    = "triggered"    // a queued job: a pass was asked for
-	OutcomeIgnored      = "ignored"      // signed, but not a queued workflow_job
+	OutcomeIgnored      = "ignored"      // not a queued workflow_job delivery
+	OutcomeDuplicate    = "duplicate"    // signed, but seen before: nothing more is done
 	OutcomeUnauthorized = "unauthorized" // no or a wrong signature: 401
-	OutcomeBadRequest   = "bad_request"  // signed, but not a delivery we can read: 400
+	OutcomeBadRequest   = "bad_request"  // not a delivery we can read: 400 or 413
 )
 
-// MaxBody bounds a delivery's body. A workflow_job delivery is a few KiB
-// (the repository and sender objects are most of it).
-const MaxBody = 1 << 20
+// MaxBody bounds a delivery's body. Gitea 1.26's workflow_job deliveries
+// are 3.7 to 4.8 KiB (testdata); most of that is the repository, its
+// owner and the sender, whose free-text fields are bounded by Gitea (a
+// repository description at 2,048 characters, a user's at 255), and a
+// finished job's steps, about 170 bytes each. 64 KiB is 13 times the
+// largest recording: room for every such field at its limit, JSON-escaped
+// to six bytes a character, a fork's parent repository and some 200
+// steps. Only queued deliveries are acted on, and those carry no steps.
+const MaxBody = 64 << 10
+
+// recentDeliveries is how many deliveries are remembered to ignore a
+// repeat: far more than a burst of a push's jobs, at about 150 bytes each.
+const recentDeliveries = 4096
 
 // Handler answers POST deliveries: 401 for a missing or wrong signature,
-// 400 for a signed body that is not JSON, 413 past MaxBody, 202 for a
-// queued job (trigger is called with it) and 204 for any other signed
-// delivery. outcome, when not nil, hears each delivery's outcome.
+// 204 for another event, a delivery seen before or a signed delivery
+// that is not a queued job, 413 past MaxBody, 400 for a signed body that
+// is not JSON, and 202 for a queued job (Trigger is called with it).
+// Outcome, when not nil, hears each delivery's outcome. The zero Handler
+// with a Secret is ready; it is safe for concurrent use.
 type Handler struct {
 	Secret  []byte
 	Trigger func(Job)
 	Outcome func(outcome string)
+
+	once   sync.Once
+	recent *recent
 }
 
 // ServeHTTP handles one delivery.
@@ -60,21 +86,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		h.outcome(OutcomeBadRequest)
-		http.Error(w, "delivery too large", http.StatusRequestEntityTooLarge)
-		return
-	case err != nil:
-		h.outcome(OutcomeBadRequest)
-		http.Error(w, "cannot read the delivery", http.StatusBadRequest)
-		return
-	}
-	if !h.signed(body, r.Header.Get("X-Gitea-Signature")) {
-		h.outcome(OutcomeUnauthorized)
-		http.Error(w, "missing or wrong X-Gitea-Signature", http.StatusUnauthorized)
+	// Everything the headers decide is decided before the body is read.
+	sig, ok := h.signature(r.Header.Get("X-Gitea-Signature"))
+	if !ok {
+		h.refuse(w, OutcomeUnauthorized, "missing or wrong X-Gitea-Signature", http.StatusUnauthorized)
 		return
 	}
 	if r.Header.Get("X-Gitea-Event") != "workflow_job" {
@@ -82,10 +97,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if r.ContentLength > MaxBody {
+		h.refuse(w, OutcomeBadRequest, "delivery too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	// The HMAC is computed as the body arrives; the body is kept (at most
+	// MaxBody) only to be decoded once the signature holds.
+	mac := hmac.New(sha256.New, h.Secret)
+	var body bytes.Buffer
+	_, err := io.Copy(io.MultiWriter(mac, &body), http.MaxBytesReader(w, r.Body, MaxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		h.refuse(w, OutcomeBadRequest, "delivery too large", http.StatusRequestEntityTooLarge)
+		return
+	case err != nil:
+		h.refuse(w, OutcomeBadRequest, "cannot read the delivery", http.StatusBadRequest)
+		return
+	}
+	sum := mac.Sum(nil)
+	if !hmac.Equal(sig, sum) {
+		h.refuse(w, OutcomeUnauthorized, "missing or wrong X-Gitea-Signature", http.StatusUnauthorized)
+		return
+	}
+	if h.repeated(r.Header.Get("X-Gitea-Delivery"), sum) {
+		h.outcome(OutcomeDuplicate)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	var d delivery
-	if err := json.Unmarshal(body, &d); err != nil {
-		h.outcome(OutcomeBadRequest)
-		http.Error(w, "the delivery is not JSON", http.StatusBadRequest)
+	if err := json.Unmarshal(body.Bytes(), &d); err != nil {
+		h.refuse(w, OutcomeBadRequest, "the delivery is not JSON", http.StatusBadRequest)
 		return
 	}
 	// "queued" is demand, as in the jobs API; "waiting" is a job whose
@@ -103,19 +145,35 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// signed reports whether sig is the hex HMAC-SHA256 of body with the
-// secret, compared in constant time. An empty secret signs nothing.
-func (h *Handler) signed(body []byte, sig string) bool {
-	if len(h.Secret) == 0 || sig == "" {
-		return false
+// signature decodes X-Gitea-Signature: the hex HMAC-SHA256 Gitea sends.
+// No secret, no header or anything else fails, before a byte of the body
+// is read.
+func (h *Handler) signature(header string) ([]byte, bool) {
+	if len(h.Secret) == 0 {
+		return nil, false
 	}
-	got, err := hex.DecodeString(strings.TrimSpace(sig))
-	if err != nil {
-		return false
+	sig, err := hex.DecodeString(strings.TrimSpace(header))
+	if err != nil || len(sig) != sha256.Size {
+		return nil, false
 	}
-	mac := hmac.New(sha256.New, h.Secret)
-	mac.Write(body)
-	return hmac.Equal(got, mac.Sum(nil))
+	return sig, true
+}
+
+// repeated reports whether the delivery was seen before, by its
+// X-Gitea-Delivery or by its signature: the header is not signed, so a
+// replayer could change it, while the same signed body is the same event
+// (Gitea's own redelivery of an event sends it again too).
+func (h *Handler) repeated(id string, sum []byte) bool {
+	// Two keys a delivery.
+	h.once.Do(func() { h.recent = newRecent(2 * recentDeliveries) })
+	bySum := h.recent.seen("sum:" + string(sum))
+	byID := id != "" && h.recent.seen("id:"+id)
+	return bySum || byID
+}
+
+func (h *Handler) refuse(w http.ResponseWriter, outcome, msg string, code int) {
+	h.outcome(outcome)
+	http.Error(w, msg, code)
 }
 
 func (h *Handler) outcome(o string) {
