@@ -105,11 +105,12 @@ func (s *Scaler) waitForNextPass(ctx context.Context, next time.Time, stopping <
 			default:
 			}
 		case <-s.trig.wake:
-			// Let the rest of a burst of deliveries arrive first.
+			// Let the rest of a burst of deliveries arrive first, and
+			// keep triggered passes triggerMinGap apart.
 			select {
 			case <-stopping:
 				return true
-			case <-time.After(triggerDelay):
+			case <-time.After(s.trig.delay(time.Now())):
 			}
 			if sum, passed := s.triggeredPass(ctx); passed {
 				followUp(sum)

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -107,4 +108,55 @@ func TestTriggerWithoutALoopDoesNothing(t *testing.T) {
 	}
 	require.NoError(t, sc.Run(context.Background(), RunOptions{}))
 	assert.Equal(t, 1, e.gitea.calls)
+}
+
+// Triggered passes are rate-limited: the first waits triggerDelay for the
+// rest of its burst, a later one until triggerMinGap after the last
+// triggered pass started; deliveries meanwhile coalesce into it.
+func TestTriggeredPassesAreRateLimited(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		last time.Time
+		now  time.Time
+		want time.Duration
+	}{
+		{"no triggered pass yet", time.Time{}, t0, triggerDelay},
+		{"right after one", t0, t0.Add(triggerDelay), triggerMinGap - triggerDelay},
+		{"in the middle of the gap", t0, t0.Add(triggerMinGap / 2), triggerMinGap / 2},
+		{"the gap is over", t0, t0.Add(triggerMinGap), triggerDelay},
+		{"long after", t0, t0.Add(time.Hour), triggerDelay},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := triggers{last: tt.last}
+			assert.Equal(t, tt.want, tr.delay(tt.now))
+		})
+	}
+	assert.GreaterOrEqual(t, triggerMinGap, time.Second)
+}
+
+// The jobs held between triggered passes are bounded: repeats are held
+// once, and past maxPendingTriggers the next triggered pass serves every
+// group, as a poll does, instead of holding more.
+func TestPendingTriggersAreBounded(t *testing.T) {
+	e := newEnv(t, newGroup("acme", 5))
+	sc := e.scaler()
+	for range 10 {
+		sc.Trigger(QueuedJob{Repo: "acme/app", Labels: []string{"ubuntu-latest"}})
+	}
+	jobs, all := sc.takeTriggered()
+	assert.Len(t, jobs, 1, "the same job is held once")
+	assert.False(t, all)
+
+	for i := range 3 * maxPendingTriggers {
+		sc.Trigger(QueuedJob{Repo: fmt.Sprintf("acme/r%d", i), Labels: []string{"ubuntu-latest"}})
+		assert.LessOrEqual(t, len(sc.trig.pending), maxPendingTriggers)
+	}
+	jobs, all = sc.takeTriggered()
+	assert.True(t, all, "past the bound every group is served")
+	assert.Empty(t, jobs)
+	jobs, all = sc.takeTriggered()
+	assert.Empty(t, jobs)
+	assert.False(t, all, "taken")
 }
