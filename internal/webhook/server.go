@@ -11,7 +11,7 @@ import (
 // (LimitListener). Gitea sends one delivery per connection at a time, and
 // a push's deliveries come within a second; with MaxHeaderBytes and
 // MaxBody this bounds what anonymous clients can pin to about
-// MaxConns × 100 KiB, some 3 MiB.
+// MaxConns × 160 KiB (a body buffer may grow to twice MaxBody), some 5 MiB.
 const MaxConns = 32
 
 // NewServer serves h with timeouts short enough that a client that stalls
