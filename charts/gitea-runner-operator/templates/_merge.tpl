@@ -51,6 +51,17 @@ Argument: dict "root" $ "listener" <an entry of gitea-runner-operator.listeners>
     "reservedLabels" $reservedLabels
     "reservedEnv" $reservedEnv) -}}
 {{- end -}}
+{{- /* A proxy in the listener's env: the dial check then sees only the
+proxy, which resolves a group's Gitea host, so only a list of allowed Gitea
+URLs keeps tokens from loopback and metadata addresses. The scaler refuses
+to start so too; failing here says it at install. */ -}}
+{{- if not .root.Values.allowedGiteaURLs -}}
+{{- range (first $pod.spec.containers).env -}}
+{{- if has .name (list "HTTPS_PROXY" "https_proxy" "HTTP_PROXY" "http_proxy") -}}
+{{- fail (printf "%s: the listener container's env sets %s: a proxy needs allowedGiteaURLs (the proxy, not the scaler, resolves a group's Gitea host, so only a list keeps API tokens from loopback and metadata addresses)" $.listener.path .name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- toYaml $pod -}}
 {{- end -}}
 
