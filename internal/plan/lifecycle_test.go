@@ -26,6 +26,9 @@ func TestReapIdle(t *testing.T) {
 		{name: "a surplus of starting runners reaps only the idle ones due", in: IdleInput{Surplus: 3, Runners: []IdleRunner{old("a", 11)}}, want: []string{"a"}},
 		{name: "the warm pool keeps MinIdle", in: IdleInput{Surplus: 2, MinIdle: 1, Runners: []IdleRunner{old("a", 11), old("b", 12)}}, want: []string{"b"}},
 		{name: "a warm pool as large as the surplus keeps all", in: IdleInput{Surplus: 2, MinIdle: 2, Runners: []IdleRunner{old("a", 11), old("b", 12)}}},
+		{name: "the warm pool keeps its only ready runner while another starts", in: IdleInput{Surplus: 2, MinIdle: 1, Runners: []IdleRunner{old("a", 11)}}},
+		{name: "the demand keeps a ready runner before a starting one", in: IdleInput{Surplus: 1, Demand: 1, Runners: []IdleRunner{old("a", 11)}}},
+		{name: "ready runners beyond the demand and the pool go, though others start", in: IdleInput{Surplus: 3, MinIdle: 1, Demand: 1, Runners: []IdleRunner{old("a", 11), old("b", 12), old("c", 13)}}, want: []string{"c"}},
 		{name: "timeout 0 turns reaping off", in: IdleInput{Surplus: 1, Timeout: -1, Runners: []IdleRunner{old("a", 60)}}},
 		{name: "same age: by name, so racing passes pick the same", in: IdleInput{Surplus: 1, Runners: []IdleRunner{old("b", 11), old("a", 11)}}, want: []string{"a"}},
 	}
