@@ -44,8 +44,6 @@ type Runners interface {
 	// runner runs a task (testdata/repo-runner-delete-while-running.json),
 	// so callers check first. A runner that is gone is not an error.
 	DeleteRunner(ctx context.Context, t Target, id int64) error
-	// EnableRunner gives a disabled runner tasks again.
-	EnableRunner(ctx context.Context, t Target, id int64) error
 	// InProgress lists the target's in_progress jobs, every page, read so
 	// that no job that runs throughout the call is missed: what a runner
 	// is deleted on (see client.InProgress). An error means "not known".
@@ -151,19 +149,11 @@ func (c *client) ListRunners(ctx context.Context, t Target) ([]Runner, error) {
 
 // DisableRunner implements Runners.
 func (c *client) DisableRunner(ctx context.Context, t Target, id int64) error {
-	return c.setDisabled(ctx, t, id, true)
-}
-
-// EnableRunner implements Runners.
-func (c *client) EnableRunner(ctx context.Context, t Target, id int64) error {
-	return c.setDisabled(ctx, t, id, false)
-}
-
-func (c *client) setDisabled(ctx context.Context, t Target, id int64, disabled bool) error {
 	rs, err := runnerScopeOf(t)
 	if err != nil {
 		return err
 	}
+	disabled := true
 	_, err = c.doMethod(ctx, http.MethodPatch, c.requestURI(runnerPath(rs, id), nil), func(sc *sdk.Client) (*sdk.Response, error) {
 		_, resp, err := rs.update(sc, id, sdk.EditActionRunnerOption{Disabled: &disabled})
 		return resp, err

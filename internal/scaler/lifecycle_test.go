@@ -74,18 +74,6 @@ func (r *runnersGitea) InProgress(context.Context, gitea.Target) ([]gitea.Job, e
 	return append([]gitea.Job(nil), r.fakeGitea.snap.Running...), nil
 }
 
-func (r *runnersGitea) EnableRunner(_ context.Context, _ gitea.Target, id int64) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls = append(r.calls, "enable "+r.nameOf(id))
-	for i := range r.runners {
-		if r.runners[i].ID == id {
-			r.runners[i].Disabled = false
-		}
-	}
-	return nil
-}
-
 func (r *runnersGitea) DisableRunner(_ context.Context, _ gitea.Target, id int64) error {
 	r.mu.Lock()
 	r.calls = append(r.calls, "disable "+r.nameOf(id))
