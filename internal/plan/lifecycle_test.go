@@ -113,3 +113,45 @@ func TestOrphans(t *testing.T) {
 		})
 	}
 }
+
+func TestLeftBehind(t *testing.T) {
+	reg := func(id int64, group, tag string, online, busy bool) Named {
+		return Named{Registration: Registration{ID: id, Name: group + "-x-" + tag, Ephemeral: true, Online: online, Busy: busy}, Group: group, Tag: tag}
+	}
+	tests := []struct {
+		name       string
+		in         LeftBehindInput
+		wantIDs    []int64
+		wantForget []string
+	}{
+		{name: "a deleted group's offline runner goes, and its tag once none is left",
+			in:      LeftBehindInput{Regs: []Named{reg(1, "ci", "aaaa", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{}},
+			wantIDs: []int64{1}, wantForget: []string{"aaaa"}},
+		{name: "a group deleted and made again: the old tag's runner goes",
+			in:      LeftBehindInput{Regs: []Named{reg(1, "ci", "aaaa", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{"ci": "bbbb"}},
+			wantIDs: []int64{1}, wantForget: []string{"aaaa"}},
+		{name: "a live group's runner stays",
+			in: LeftBehindInput{Regs: []Named{reg(1, "ci", "aaaa", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{"ci": "aaaa"}}},
+		{name: "a group that cannot be read lives",
+			in: LeftBehindInput{Regs: []Named{reg(1, "ci", "aaaa", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{"ci": ""}}},
+		{name: "a tag not in this namespace's ledger is another namespace's or install's",
+			in: LeftBehindInput{Regs: []Named{reg(1, "ci", "cccc", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{"ci": "aaaa"}}},
+		{name: "a recorded tag under another group's name is not that group's",
+			in:         LeftBehindInput{Regs: []Named{reg(1, "web", "aaaa", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{}},
+			wantForget: []string{"aaaa"}},
+		{name: "online or busy runners stay, and keep the tag",
+			in: LeftBehindInput{Regs: []Named{reg(1, "ci", "aaaa", true, false), reg(2, "ci", "aaaa", false, true)},
+				Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			remove, forget := LeftBehind(tt.in)
+			var ids []int64
+			for _, r := range remove {
+				ids = append(ids, r.ID)
+			}
+			assert.Equal(t, tt.wantIDs, ids)
+			assert.Equal(t, tt.wantForget, forget)
+		})
+	}
+}

@@ -195,6 +195,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			Surplus: obs.surplus, MinIdle: int(g.rg.Spec.MinIdleRunners), Demand: len(obs.queued), Runners: idle})
 		errs = append(errs, s.reapRunners(ctx, g, runners, byName, regs, reap, unable, obs, rep)...)
 		errs = append(errs, s.removeOrphans(ctx, g, runners, all, obs, rep)...)
+		errs = append(errs, s.removeLeftBehind(ctx, g, runners, all, rep)...)
 	}
 	if len(errs) > 0 {
 		return newGroupError(ReasonRunnerReapFailed, "%w", joinCauses(errs))
