@@ -39,8 +39,9 @@ var allStatuses = []string{statusQueued, statusBlocked, statusRunning}
 // states as queued (ready), waiting (blocked) and in_progress (running);
 // later Gitea versions call blocked jobs "pending" and have a "requested"
 // state. Anything not queued or running is therefore blocked, which never
-// starts a runner for it. Finished jobs are not asked for; one that
-// finished while we paged is dropped.
+// starts a runner for it. Finished jobs are never asked for, and Gitea
+// filters in the query that reads the page, so a finished job in a listing
+// means the filter was dropped on the way (askedFor fails the listing).
 func statusOfJob(s string) (string, bool) {
 	switch s {
 	case statusQueued, statusRunning:
@@ -231,39 +232,50 @@ func (c *client) Snapshot(ctx context.Context, t Target) (Snapshot, error) {
 	if err := t.validate(); err != nil {
 		return Snapshot{}, err
 	}
-	var ls []listing
-	switch t.Scope {
-	case ScopeGlobal:
-		ls = c.listingsFor(adminSource())
-	case ScopeOrg:
-		ls = c.listingsFor(orgSource(t.Owner))
-	case ScopeRepo:
-		ls = c.listingsFor(repoSource(t.Owner, t.Repo))
-	case ScopeUser:
-		repos, err := c.userRepos(ctx, t.Owner)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		for _, r := range repos {
-			ls = append(ls, c.listingsFor(repoSource(r.owner, r.name))...)
-		}
+	ls, _, err := c.targetListings(ctx, t, c.listingsFor)
+	if err != nil {
+		return Snapshot{}, err
 	}
-	results, err := c.runListings(ctx, ls)
+	results, _, err := c.runListings(ctx, ls)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	return buildSnapshot(ls, results), nil
 }
 
+// targetListings are the listings that cover a target, each source's made
+// by of; pages is how many pages the user scope's repository listing took
+// (0 for the other scopes).
+func (c *client) targetListings(ctx context.Context, t Target, of func(jobSource) []listing) (ls []listing, pages int, err error) {
+	switch t.Scope {
+	case ScopeGlobal:
+		ls = of(adminSource())
+	case ScopeOrg:
+		ls = of(orgSource(t.Owner))
+	case ScopeRepo:
+		ls = of(repoSource(t.Owner, t.Repo))
+	case ScopeUser:
+		var repos []repoRef
+		if repos, pages, err = c.userRepos(ctx, t.Owner); err != nil {
+			return nil, 0, err
+		}
+		for _, r := range repos {
+			ls = append(ls, of(repoSource(r.owner, r.name))...)
+		}
+	}
+	return ls, pages, nil
+}
+
 // runListings reads every listing, at most maxConcurrentListings at a time,
-// and stops at the first failure.
-func (c *client) runListings(ctx context.Context, ls []listing) ([][]*sdk.ActionWorkflowJob, error) {
+// and stops at the first failure. pages is the most pages one listing took.
+func (c *client) runListings(ctx context.Context, ls []listing) (results [][]*sdk.ActionWorkflowJob, pages int, err error) {
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	results := make([][]*sdk.ActionWorkflowJob, len(ls))
+	results = make([][]*sdk.ActionWorkflowJob, len(ls))
 	var (
 		wg       sync.WaitGroup
+		mu       sync.Mutex
 		errOnce  sync.Once
 		firstErr error
 	)
@@ -271,7 +283,7 @@ func (c *client) runListings(ctx context.Context, ls []listing) ([][]*sdk.Action
 	for range min(maxConcurrentListings, len(ls)) {
 		wg.Go(func() {
 			for i := range next {
-				jobs, err := c.fetchJobs(gctx, ls[i])
+				jobs, n, err := c.fetchJobs(gctx, ls[i])
 				if err != nil {
 					// The first failure is the cause; the ones after it are
 					// mostly our own cancellation of the others.
@@ -279,6 +291,9 @@ func (c *client) runListings(ctx context.Context, ls []listing) ([][]*sdk.Action
 					continue
 				}
 				results[i] = jobs
+				mu.Lock()
+				pages = max(pages, n)
+				mu.Unlock()
 			}
 		})
 	}
@@ -294,19 +309,36 @@ feed:
 	wg.Wait()
 
 	if firstErr != nil {
-		return nil, firstErr
+		return nil, 0, firstErr
 	}
 	// The caller may have given up before any worker saw it.
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("gitea: snapshot stopped: %w", err)
+		return nil, 0, fmt.Errorf("gitea: snapshot stopped: %w", err)
 	}
-	return results, nil
+	return results, pages, nil
 }
 
-// fetchJobs reads every page of one listing.
-func (c *client) fetchJobs(ctx context.Context, l listing) ([]*sdk.ActionWorkflowJob, error) {
+// fetchJobs reads every page of one listing, and says how many pages it
+// read. A job whose status the listing did not ask for fails it: Gitea
+// filters in its query, so such a job means a proxy or a Gitea dropped the
+// status filter, and the listing may lack the jobs it was asked for (a
+// proxy that keeps one of repeated parameters would make busy runners look
+// idle).
+func (c *client) fetchJobs(ctx context.Context, l listing) ([]*sdk.ActionWorkflowJob, int, error) {
 	var jobs []*sdk.ActionWorkflowJob
+	pages := 0
 	uri := func(page int) string { return c.requestURI(l.src.apiPath, c.pageQuery(page, l.statuses...)) }
+	keep := func(page int, resp *sdk.Response, res *sdk.ActionWorkflowJobsResponse) (int, *sdk.Response, error) {
+		pages++
+		for _, j := range res.Jobs {
+			if j != nil && !askedFor(l.statuses, j.Status) {
+				return 0, resp, &APIError{Kind: ErrBadResponse, URL: uri(page), Status: statusOf(resp),
+					Message: fmt.Sprintf("job %d has status %q, which the listing did not ask for: a proxy or Gitea ignored the status filter", j.ID, j.Status)}
+			}
+		}
+		jobs = append(jobs, res.Jobs...)
+		return len(res.Jobs), resp, nil
+	}
 	err := paginate(ctx, true, uri, func(ctx context.Context, page int) (int, *sdk.Response, error) {
 		var res *sdk.ActionWorkflowJobsResponse
 		if len(l.statuses) > 1 {
@@ -315,8 +347,7 @@ func (c *client) fetchJobs(ctx context.Context, l listing) ([]*sdk.ActionWorkflo
 			if err != nil {
 				return 0, resp, err
 			}
-			jobs = append(jobs, res.Jobs...)
-			return len(res.Jobs), resp, nil
+			return keep(page, resp, res)
 		}
 		resp, err := c.do(ctx, uri(page), func(sc *sdk.Client) (*sdk.Response, error) {
 			var (
@@ -333,12 +364,20 @@ func (c *client) fetchJobs(ctx context.Context, l listing) ([]*sdk.ActionWorkflo
 			return 0, resp, err
 		}
 		if res == nil { // not produced by SDK v0.25.1; an empty page is the safe reading
+			pages++
 			return 0, resp, nil
 		}
-		jobs = append(jobs, res.Jobs...)
-		return len(res.Jobs), resp, nil
+		return keep(page, resp, res)
 	})
-	return jobs, err
+	return jobs, pages, err
+}
+
+// askedFor says whether a job with this status belongs in a listing that
+// asked for statuses (the filter values, read as Gitea reads them: see
+// statusOfJob).
+func askedFor(statuses []string, status string) bool {
+	placed, ok := statusOfJob(status)
+	return ok && slices.Contains(statuses, placed)
 }
 
 type repoRef struct{ owner, name string }
@@ -352,14 +391,16 @@ type repoRef struct{ owner, name string }
 //
 // Empty repositories are skipped: with no commit there is no workflow, so
 // no job, and each one would cost three requests per pass.
-func (c *client) userRepos(ctx context.Context, user string) ([]repoRef, error) {
+func (c *client) userRepos(ctx context.Context, user string) ([]repoRef, int, error) {
 	apiPath := "/users/" + url.PathEscape(user) + "/repos"
 	uri := func(page int) string { return c.requestURI(apiPath, c.pageQuery(page)) }
 	var (
 		repos []repoRef
 		seen  = map[string]bool{}
+		pages int
 	)
 	err := paginate(ctx, false, uri, func(ctx context.Context, page int) (int, *sdk.Response, error) {
+		pages++
 		var list []*sdk.Repository
 		resp, err := c.do(ctx, uri(page), func(sc *sdk.Client) (*sdk.Response, error) {
 			var (
@@ -390,7 +431,7 @@ func (c *client) userRepos(ctx context.Context, user string) ([]repoRef, error) 
 		}
 		return len(list), resp, nil
 	})
-	return repos, err
+	return repos, pages, err
 }
 
 // buildSnapshot merges the listings' jobs, keeping each ID once.

@@ -44,6 +44,10 @@ type Runners interface {
 	// runner runs a task (testdata/repo-runner-delete-while-running.json),
 	// so callers check first. A runner that is gone is not an error.
 	DeleteRunner(ctx context.Context, t Target, id int64) error
+	// InProgress lists the target's in_progress jobs, every page, read so
+	// that no job that runs throughout the call is missed: what a runner
+	// is deleted on (see client.InProgress). An error means "not known".
+	InProgress(ctx context.Context, t Target) ([]Job, error)
 }
 
 // runnerScope is one scope's runner endpoints.

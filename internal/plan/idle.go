@@ -26,15 +26,23 @@ type IdleInput struct {
 	Surplus int
 	// MinIdle runners of the surplus are kept as a warm pool.
 	MinIdle int
+	// Demand is the number of queued jobs the group serves.
+	Demand int
+	// Runners are the registered idle runners: the ready ones.
 	Runners []IdleRunner
 }
 
 // ReapIdle names the runner Jobs to reap, longest idle first: at most the
 // surplus beyond MinIdle, and only runners idle for at least the timeout.
 // A surplus runner idle for less than the timeout is kept (a job may be
-// about to come), and so is every runner the demand still needs.
+// about to come), and so is every runner the demand still needs. The
+// runners kept for the demand and the warm pool are the ready ones first:
+// a ready runner takes a job at once, a starting one may never start, so
+// a ready runner is never reaped while a starting one stands in for it.
 func ReapIdle(in IdleInput) []string {
-	n := in.Surplus - max(in.MinIdle, 0)
+	minIdle := max(in.MinIdle, 0)
+	ready := len(in.Runners)
+	n := min(in.Surplus-minIdle, ready-min(ready, max(in.Demand, 0)+minIdle))
 	if in.Timeout <= 0 || n <= 0 {
 		return nil
 	}

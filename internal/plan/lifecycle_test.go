@@ -26,6 +26,9 @@ func TestReapIdle(t *testing.T) {
 		{name: "a surplus of starting runners reaps only the idle ones due", in: IdleInput{Surplus: 3, Runners: []IdleRunner{old("a", 11)}}, want: []string{"a"}},
 		{name: "the warm pool keeps MinIdle", in: IdleInput{Surplus: 2, MinIdle: 1, Runners: []IdleRunner{old("a", 11), old("b", 12)}}, want: []string{"b"}},
 		{name: "a warm pool as large as the surplus keeps all", in: IdleInput{Surplus: 2, MinIdle: 2, Runners: []IdleRunner{old("a", 11), old("b", 12)}}},
+		{name: "the warm pool keeps its only ready runner while another starts", in: IdleInput{Surplus: 2, MinIdle: 1, Runners: []IdleRunner{old("a", 11)}}},
+		{name: "the demand keeps a ready runner before a starting one", in: IdleInput{Surplus: 1, Demand: 1, Runners: []IdleRunner{old("a", 11)}}},
+		{name: "ready runners beyond the demand and the pool go, though others start", in: IdleInput{Surplus: 3, MinIdle: 1, Demand: 1, Runners: []IdleRunner{old("a", 11), old("b", 12), old("c", 13)}}, want: []string{"c"}},
 		{name: "timeout 0 turns reaping off", in: IdleInput{Surplus: 1, Timeout: -1, Runners: []IdleRunner{old("a", 60)}}},
 		{name: "same age: by name, so racing passes pick the same", in: IdleInput{Surplus: 1, Runners: []IdleRunner{old("b", 11), old("a", 11)}}, want: []string{"a"}},
 	}
@@ -107,6 +110,48 @@ func TestOrphans(t *testing.T) {
 			} else {
 				assert.Empty(t, got)
 			}
+		})
+	}
+}
+
+func TestLeftBehind(t *testing.T) {
+	reg := func(id int64, group, tag string, online, busy bool) Named {
+		return Named{Registration: Registration{ID: id, Name: group + "-x-" + tag, Ephemeral: true, Online: online, Busy: busy}, Group: group, Tag: tag}
+	}
+	tests := []struct {
+		name       string
+		in         LeftBehindInput
+		wantIDs    []int64
+		wantForget []string
+	}{
+		{name: "a deleted group's offline runner goes, and its tag once none is left",
+			in:      LeftBehindInput{Regs: []Named{reg(1, "ci", "aaaa", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{}},
+			wantIDs: []int64{1}, wantForget: []string{"aaaa"}},
+		{name: "a group deleted and made again: the old tag's runner goes",
+			in:      LeftBehindInput{Regs: []Named{reg(1, "ci", "aaaa", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{"ci": "bbbb"}},
+			wantIDs: []int64{1}, wantForget: []string{"aaaa"}},
+		{name: "a live group's runner stays",
+			in: LeftBehindInput{Regs: []Named{reg(1, "ci", "aaaa", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{"ci": "aaaa"}}},
+		{name: "a group that cannot be read lives",
+			in: LeftBehindInput{Regs: []Named{reg(1, "ci", "aaaa", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{"ci": ""}}},
+		{name: "a tag not in this namespace's ledger is another namespace's or install's",
+			in: LeftBehindInput{Regs: []Named{reg(1, "ci", "cccc", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{"ci": "aaaa"}}},
+		{name: "a recorded tag under another group's name is not that group's",
+			in:         LeftBehindInput{Regs: []Named{reg(1, "web", "aaaa", false, false)}, Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{}},
+			wantForget: []string{"aaaa"}},
+		{name: "online or busy runners stay, and keep the tag",
+			in: LeftBehindInput{Regs: []Named{reg(1, "ci", "aaaa", true, false), reg(2, "ci", "aaaa", false, true)},
+				Recorded: map[string]string{"aaaa": "ci"}, Live: map[string]string{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			remove, forget := LeftBehind(tt.in)
+			var ids []int64
+			for _, r := range remove {
+				ids = append(ids, r.ID)
+			}
+			assert.Equal(t, tt.wantIDs, ids)
+			assert.Equal(t, tt.wantForget, forget)
 		})
 	}
 }

@@ -8,9 +8,9 @@
 //
 //   - Demand is the queued Gitea jobs assigned to the group.
 //   - Supply is the group's runner Jobs that are active and whose runner is
-//     not running a job (starting, or registered and idle: each will take
-//     one queued job), plus the claims whose Job is not listed yet (a pass
-//     is creating it right now).
+//     not running a job and can take one (starting, or registered, enabled
+//     and idle: each will take one queued job), plus the claims whose Job
+//     is not listed yet (a pass is creating it right now).
 //   - The group starts demand − supply runners, within its slots:
 //     maxActiveRunners minus the active runner Jobs minus those claims.
 //   - A warm pool (MinIdle) asks for MinIdle runners beyond the demand as
@@ -44,6 +44,13 @@ type RunnerJob struct {
 	Active bool
 	// Busy is true while Gitea shows its runner running a job.
 	Busy bool
+	// Unavailable is true when its runner can take no work though the Job
+	// is active: its runner container has ended (a sidecar keeps the pod
+	// up), Gitea has it disabled (a reap that stopped after the disable),
+	// or it started and is not registered past the start timeout (its
+	// registration was deleted). It holds a slot and is no supply; the
+	// lifecycle reaps it.
+	Unavailable bool
 	// GiteaJobID is the Gitea job the Job was started for (its label), or 0.
 	GiteaJobID int64
 }
@@ -121,7 +128,7 @@ func Make(in Input) Result {
 			continue
 		}
 		res.Active++
-		if !j.Busy {
+		if !j.Busy && !j.Unavailable {
 			res.Idle++
 			covered[j.GiteaJobID] = true
 		}

@@ -51,6 +51,15 @@ func TestMake(t *testing.T) {
 			wantState:  state.Claims{3: at(0, "rg-00001"), 7: at(0, "rg-00002")},
 		},
 		{
+			name:       "a runner that can take no work holds its slot and is no supply",
+			max:        2,
+			jobs:       []RunnerJob{{Name: "disabled", Active: true, Unavailable: true, GiteaJobID: 1}},
+			queued:     []int64{1},
+			wantClaims: []Claim{{1, "rg-00001"}},
+			wantState:  state.Claims{1: at(0, "rg-00001")},
+			wantActive: 1,
+		},
+		{
 			name:        "no slots beyond maxActiveRunners",
 			max:         2,
 			jobs:        []RunnerJob{busy("old", 99)},

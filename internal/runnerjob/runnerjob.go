@@ -399,3 +399,17 @@ func GiteaJobID(j *batchv1.Job) int64 {
 	}
 	return id
 }
+
+// SplitRunnerName reads a runner name made by RunnerName: the group, the
+// runner Job and the owner tag. ok is false for any other name.
+func SplitRunnerName(runnerName string) (group, jobName, tag string, ok bool) {
+	jobName, tag, ok = cutLast(runnerName, "-")
+	if !ok || len(tag) != ownerTagLen || strings.Trim(tag, "0123456789abcdef") != "" {
+		return "", "", "", false
+	}
+	group, _, ok = cutLast(jobName, "-")
+	if !ok || group == "" || !IsJobName(group, jobName) {
+		return "", "", "", false
+	}
+	return group, jobName, tag, true
+}

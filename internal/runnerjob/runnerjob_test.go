@@ -290,6 +290,28 @@ func TestJobOfRunnerIsCertainOfTheOwner(t *testing.T) {
 	}
 }
 
+func TestSplitRunnerName(t *testing.T) {
+	a := group()
+	gpu := group()
+	gpu.Name, gpu.UID = "ci-gpu", "uid-3"
+	tests := []struct {
+		runner, group, job, tag string
+	}{
+		{RunnerName(a, "ci-x2v7k"), "ci", "ci-x2v7k", OwnerTag(a.UID)},
+		{RunnerName(gpu, "ci-gpu-x2v7k"), "ci-gpu", "ci-gpu-x2v7k", OwnerTag(gpu.UID)},
+		{"ci-x2v7k", "", "", ""},
+		{"ci-x2v7k-ABCDEF12", "", "", ""},
+		{"ci-x2v7-" + OwnerTag(a.UID), "", "", ""},
+		{"build-host-1", "", "", ""},
+		{"", "", "", ""},
+	}
+	for _, tt := range tests {
+		group, job, tag, ok := SplitRunnerName(tt.runner)
+		assert.Equal(t, tt.group != "", ok, tt.runner)
+		assert.Equal(t, []string{tt.group, tt.job, tt.tag}, []string{group, job, tag}, tt.runner)
+	}
+}
+
 func TestRunnerNameOfAJobFromBeforeTheTag(t *testing.T) {
 	assert.Equal(t, "ci-x2v7k", RunnerNameOf(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "ci-x2v7k"}}),
 		"a Job made before the annotation registered under its own name")

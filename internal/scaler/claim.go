@@ -111,10 +111,11 @@ func (s *Scaler) makePlan(g *groupRun, claims state.Claims, obs *observation, ho
 	for i := range obs.jobs {
 		j := &obs.jobs[i]
 		jobs = append(jobs, plan.RunnerJob{
-			Name:       j.Name,
-			Active:     runnerjob.IsActive(j),
-			Busy:       obs.busy[j.Name],
-			GiteaJobID: runnerjob.GiteaJobID(j),
+			Name:        j.Name,
+			Active:      runnerjob.IsActive(j),
+			Busy:        obs.busy[j.Name],
+			Unavailable: obs.unavailable[j.Name] != "",
+			GiteaJobID:  runnerjob.GiteaJobID(j),
 		})
 	}
 	p := plan.Make(plan.Input{

@@ -28,6 +28,9 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim) (
 		causes  []any
 	)
 	created := 0
+	if len(claims) > 0 {
+		s.recordOwner(ctx, g)
+	}
 	for _, c := range claims {
 		if err := ctx.Err(); err != nil {
 			// Cancelled before this create was sent: no Job exists, so the

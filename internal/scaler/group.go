@@ -54,6 +54,12 @@ type groupRun struct {
 	stats GroupStats
 	// invalid is why the validate step failed, if it did.
 	invalid error
+	// regs are the runners registered in the group's scope, listed once
+	// per group and pass (registrations), and regsErr why they could not
+	// be; regsRead says they were asked.
+	regs     []gitea.Runner
+	regsErr  error
+	regsRead bool
 	// namespaces are the pass's answers on the groups' namespaces.
 	namespaces *namespaces
 }

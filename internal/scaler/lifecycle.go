@@ -1,6 +1,7 @@
 package scaler
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -37,35 +38,124 @@ type lifecycleReport struct {
 type podView struct {
 	started         bool
 	reason, message string
+	// spent is true when the newest pod's runner container has ended with
+	// exit code 0: its runner has run its job, whatever keeps the pod up
+	// (a regular sidecar such as docker:dind does).
+	spent bool
+	// runningSince is when the newest pod's runner container last
+	// started, zero when it does not run; crashLooping says it waits to
+	// be restarted after it has run.
+	runningSince time.Time
+	crashLooping bool
+}
+
+// Why a runner that is not busy can take no work (observation.unavailable).
+const (
+	whySpent        = "its runner container has ended after its job while another container keeps the pod running"
+	whyDisabled     = "its runner is disabled in Gitea (a reap that stopped after the disable)"
+	whyUnregistered = "its runner has run for longer than the start timeout and is not registered in Gitea (its registration was deleted, or it never registered)"
+)
+
+// registerGrace is how long a runner container may run before a runner
+// missing from Gitea's listing counts as unregistered: act_runner
+// registers within seconds of starting.
+const registerGrace = time.Minute
+
+// unavailableRunners names the active runner Jobs, not busy, whose runner
+// can take no work, with why: the pool counts none of them as supply (so a
+// queued job gets a runner of its own) and the lifecycle reaps them. A
+// spent runner is told by its pod alone; a disabled or unregistered one
+// needs the runners listing, and without it none is named.
+func (s *Scaler) unavailableRunners(ctx context.Context, g *groupRun, obs *observation) map[string]string {
+	out := map[string]string{}
+	if obs.podsErr != nil {
+		return out // the lifecycle step reports it
+	}
+	pods := obs.pods
+	all, listed, _ := s.registrations(ctx, g)
+	regs := byRunnerName(all)
+	grace := cmp.Or(s.cfg.RunnerStartTimeout, s.cfg.RunnerIdleTimeout)
+	for i := range obs.jobs {
+		j := &obs.jobs[i]
+		if !runnerjob.IsActive(j) || obs.busy[j.Name] {
+			continue
+		}
+		pv, mine := pods[j.UID], regs[runnerjob.RunnerNameOf(j)]
+		switch {
+		case pv.spent:
+			out[j.Name] = whySpent
+		case !listed || !pv.started:
+		case len(mine) > 0 && allDisabled(mine):
+			out[j.Name] = whyDisabled
+		case len(mine) == 0 && s.now().Sub(j.CreationTimestamp.Time) >= grace &&
+			(pv.crashLooping || !pv.runningSince.IsZero() && s.now().Sub(pv.runningSince) >= registerGrace):
+			out[j.Name] = whyUnregistered
+		}
+	}
+	return out
+}
+
+func allDisabled(regs []gitea.Runner) bool {
+	for _, r := range regs {
+		if !r.Disabled {
+			return false
+		}
+	}
+	return true
+}
+
+// byRunnerName groups registrations by runner name.
+func byRunnerName(all []gitea.Runner) map[string][]gitea.Runner {
+	out := map[string][]gitea.Runner{}
+	for _, r := range all {
+		out[r.Name] = append(out[r.Name], r)
+	}
+	return out
+}
+
+// registrations are the runners registered in the group's scope, listed
+// once per group and pass; listed is false when they were not asked
+// (--runner-idle-timeout 0 turns off the runners API) or could not be.
+func (s *Scaler) registrations(ctx context.Context, g *groupRun) (all []gitea.Runner, listed bool, err error) {
+	runners, _ := g.gitea.(gitea.Runners)
+	if runners == nil || s.cfg.RunnerIdleTimeout <= 0 {
+		return nil, false, nil
+	}
+	if !g.regsRead {
+		g.regs, g.regsErr = s.listRunners(ctx, g, runners)
+		g.regsRead = true
+	}
+	return g.regs, g.regsErr == nil, g.regsErr
 }
 
 // lifecycle is the step after create: it frees runner Jobs whose pod never
-// started, reaps idle runners beyond the demand and removes orphan
-// registrations from Gitea. What it saw and did goes on obs for record.
-// Its failures are the group's (RunnerReapFailed) but never undo what the
-// steps before it did.
+// started, deletes those whose runner has ended while the pod stays up,
+// reaps idle runners beyond the demand and runners that can take no work,
+// and removes orphan registrations from Gitea. What it saw and did goes on
+// obs for record. Its failures are the group's (RunnerReapFailed) but
+// never undo what the steps before it did.
+//
+// Nothing here deletes a runner on the pass's first reading alone: a
+// runner Job that did not start is read again just before it is deleted
+// (recheckStuck), and a runner is reaped or its registration removed only
+// after Gitea's sound in_progress listing (gitea.Runners.InProgress) shows
+// it runs no job. Any doubt keeps the runner.
 func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) error {
-	rep := &lifecycleReport{}
-	obs.lifecycle = rep
-	pods, err := s.runnerPods(ctx, g)
+	pods, err := obs.pods, obs.podsErr
 	if err != nil {
+		// obs.lifecycle stays nil: the runner counts are not known, and
+		// the status keeps their last values.
 		return newGroupError(ReasonRunnerReapFailed, "cannot list runner pods: %w", err)
 	}
+	rep := &lifecycleReport{}
+	obs.lifecycle = rep
 	runners, _ := g.gitea.(gitea.Runners)
-	var regs map[string][]gitea.Runner
-	var all []gitea.Runner
-	if runners != nil && s.cfg.RunnerIdleTimeout > 0 {
-		if all, err = s.listRunners(ctx, g, runners); err != nil {
-			return newGroupError(ReasonRunnerReapFailed, "cannot list the runners of %s: %w", TargetOf(&g.rg.Spec), err)
-		}
-		regs = map[string][]gitea.Runner{}
-		for _, r := range all {
-			regs[r.Name] = append(regs[r.Name], r)
-		}
-	}
+	all, listed, listErr := s.registrations(ctx, g)
+	regs := byRunnerName(all)
 
 	var starting []plan.StartingRunner
 	var idle []plan.IdleRunner
+	var spent, unable []*batchv1.Job
 	byName := map[string]*batchv1.Job{}
 	for i := range obs.jobs {
 		j := &obs.jobs[i]
@@ -75,6 +165,14 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		}
 		pv := pods[j.UID]
 		registered := len(regs[runnerjob.RunnerNameOf(j)]) > 0
+		switch obs.unavailable[j.Name] {
+		case whySpent:
+			spent = append(spent, j)
+			continue
+		case whyDisabled, whyUnregistered:
+			unable = append(unable, j)
+			continue
+		}
 		if pv.started {
 			rep.idle++
 			if registered {
@@ -88,11 +186,16 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	}
 
 	errs := s.freeStuck(ctx, g, byName, plan.StuckRunners(s.now(), s.cfg.RunnerStartTimeout, starting), rep)
-	if runners != nil && regs != nil {
+	errs = append(errs, s.deleteSpent(ctx, g, spent, rep)...)
+	switch {
+	case listErr != nil:
+		errs = append(errs, fmt.Errorf("cannot list the runners of %s: %w", TargetOf(&g.rg.Spec), listErr))
+	case listed:
 		reap := plan.ReapIdle(plan.IdleInput{Now: s.now(), Timeout: s.cfg.RunnerIdleTimeout,
-			Surplus: obs.surplus, MinIdle: int(g.rg.Spec.MinIdleRunners), Runners: idle})
-		errs = append(errs, s.reapIdle(ctx, g, runners, byName, regs, reap, rep)...)
+			Surplus: obs.surplus, MinIdle: int(g.rg.Spec.MinIdleRunners), Demand: len(obs.queued), Runners: idle})
+		errs = append(errs, s.reapRunners(ctx, g, runners, byName, regs, reap, unable, obs, rep)...)
 		errs = append(errs, s.removeOrphans(ctx, g, runners, all, obs, rep)...)
+		errs = append(errs, s.removeLeftBehind(ctx, g, runners, all, rep)...)
 	}
 	if len(errs) > 0 {
 		return newGroupError(ReasonRunnerReapFailed, "%w", joinCauses(errs))
@@ -126,8 +229,10 @@ func (s *Scaler) runnerPods(ctx context.Context, g *groupRun) (map[types.UID]pod
 	return podViews(list.Items), nil
 }
 
-// podViews tells, per runner Job UID, whether one of its pods has run and,
-// if none has, why in Kubernetes' words. It reorders pods.
+// podViews tells, per runner Job UID, whether one of its pods has run
+// and, if none has, why in Kubernetes' words; and, by its newest pod,
+// whether its runner is spent and since when its runner container runs.
+// It reorders pods.
 func podViews(pods []corev1.Pod) map[types.UID]podView {
 	// Newest first, so a Job's latest pod gives the reason.
 	sort.Slice(pods, func(i, j int) bool {
@@ -141,19 +246,47 @@ func podViews(pods []corev1.Pod) map[types.UID]podView {
 			continue
 		}
 		pv, seen := out[ref.UID]
-		if pv.started {
-			continue
+		if !seen {
+			pv.spent, pv.runningSince, pv.crashLooping = runnerContainer(p)
 		}
-		started, reason, message := PodStart(p)
-		switch {
-		case started:
-			pv = podView{started: true}
-		case !seen:
-			pv = podView{reason: reason, message: message}
+		if !pv.started {
+			started, reason, message := PodStart(p)
+			switch {
+			case started:
+				pv.started, pv.reason, pv.message = true, "", ""
+			case !seen:
+				pv.reason, pv.message = reason, message
+			}
 		}
 		out[ref.UID] = pv
 	}
 	return out
+}
+
+// runnerContainer judges a runner by its runner container, not by the
+// pod: a regular sidecar keeps the pod Running after the runner has
+// ended. The runner has run its job when its container ended with exit
+// code 0 in a pod still Running (restartPolicy OnFailure restarts it on
+// any other code); it is crash-looping when it waits to be restarted.
+func runnerContainer(p *corev1.Pod) (spent bool, runningSince time.Time, crashLooping bool) {
+	if p.Status.Phase != corev1.PodRunning {
+		// Pending has not run; Succeeded or Failed ends the Job itself.
+		return false, time.Time{}, false
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name != runnerjob.ContainerName {
+			continue
+		}
+		switch {
+		case c.State.Terminated != nil && c.State.Terminated.ExitCode == 0:
+			return true, time.Time{}, false
+		case c.State.Running != nil:
+			return false, c.State.Running.StartedAt.Time, false
+		case c.State.Waiting != nil && c.LastTerminationState.Terminated != nil:
+			return false, time.Time{}, true
+		}
+	}
+	return false, time.Time{}, false
 }
 
 // PodStart says whether a pod has run, and if not, why: its PodScheduled

@@ -30,13 +30,48 @@ type runnersGitea struct {
 	calls    []string
 	nextID   int64
 	onSwitch func() // runs after a disable, before its answer
+	// inProgress, when set, is what InProgress answers (the sound
+	// confirmation), where the pass's snapshot may have missed a job;
+	// else InProgress answers the snapshot's running jobs.
+	inProgress    []gitea.Job
+	inProgressErr error
+	// onList runs before each runners listing is answered, with its
+	// number (from 1).
+	onList func(n int)
+	lists  int
+	// freshList is the number of the listing that reads the runners
+	// again just before a stuck runner Job is deleted.
+	freshList int
 }
 
 func (r *runnersGitea) ListRunners(context.Context, gitea.Target) ([]gitea.Runner, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.calls = append(r.calls, "list")
+	r.lists++
+	n, hook := r.lists, r.onList
+	r.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	return append([]gitea.Runner(nil), r.runners...), r.listErr
+}
+
+func (r *runnersGitea) InProgress(context.Context, gitea.Target) ([]gitea.Job, error) {
+	r.mu.Lock()
+	r.calls = append(r.calls, "confirm")
+	jobs, err := r.inProgress, r.inProgressErr
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if jobs != nil {
+		return jobs, nil
+	}
+	r.fakeGitea.mu.Lock()
+	defer r.fakeGitea.mu.Unlock()
+	return append([]gitea.Job(nil), r.fakeGitea.snap.Running...), nil
 }
 
 func (r *runnersGitea) DisableRunner(_ context.Context, _ gitea.Target, id int64) error {
@@ -165,8 +200,8 @@ func TestIdleSurplusRunnersAreReapedSafely(t *testing.T) {
 		e.pass(set)
 
 		assert.Equal(t, []string{"ci-bbbbb"}, jobNamesOf(e), "only the runner idle past the timeout goes")
-		assert.Equal(t, []string{"list", "disable " + runnerjob.RunnerNameOf(old), "delete " + runnerjob.RunnerNameOf(old)}, g.calls)
-		assert.Equal(t, 2, e.gitea.calls, "Gitea's running jobs were asked again after the disable")
+		assert.Equal(t, []string{"list", "disable " + runnerjob.RunnerNameOf(old), "confirm", "delete " + runnerjob.RunnerNameOf(old)}, g.calls,
+			"Gitea's running jobs were asked again after the disable")
 		st := e.group("ci").Status
 		assert.EqualValues(t, 1, st.IdleRunners, "the one left")
 		assert.EqualValues(t, 1, st.ActiveRunners)
@@ -187,7 +222,7 @@ func TestIdleSurplusRunnersAreReapedSafely(t *testing.T) {
 		e.pass(set)
 
 		assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e))
-		assert.Equal(t, []string{"list", "disable " + runnerjob.RunnerNameOf(j)}, g.calls, "disabled, then never deleted")
+		assert.Equal(t, []string{"list", "disable " + runnerjob.RunnerNameOf(j), "confirm"}, g.calls, "disabled, then never deleted")
 		assert.Zero(t, e.group("ci").Status.ReapedRunners)
 	})
 	t.Run("idle runners the queued jobs need are kept", func(t *testing.T) {
@@ -336,7 +371,7 @@ func TestDryRunPrintsWhatWouldBeReaped(t *testing.T) {
 	e.pass(set, func(_ *Deps, c *Config) { c.DryRun = true })
 
 	assert.ElementsMatch(t, []string{"ci-aaaaa", "ci-bbbbb"}, jobNamesOf(e))
-	assert.Equal(t, []string{"list"}, g.calls)
+	assert.Equal(t, []string{"list", "confirm", "list"}, g.calls, "only reads: the stuck Job is read again, as a real pass would")
 	assert.Contains(t, e.out.String(), "would reap idle runner Job ci-aaaaa")
 	assert.Contains(t, e.out.String(), "would delete runner Job ci-bbbbb did not start within 10m0s: ErrImagePull")
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -18,6 +19,12 @@ import (
 type namespaces struct {
 	mu   sync.Mutex
 	seen map[string]*namespaceFacts
+	// ledgers and groups are, per namespace, its ledger and the owner tag
+	// of each of its RunnerGroups by name (every group, whichever listener
+	// serves it), read at most once per pass for the sweep of deleted
+	// groups' registrations (removeLeftBehind).
+	ledgers shareOnce[string, ledger.Entries]
+	groups  shareOnce[string, map[string]string]
 }
 
 // namespaceFacts is one namespace's answers. once guards them: the groups

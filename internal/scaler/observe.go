@@ -6,6 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
@@ -34,6 +35,13 @@ type observation struct {
 	// busy names the group's runner Jobs whose runner is running a Gitea
 	// job.
 	busy map[string]bool
+	// unavailable names the active runner Jobs, not busy, whose runner can
+	// take no work, with why (see unavailableRunners).
+	unavailable map[string]string
+	// pods tells, per runner Job UID, what its pods say (podsErr: why they
+	// could not be listed); read with the runner Jobs.
+	pods    map[types.UID]podView
+	podsErr error
 	// surplus is the plan's count of runners beyond the demand, which the
 	// lifecycle step may reap.
 	surplus int
@@ -79,6 +87,8 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 			obs.busy[job] = true
 		}
 	}
+	obs.pods, obs.podsErr = s.runnerPods(ctx, g)
+	obs.unavailable = s.unavailableRunners(ctx, g, obs)
 	return obs, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
@@ -20,12 +21,29 @@ import (
 // freeStuck deletes the runner Jobs whose pod did not start in time, says
 // why on the group, and holds the demand each covered for a back-off (see
 // holdDemand). A Job without a pod gets the reason of its FailedCreate
-// event.
+// event. Each is read again first (recheckStuck): the pass's view of
+// pods, registrations and running jobs predates the serving of every
+// group, and a pod that started since may have taken its job.
 func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*batchv1.Job, stuck []plan.Stuck, rep *lifecycleReport) []error {
+	if len(stuck) == 0 {
+		return nil
+	}
 	var errs []error
 	var freed []*batchv1.Job
+	jobs := make([]*batchv1.Job, 0, len(stuck))
+	for _, st := range stuck {
+		jobs = append(jobs, byName[st.Job])
+	}
+	notStarted, err := s.recheckStuck(ctx, g, jobs)
+	if err != nil {
+		return []error{fmt.Errorf("cannot tell whether the runner Jobs that did not start in time have started since, so none is deleted: %w", err)}
+	}
 	for _, st := range stuck {
 		j := byName[st.Job]
+		if !notStarted[j.Name] {
+			g.log.Info("a runner Job seen not started has started since, or is gone; leaving it alone", "job", j.Name)
+			continue
+		}
 		if st.Reason == "" {
 			st.Reason, st.Message = s.failedCreate(ctx, j)
 		}
@@ -50,6 +68,96 @@ func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*
 		if err := s.holdDemand(ctx, g, freed); err != nil {
 			g.log.Warn("cannot hold the demand of the deleted runner Jobs; the next pass starts their replacements at once", "error", err)
 		}
+	}
+	return errs
+}
+
+// recheckStuck reads afresh, just before runner Jobs are deleted as not
+// started, everything that says whether their runner started, and names
+// those that every reading says did not: Gitea's running jobs (the sound
+// listing: none carries the runner's name) and its registrations (none has
+// it), then the Job (still the one listed, active, no ready pod), then its
+// pods (none has run). The pods come last because a runner registers and
+// takes a job only after its pod has started: whatever registered before
+// Gitea was read has a started pod by the time the pods are read.
+//
+// This holds with --runner-idle-timeout 0 as well: the running jobs need
+// only the right to list jobs, which every group has. A token that may not
+// use the runners API (401, 403) skips the registrations alone, as that
+// setting promises that stuck runners are still freed; any other failure
+// is an error, and nothing is deleted.
+func (s *Scaler) recheckStuck(ctx context.Context, g *groupRun, jobs []*batchv1.Job) (map[string]bool, error) {
+	names := map[string]bool{}
+	if runners, ok := g.gitea.(gitea.Runners); ok {
+		t := TargetOf(&g.rg.Spec)
+		running, err := runners.InProgress(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("cannot list the running jobs of %s: %w", t, err)
+		}
+		for _, r := range running {
+			names[r.RunnerName] = true
+		}
+		regs, err := runners.ListRunners(ctx, t)
+		switch {
+		case errors.Is(err, gitea.ErrForbidden) || errors.Is(err, gitea.ErrUnauthorized):
+			g.log.Debug("the API token may not list runners; judging runners that did not start by their pods and Gitea's running jobs", "error", err)
+		case err != nil:
+			return nil, fmt.Errorf("cannot list the runners of %s: %w", t, err)
+		}
+		for _, r := range regs {
+			names[r.Name] = true
+		}
+	}
+	out := map[string]bool{}
+	for _, j := range jobs {
+		cur, err := s.kube.BatchV1().Jobs(j.Namespace).Get(ctx, j.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("cannot read runner Job %s: %w", j.Name, err)
+		case cur.UID != j.UID || !runnerjob.IsActive(cur) || ptr.Deref(cur.Status.Ready, 0) > 0:
+			continue
+		case names[runnerjob.RunnerNameOf(j)]:
+			continue
+		}
+		out[j.Name] = true
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	list, err := s.kube.CoreV1().Pods(g.rg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runnerjob.Selector(g.rg.Name)})
+	if err != nil {
+		return nil, fmt.Errorf("cannot list runner pods: %w", err)
+	}
+	pods := podViews(list.Items)
+	for _, j := range jobs {
+		if pods[j.UID].started {
+			delete(out, j.Name)
+		}
+	}
+	return out, nil
+}
+
+// deleteSpent deletes the runner Jobs whose runner container has ended
+// after its job while another container (a regular sidecar) keeps the pod
+// running: deleting the Job ends the pod's other containers. The runner
+// process is gone, so no job of it can be lost; Gitea is not asked.
+func (s *Scaler) deleteSpent(ctx context.Context, g *groupRun, spent []*batchv1.Job, rep *lifecycleReport) []error {
+	var errs []error
+	for _, j := range spent {
+		if s.cfg.DryRun {
+			fmt.Fprintf(s.out, "  would delete runner Job %s: %s\n", j.Name, whySpent)
+			continue
+		}
+		if err := s.deleteJob(ctx, j); err != nil {
+			errs = append(errs, fmt.Errorf("cannot delete spent runner Job %s: %w", j.Name, err))
+			continue
+		}
+		rep.reaped++
+		rep.deletedJobs++
+		g.log.Info("deleted a spent runner Job", "job", j.Name)
+		s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Deleted runner Job %s: %s; a native sidecar (an init container with restartPolicy Always) ends with the runner by itself", j.Name, whySpent))
 	}
 	return errs
 }
@@ -83,15 +191,19 @@ func (s *Scaler) holdDemand(ctx context.Context, g *groupRun, freed []*batchv1.J
 	}
 }
 
-// reapIdle reaps idle surplus runners safely: it first makes each unable
+// reapRunners reaps, safely, the idle surplus runners (reap) and the
+// runners that can take no work (unable: disabled by a reap that stopped
+// after the disable, or unregistered). It first makes each idle one unable
 // to take work in Gitea (disabled, or deleted where Gitea cannot disable),
-// then asks Gitea again which runners run a job, and deletes the runner
-// Job, and then the registration, of each that still runs none. A runner
-// that took a job in between is left alone: ephemeral, it exits after that
-// job, and being disabled it takes no other.
-func (s *Scaler) reapIdle(ctx context.Context, g *groupRun, runners gitea.Runners, byName map[string]*batchv1.Job,
-	regs map[string][]gitea.Runner, reap []string, rep *lifecycleReport) []error {
-	if len(reap) == 0 {
+// then asks Gitea which runners run a job (the sound listing, InProgress),
+// and deletes the runner Job, and then the registration, of each that
+// still runs none. A runner that took a job in between is left alone:
+// ephemeral, it exits after that job, and being disabled it takes no
+// other. When Gitea cannot say which runners run a job, nothing is
+// deleted; a runner left disabled is no supply, and the next pass reaps it.
+func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Runners, byName map[string]*batchv1.Job,
+	regs map[string][]gitea.Runner, reap []string, unable []*batchv1.Job, obs *observation, rep *lifecycleReport) []error {
+	if len(reap) == 0 && len(unable) == 0 {
 		return nil
 	}
 	t := TargetOf(&g.rg.Spec)
@@ -99,37 +211,43 @@ func (s *Scaler) reapIdle(ctx context.Context, g *groupRun, runners gitea.Runner
 		for _, name := range reap {
 			fmt.Fprintf(s.out, "  would reap idle runner Job %s (idle for at least %s beyond the demand)\n", name, s.cfg.RunnerIdleTimeout)
 		}
+		for _, j := range unable {
+			fmt.Fprintf(s.out, "  would reap runner Job %s: %s\n", j.Name, obs.unavailable[j.Name])
+		}
 		return nil
 	}
 	var errs []error
-	var disabled []string
+	type candidate struct {
+		job  *batchv1.Job
+		idle bool
+	}
+	var cands []candidate
 	for _, name := range reap {
 		if err := s.disable(ctx, runners, t, regs[runnerjob.RunnerNameOf(byName[name])]); err != nil {
 			errs = append(errs, fmt.Errorf("cannot disable the runner of %s in Gitea: %w", name, err))
 			continue
 		}
-		disabled = append(disabled, name)
+		cands = append(cands, candidate{job: byName[name], idle: true})
 	}
-	if len(disabled) == 0 {
+	for _, j := range unable {
+		cands = append(cands, candidate{job: j})
+	}
+	if len(cands) == 0 {
 		return errs
 	}
-	snap, err := g.gitea.Snapshot(ctx, t)
+	busy, err := s.runningRunners(ctx, runners, t)
 	if err != nil {
-		return append(errs, fmt.Errorf("cannot confirm that the disabled runners run no job: %w", err))
+		return append(errs, fmt.Errorf("cannot confirm that the runners to reap run no job, so none is deleted: %w", err))
 	}
-	busy := map[string]bool{}
-	for _, j := range snap.Running {
-		busy[j.RunnerName] = true
-	}
-	for _, name := range disabled {
-		j := byName[name]
+	for _, c := range cands {
+		j := c.job
 		runnerName := runnerjob.RunnerNameOf(j)
 		if busy[runnerName] {
-			g.log.Info("an idle runner took a job while it was reaped; leaving it alone", "job", name, "runner", runnerName)
+			g.log.Info("a runner to reap runs a job; leaving it alone", "job", j.Name, "runner", runnerName)
 			continue
 		}
 		if err := s.deleteJob(ctx, j); err != nil {
-			errs = append(errs, fmt.Errorf("cannot delete idle runner Job %s: %w", name, err))
+			errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
 			continue
 		}
 		for _, r := range regs[runnerName] {
@@ -138,12 +256,32 @@ func (s *Scaler) reapIdle(ctx context.Context, g *groupRun, runners gitea.Runner
 			}
 		}
 		rep.reaped++
-		rep.idle--
 		rep.deletedJobs++
-		g.log.Info("reaped an idle runner", "job", name, "runner", runnerName)
-		s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped idle runner Job %s: idle for at least %s while the group had more runners than queued jobs", name, s.cfg.RunnerIdleTimeout))
+		if c.idle {
+			rep.idle--
+			g.log.Info("reaped an idle runner", "job", j.Name, "runner", runnerName)
+			s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped idle runner Job %s: idle for at least %s while the group had more runners than queued jobs", j.Name, s.cfg.RunnerIdleTimeout))
+			continue
+		}
+		why := obs.unavailable[j.Name]
+		g.log.Info("reaped a runner that can take no work", "job", j.Name, "runner", runnerName, "why", why)
+		s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s", j.Name, why))
 	}
 	return errs
+}
+
+// runningRunners names the runners that run a job in the target, by the
+// sound listing (gitea.Runners.InProgress): what a runner is deleted on.
+func (s *Scaler) runningRunners(ctx context.Context, runners gitea.Runners, t gitea.Target) (map[string]bool, error) {
+	running, err := runners.InProgress(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	busy := make(map[string]bool, len(running))
+	for _, j := range running {
+		busy[j.RunnerName] = true
+	}
+	return busy, nil
 }
 
 // disable makes every registration of one runner take no more work. A
@@ -164,9 +302,10 @@ func (s *Scaler) disable(ctx context.Context, runners gitea.Runners, t gitea.Tar
 }
 
 // removeOrphans deletes the group's ephemeral registrations whose runner
-// Job is gone (plan.Orphans), each after asking the API server for the Job
-// by name: a Job that exists now, whatever the listing said, keeps its
-// runner.
+// Job is gone (plan.Orphans), each after asking Gitea's sound listing
+// which runners run a job and the API server for the Job by name: a runner
+// that runs a job, or whose Job exists now, whatever the pass's listings
+// said, is kept.
 func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.Runners, all []gitea.Runner, obs *observation, rep *lifecycleReport) []error {
 	listed := make(map[string]bool, len(obs.jobs))
 	for i := range obs.jobs {
@@ -178,8 +317,19 @@ func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.R
 		regs = append(regs, plan.Registration{ID: r.ID, Name: r.Name, Job: job, Ephemeral: r.Ephemeral, Online: r.Online, Busy: obs.busy[job]})
 	}
 	t := TargetOf(&g.rg.Spec)
+	orphans := plan.Orphans(regs, listed)
+	if len(orphans) == 0 {
+		return nil
+	}
+	busy, err := s.runningRunners(ctx, runners, t)
+	if err != nil {
+		return []error{fmt.Errorf("cannot confirm that the orphan runners run no job, so none is removed: %w", err)}
+	}
 	var errs []error
-	for _, o := range plan.Orphans(regs, listed) {
+	for _, o := range orphans {
+		if busy[o.Name] {
+			continue
+		}
 		_, err := s.kube.BatchV1().Jobs(g.rg.Namespace).Get(ctx, o.Job, metav1.GetOptions{})
 		switch {
 		case err == nil:

@@ -138,9 +138,9 @@ func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created, minIdle
 		st.IdleRunners, st.StartingRunners = int32(l.idle), int32(l.starting)
 		st.StuckRunners, st.ReapedRunners = int32(len(l.stuck)), int32(l.reaped)
 		st.WarmRunners = int32(min(minIdle, max(0, l.idle-len(obs.queued))))
-	} else {
-		st.WarmRunners = 0
 	}
+	// Without the lifecycle's counts (its pods could not be listed) the
+	// runner counts keep their last values: not known is not zero.
 	t := metav1.NewTime(obs.askedAt)
 	st.LastCheckTime = &t
 }

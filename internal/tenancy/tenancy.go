@@ -41,7 +41,9 @@ func (r Right) String() string {
 // chart against this list):
 //   - runner Jobs: create; list (observe); get (is an orphan's Job gone);
 //     delete (runners that never started, idle runners);
-//   - the state ConfigMaps: get, list (once per namespace and pass), create, update;
+//   - the state ConfigMaps: get, list (once per namespace and pass), create,
+//     update; and the namespace's registrations ledger (package ledger):
+//     get, create, update;
 //   - the registration and API token Secrets: get; create and update the
 //     minted <group>-registration-token (only one the group owns);
 //   - Events: create (on the group), list (a Job's FailedCreate);

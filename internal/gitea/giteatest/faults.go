@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,14 @@ type Fault struct {
 	// DeclareLength sends LargeBody's size as Content-Length; without it the
 	// body is chunked and only its end tells how long it was.
 	DeclareLength bool
+	// Before runs before the request is answered, outside the fake's
+	// lock: the scene changing between two pages of one listing (a job
+	// that finishes after page 1 was read shifts every later job back).
+	Before func()
+	// RewriteQuery changes the request's query before it is answered, as
+	// a proxy in front of Gitea might (one that keeps only the first of
+	// repeated parameters, or drops them).
+	RewriteQuery func(q url.Values)
 }
 
 // fault is an injected Fault with the number of requests it still applies to.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -79,4 +80,26 @@ func TestLargeBodyFault(t *testing.T) {
 			assert.Empty(t, listing.Jobs)
 		})
 	}
+}
+
+func TestBeforeFaultChangesTheSceneBetweenPages(t *testing.T) {
+	s := start(t, queuedScene(3))
+	s.InjectFault(1, Fault{Path: "/api/v1/admin/"})
+	s.InjectFault(1, Fault{Path: "/api/v1/admin/", Before: func() { s.RemoveJob(1) }})
+
+	first := get(t, s, "/api/v1/admin/actions/jobs?limit=1&page=1", token)
+	second := get(t, s, "/api/v1/admin/actions/jobs?limit=1&page=2", token)
+
+	assert.Contains(t, first.body, `"id":1,`)
+	assert.Contains(t, second.body, `"id":3,`, "job 1 went between the pages, so job 2 moved to page 1 and was never read")
+}
+
+func TestRewriteQueryFaultIsAProxyThatDropsTheStatusFilter(t *testing.T) {
+	s := start(t, queuedScene(2))
+	require.NoError(t, s.SetJobStatus(2, StatusCompleted, "r1"))
+	s.InjectFault(1, Fault{RewriteQuery: func(q url.Values) { q.Del("status") }})
+
+	a := get(t, s, "/api/v1/admin/actions/jobs?status=queued&status=in_progress", token)
+
+	assert.Contains(t, a.body, `"status":"completed"`, "the finished job, which the filter would have left out")
 }

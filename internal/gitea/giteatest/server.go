@@ -145,6 +145,14 @@ type reply struct {
 // answer.
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	f := s.arrive(r)
+	if f != nil && f.RewriteQuery != nil {
+		q := r.URL.Query()
+		f.RewriteQuery(q)
+		r.URL.RawQuery = q.Encode()
+	}
+	if f != nil && f.Before != nil {
+		f.Before()
+	}
 	if f != nil && f.Delay > 0 {
 		t := time.NewTimer(f.Delay)
 		select {

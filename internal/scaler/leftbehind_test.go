@@ -1,0 +1,91 @@
+package scaler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+)
+
+// TestRegistrationsOfDeletedGroupsAreRemoved: a runner that registered and
+// never got a job stays in Gitea once its group is gone. The next pass of a
+// group of the same namespace and Gitea scope removes it, and nothing of
+// another namespace, another install or a group that lives.
+func TestRegistrationsOfDeletedGroupsAreRemoved(t *testing.T) {
+	rg := newGroup("ci", 3)
+	// A group served by another listener in the same namespace lives.
+	other := newGroup("gpu", 1, func(o *v1alpha1.RunnerGroup) { o.Labels = map[string]string{"listener": "b"} })
+	e := newEnv(t, rg, other)
+	g := &runnersGitea{fakeGitea: e.gitea}
+	set := func(d *Deps, c *Config) {
+		d.Gitea = func(string, string) (gitea.Client, error) { return g, nil }
+		c.RunnerIdleTimeout, c.RunnerStartTimeout = 10*time.Minute, 10*time.Minute
+		c.ExcludeSelectors = []string{"listener=b"}
+	}
+
+	oldCI := newGroup("ci", 1, func(o *v1alpha1.RunnerGroup) { o.UID = "uid-ci-before" }) // deleted, made again
+	gone := newGroup("gone", 1)                                                           // deleted
+	elsewhere := newGroup("gone", 1, func(o *v1alpha1.RunnerGroup) { o.Namespace, o.UID = "elsewhere", "uid-gone-elsewhere" })
+	otherScope := newGroup("web", 1, func(o *v1alpha1.RunnerGroup) { o.Spec.Org = "other-org" }) // deleted, another scope
+	books := ledger.Store{Client: e.kube}
+	for _, r := range []*v1alpha1.RunnerGroup{oldCI, gone, other, otherScope} {
+		tgt := TargetOf(&r.Spec)
+		require.NoError(t, books.Record(context.Background(), ns, runnerjob.OwnerTag(r.UID),
+			ledger.Entry{Group: r.Name, URL: r.Spec.Gitea.URL, Scope: string(tgt.Scope), Owner: tgt.Owner, Repo: tgt.Repo}))
+	}
+
+	g.register(runnerjob.RunnerName(oldCI, "ci-old01"), false)           // removed
+	g.register(runnerjob.RunnerName(gone, "gone-aaaa1"), false)          // removed
+	g.register(runnerjob.RunnerName(gone, "gone-aaaa2"), true)           // online: kept, and the tag too
+	g.register(runnerjob.RunnerName(gone, "gone-aaaa3"), false)          // runs a job: kept
+	g.register(runnerjob.RunnerName(elsewhere, "gone-bbbb1"), false)     // another namespace's: kept
+	g.register(runnerjob.RunnerName(other, "gpu-ccccc"), false)          // a live group's: kept
+	g.register(runnerjob.RunnerName(otherScope, "web-ddddd"), false)     // recorded for another scope: kept
+	g.register(runnerjob.RunnerName(newGroup("x", 1), "x-eeeee"), false) // never recorded (another install): kept
+	g.inProgress = []gitea.Job{{ID: 4, RunnerName: runnerjob.RunnerName(gone, "gone-aaaa3")}}
+	before := g.names()
+
+	e.pass(set, func(_ *Deps, c *Config) { c.DryRun = true })
+	assert.Equal(t, before, g.names(), "a dry run removes nothing")
+	assert.Contains(t, e.out.String(), "would remove runner "+runnerjob.RunnerName(gone, "gone-aaaa1"))
+
+	e.pass(set)
+
+	assert.ElementsMatch(t, []string{
+		runnerjob.RunnerName(gone, "gone-aaaa2"), runnerjob.RunnerName(gone, "gone-aaaa3"),
+		runnerjob.RunnerName(elsewhere, "gone-bbbb1"), runnerjob.RunnerName(other, "gpu-ccccc"),
+		runnerjob.RunnerName(otherScope, "web-ddddd"), runnerjob.RunnerName(newGroup("x", 1), "x-eeeee"),
+	}, g.names())
+	assert.EqualValues(t, 2, e.group("ci").Status.ReapedRunners)
+	left, err := books.Load(context.Background(), ns)
+	require.NoError(t, err)
+	assert.NotContains(t, left, runnerjob.OwnerTag(oldCI.UID), "no registration of it is left: forgotten")
+	assert.Contains(t, left, runnerjob.OwnerTag(gone.UID), "one is still online")
+	assert.Contains(t, left, runnerjob.OwnerTag(other.UID), "it lives")
+	assert.Contains(t, left, runnerjob.OwnerTag(otherScope.UID), "not this group's scope to judge")
+}
+
+// TestAGroupIsRecordedBeforeItsFirstRunner: the ledger names the group
+// before any of its runners can register.
+func TestAGroupIsRecordedBeforeItsFirstRunner(t *testing.T) {
+	rg := newGroup("ci", 3)
+	e, _, set := lifecycleEnv(t, rg)
+	e.gitea.snap.Queued = []gitea.Job{queued(1, "ubuntu-latest")}
+
+	require.Equal(t, 1, e.pass(set).Created)
+
+	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), ledger.ConfigMapName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, cm.OwnerReferences, "it outlives the group")
+	left, err := ledger.Store{Client: e.kube}.Load(context.Background(), ns)
+	require.NoError(t, err)
+	assert.Equal(t, ledger.Entry{Group: "ci", URL: rg.Spec.Gitea.URL, Scope: "org", Owner: "acme"}, left[runnerjob.OwnerTag(rg.UID)])
+}
