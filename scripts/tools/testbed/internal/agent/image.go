@@ -63,7 +63,7 @@ func ClassifyImage(image string) Kind {
 	switch {
 	case last == ScalerCommand:
 		return KindScaler
-	case strings.Contains(last, "act_runner") || strings.HasPrefix(last, "gitea-runner") || (last == "runner" && parent == "gitea"):
+	case strings.Contains(last, "act_runner") || (strings.HasPrefix(last, "gitea-runner") && !strings.HasPrefix(last, ScalerCommand)) || (last == "runner" && parent == "gitea"):
 		return KindGiteaRunner
 	case last == SteeredRunnerImage:
 		return KindSteeredRunner
