@@ -70,7 +70,7 @@ type RunCmd struct {
 	DryRun          bool          `env:"SCALER_DRY_RUN" help:"Plan and print what would be done; write nothing."`
 	LogFormat       string        `env:"SCALER_LOG_FORMAT" enum:"json,text" default:"json" help:"Log format: json or text."`
 	LogLevel        string        `env:"SCALER_LOG_LEVEL" enum:"debug,info,warn,error" default:"info" help:"Log level: debug, info, warn or error."`
-	RunnerImage     string        `env:"SCALER_RUNNER_IMAGE" default:"gitea/act_runner:0.2.13-dind-rootless" help:"Image of the runner container in the built-in runner pod (a runner template may set another)."`
+	RunnerImage     string        `env:"SCALER_RUNNER_IMAGE" default:"gitea/runner:1.0.8-dind-rootless" help:"Image of the runner container in the built-in runner pod (a runner template may set another)."`
 	DefaultLabels   []string      `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"Labels every group gets unless it sets a label of the same name (comma-separated). Default: act_runner's defaults (ubuntu-latest, ubuntu-24.04, ubuntu-22.04)."`
 	SpawnTTL        time.Duration `env:"SCALER_SPAWN_TTL" default:"5m" help:"How long a claimed queued job waits for its runner before a retry."`
 	GiteaTimeout    time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`

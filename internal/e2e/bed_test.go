@@ -31,6 +31,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
+// bedHostLabel is the default runner label of every scaler the tests run:
+// the bed has no Docker, so Gitea's runner must run jobs on the host (a
+// docker:// label makes it require a Docker daemon and exit). Groups' own
+// labels without a scheme are host labels too.
+const bedHostLabel = "bed-host:host"
+
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // bed is the test bed: clients, Gitea, helm and the files the agent writes.
@@ -78,6 +84,7 @@ func connectBed() (*bed, error) {
 		dir = filepath.Join(root, ".testbed")
 	}
 	b := &bed{root: root, dir: dir, kubeconfig: filepath.Join(dir, "kubeconfig")}
+	holdDir = filepath.Join(dir, "hold")
 	if _, err := os.Stat(b.kubeconfig); err != nil {
 		return nil, fmt.Errorf("no kubeconfig at %s (%v): run `scripts/testbed up` first, or set TESTBED_DIR", b.kubeconfig, err)
 	}

@@ -3,8 +3,9 @@
 // End-to-end tests on the test bed's real parts: a kube-apiserver with the
 // real Job, CronJob, garbage-collector and TTL controllers, the kube-scheduler,
 // fake nodes whose pods run as local processes (the scaler image runs
-// bin/gitea-runner-scaler, act_runner images run a test runner that speaks
-// Gitea's runner protocol), a real Gitea, and the Helm chart installed with
+// bin/gitea-runner-scaler, runner images run Gitea's real runner, gitea-runner
+// built from its source, through the images' entrypoint script run.sh, and
+// the jobs' run: steps on the host), a real Gitea, and the Helm chart installed with
 // the helm binary, the way a platform team installs it.
 //
 // The tests in scaler_e2e_test.go and chart_e2e_test.go each install their

@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -149,7 +150,7 @@ func numberedJobs(prefix string, n int, label string) ([]string, []wfJob) {
 	return keys, wf
 }
 
-// workflow renders a push-triggered workflow whose jobs run one echo step.
+// workflow renders a push-triggered workflow whose jobs run jobSteps.
 func workflow(jobs ...wfJob) string {
 	var sb strings.Builder
 	sb.WriteString("name: e2e\non: [push]\njobs:\n")
@@ -158,9 +159,31 @@ func workflow(jobs ...wfJob) string {
 		if len(j.needs) > 0 {
 			fmt.Fprintf(&sb, "    needs: [%s]\n", strings.Join(j.needs, ", "))
 		}
-		fmt.Fprintf(&sb, "    steps:\n      - run: echo %s\n", j.key)
+		sb.WriteString(jobSteps(j.key))
 	}
 	return sb.String()
+}
+
+// holdDir is the bed's directory of hold files (set when the bed connects).
+var holdDir string
+
+// holdBound is how long a held step waits at most (in 0.2 s sleeps), so a
+// runner whose test died ends by itself: the steered runner's old bound.
+const holdBound = 15 * 60 * 5
+
+// jobSteps are the steps of a workflow job with this key, run by Gitea's
+// real runner on the host (the bed's runners offer host labels only: there is
+// no Docker): while the job's hold file exists (bed.hold) the step waits, so
+// a test sees the job in progress on its runner; then it echoes its key. A
+// job's success in Gitea is the step's exit code.
+func jobSteps(key string) string {
+	if holdDir == "" {
+		panic("jobSteps before the bed is connected")
+	}
+	hold := filepath.Join(holdDir, "name-"+key)
+	return fmt.Sprintf("    steps:\n      - run: |\n"+
+		"          i=0; while [ -e '%s' ] && [ $i -lt %d ]; do sleep 0.2; i=$((i+1)); done\n"+
+		"          echo %s\n", hold, holdBound, key)
 }
 
 // repoJobs lists the repository's jobs as the admin.

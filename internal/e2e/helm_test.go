@@ -30,7 +30,8 @@ func (r helmRelease) fullname() string { return r.name + "-" + chartName }
 
 // baseValues are the values every release here starts from: the scaler
 // image the agent plays, the shared CRD left alone, logs the tests read, and
-// a spawn TTL short enough for a test yet far above a runner's start time.
+// a spawn TTL short enough for a test yet far above a runner's start time,
+// and the bed's host label as the default runner label (bedHostLabel).
 //
 // The bed's Gitea is on loopback, which an empty allowedGiteaURLs refuses:
 // the platform team that installs here allows it explicitly.
@@ -41,9 +42,10 @@ func baseValues(watch ...string) map[string]any {
 		"watchNamespaces":  watch,
 		"allowedGiteaURLs": []string{bedGiteaURL},
 		"scaler": map[string]any{
-			"logFormat": "text",
-			"logLevel":  "debug",
-			"spawnTTL":  "1m",
+			"logFormat":     "text",
+			"logLevel":      "debug",
+			"spawnTTL":      "1m",
+			"defaultLabels": []string{bedHostLabel},
 		},
 	}
 }

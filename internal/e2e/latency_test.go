@@ -2,7 +2,7 @@
 
 // The scale-up latency harness: how long a push that queues a Gitea job
 // waits for its runner Job to exist, and for the job to be in_progress on a
-// runner, on the bed with the real Gitea and the test runner, in each of the
+// runner, on the bed with the real Gitea and Gitea's real runner, in each of the
 // scaler's modes:
 //
 //   - webhook: a looping scaler whose next poll is ten minutes away, woken by
@@ -307,13 +307,13 @@ func selfTriggeredWorkflow(file, key, label string, chain bool) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "name: %s\non:\n  push:\n    paths: ['.gitea/workflows/%s']\njobs:\n", key, file)
 	if chain {
-		fmt.Fprintf(&sb, "  %s_a:\n    runs-on: [%s]\n    steps:\n      - run: echo %s_a\n", key, label, key)
+		fmt.Fprintf(&sb, "  %s_a:\n    runs-on: [%s]\n%s", key, label, jobSteps(key+"_a"))
 	}
 	fmt.Fprintf(&sb, "  %s:\n    runs-on: [%s]\n", key, label)
 	if chain {
 		fmt.Fprintf(&sb, "    needs: [%s_a]\n", key)
 	}
-	fmt.Fprintf(&sb, "    steps:\n      - run: echo %s\n", key)
+	sb.WriteString(jobSteps(key))
 	return sb.String()
 }
 

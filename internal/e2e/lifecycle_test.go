@@ -1,6 +1,6 @@
 //go:build e2e
 
-// The runner lifecycle on the bed's real Gitea with its test runner: an idle
+// The runner lifecycle on the bed's real Gitea with Gitea's real runner: an idle
 // runner whose job went away is reaped, a runner Job whose pod cannot start
 // is freed with the pod's reason, and a registration whose pod was deleted
 // is removed from Gitea. Each test runs the scaler's passes itself, with the

@@ -54,7 +54,7 @@ func uniq(prefix string, parts ...string) string {
 	return strings.Join(append([]string{prefix, runSuffix}, parts...), "-")
 }
 
-// jobKey is a workflow job key unique to this run; the test runner's hold
+// jobKey is a workflow job key unique to this run; the hold
 // file "name-<key>" then holds exactly this job.
 func jobKey(parts ...string) string {
 	return strings.ReplaceAll(strings.Join(append(parts, runSuffix), "_"), "-", "_")

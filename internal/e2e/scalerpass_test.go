@@ -126,6 +126,9 @@ func (b *bed) startPass(ctx context.Context, t *testing.T, o passOpts) *passRun 
 	for _, ns := range o.namespaces {
 		args = append(args, "-n", ns)
 	}
+	if !slices.ContainsFunc(o.args, func(a string) bool { return strings.HasPrefix(a, "--default-labels") }) {
+		args = append(args, "--default-labels", bedHostLabel)
+	}
 	if !slices.ContainsFunc(o.args, func(a string) bool { return strings.HasPrefix(a, "--allowed-gitea-urls") }) {
 		args = append(args, "--allowed-gitea-urls", strings.Join(b.giteaURLsOf(ctx, t, o.namespaces), ","))
 	}

@@ -26,7 +26,8 @@ import (
 )
 
 // hold keeps the Gitea job with this workflow job key in progress once a
-// test runner takes it, until release (or the test's end) removes the file.
+// runner takes it (the job's step waits while the file exists: jobSteps),
+// until release (or the test's end) removes the file.
 func (b *bed) hold(t *testing.T, key string) {
 	t.Helper()
 	dir := filepath.Join(b.dir, "hold")

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
@@ -24,19 +23,13 @@ func TestWarmPoolServesTheNextJobWithoutANewPod(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 6*time.Minute)
-	// The test runner gives up after 2 idle minutes by default; a warm
-	// runner waits as long as the test needs. Once the job is queued, the
-	// pass also starts a runner to top the pool up, and Gitea gives the job
-	// to whichever runner asks first: warm runners that ask every 200ms
-	// win over one that must still start, register and ask (a race the
-	// default 1s interval sometimes lost on a busy machine).
-	template := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-		Name: "runner", Env: []corev1.EnvVar{
-			{Name: "TEST_RUNNER_IDLE_TIMEOUT", Value: "10m"},
-			{Name: "TEST_RUNNER_FETCH_INTERVAL", Value: "200ms"},
-		},
-	}}}}
-	s := b.servedGroup(ctx, t, sceneOpts{name: "warm", max: 3, minIdle: 2, template: template})
+	// Once the job is queued, the pass also starts a runner to top the pool
+	// up, and Gitea gives the job to whichever runner asks first: warm
+	// runners that ask every 200ms, without backing off while idle, win over
+	// one that must still start, register and ask. The group's runner
+	// config says so, as a user would tune Gitea's runner for a warm pool.
+	config := "runner:\n  capacity: 1\n  fetch_interval: 200ms\n  fetch_interval_max: 200ms\ncache:\n  enabled: false\n"
+	s := b.servedGroup(ctx, t, sceneOpts{name: "warm", max: 3, minIdle: 2, runnerConfig: config})
 
 	var warm []string
 	waitUntil(ctx, t, stepWait, "2 warm runners registered and shown as warm", s.dump, func(ctx context.Context) (bool, string, error) {

@@ -33,11 +33,16 @@ import (
 const (
 	// ContainerName is the runner container's name.
 	ContainerName = podtemplate.RunnerContainer
-	// DefaultImage is a released act_runner with its own rootless Docker
-	// daemon: pinned, so that every runner of a pool runs the same code and
-	// an upgrade is a reviewed change, not whatever nightly was pushed
-	// last.
-	DefaultImage = "gitea/act_runner:0.2.13-dind-rootless"
+	// DefaultImage is a released Gitea runner (gitea/runner, act_runner's
+	// name since v1.0.0) with its own rootless Docker daemon: pinned, so
+	// that every runner of a pool runs the same code and an upgrade is a
+	// reviewed change, not whatever nightly was pushed last. It is the
+	// release the test bed runs for real (built from its source, through
+	// the image's entrypoint script run.sh): the newest whose source builds
+	// here. Pinned by tag, not digest: the digest of a registry's image can
+	// only be read from the registry, which these machines cannot reach, and
+	// a digest written without reading it would be invented.
+	DefaultImage = "gitea/runner:1.0.8-dind-rootless"
 	// DockerDataVolume is the emptyDir that holds the rootless Docker
 	// daemon's data (images, containers, build caches), mounted at
 	// DockerDataDir.

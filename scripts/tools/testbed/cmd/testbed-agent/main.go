@@ -62,7 +62,9 @@ func run() int {
 		caFile       = flag.String("ca-file", envOr("TESTBED_CA_FILE", ""), "CA file for pod kubeconfigs; empty: skip TLS verification (TESTBED_CA_FILE)")
 		nodeSelector = flag.String("node-selector", envOr("TESTBED_NODE_SELECTOR", "testbed.gitea.bpg.pw/fake-node=true"), "label selector of the fake nodes (TESTBED_NODE_SELECTOR)")
 		scalerBin    = flag.String("scaler-bin", envOr("TESTBED_SCALER_BIN", ""), "binary for images ending in gitea-runner-scaler (TESTBED_SCALER_BIN)")
-		runnerBin    = flag.String("runner-bin", envOr("TESTBED_RUNNER_BIN", ""), "binary for act_runner images (TESTBED_RUNNER_BIN)")
+		steeredBin   = flag.String("steered-runner-bin", envOr("TESTBED_STEERED_RUNNER_BIN", ""), "binary for steered-runner images (TESTBED_STEERED_RUNNER_BIN)")
+		runnerDir    = flag.String("gitea-runner-dir", envOr("TESTBED_GITEA_RUNNER_DIR", ""), "directory with gitea-runner and its image's run.sh, for gitea/runner and gitea/act_runner images (TESTBED_GITEA_RUNNER_DIR)")
+		runnerConfig = flag.String("gitea-runner-config", envOr("TESTBED_GITEA_RUNNER_CONFIG", ""), "CONFIG_FILE for runner containers whose env sets none; empty: the runner's defaults (TESTBED_GITEA_RUNNER_CONFIG)")
 		logDir       = flag.String("log-dir", envOr("TESTBED_POD_LOG_DIR", ""), "directory for <ns>_<pod>_<container>.log (TESTBED_POD_LOG_DIR)")
 		workDir      = flag.String("work-dir", envOr("TESTBED_AGENT_DIR", ""), "directory for pod working dirs and tokens (TESTBED_AGENT_DIR)")
 		maxPods      = flag.Int("max-pods", envInt("TESTBED_MAX_PODS", 16), "pods run at once (TESTBED_MAX_PODS)")
@@ -71,7 +73,7 @@ func run() int {
 		logLevel     = flag.String("log-level", envOr("TESTBED_AGENT_LOG_LEVEL", "info"), "debug|info|warn|error (TESTBED_AGENT_LOG_LEVEL)")
 		runnerEnv    listFlag
 	)
-	flag.Var(&runnerEnv, "runner-env", "NAME=value set for runner processes before the pod's env; repeatable (TESTBED_RUNNER_ENV, ';'-separated)")
+	flag.Var(&runnerEnv, "runner-env", "NAME=value set for steered-runner processes before the pod's env; repeatable (TESTBED_RUNNER_ENV, ';'-separated)")
 	flag.Parse()
 	if len(runnerEnv) == 0 && os.Getenv("TESTBED_RUNNER_ENV") != "" {
 		runnerEnv = strings.Split(os.Getenv("TESTBED_RUNNER_ENV"), ";")
@@ -106,19 +108,21 @@ func run() int {
 	}
 
 	a, err := agent.New(agent.Config{
-		Client:       client,
-		NodeSelector: *nodeSelector,
-		APIServer:    *apiServer,
-		CAFile:       *caFile,
-		ScalerBin:    *scalerBin,
-		RunnerBin:    *runnerBin,
-		LogDir:       *logDir,
-		WorkDir:      *workDir,
-		RunnerEnv:    runnerEnv,
-		MaxPods:      *maxPods,
-		BackoffBase:  *backoff,
-		BackoffMax:   *backoffMax,
-		Logger:       log,
+		Client:            client,
+		NodeSelector:      *nodeSelector,
+		APIServer:         *apiServer,
+		CAFile:            *caFile,
+		ScalerBin:         *scalerBin,
+		SteeredRunnerBin:  *steeredBin,
+		GiteaRunnerDir:    *runnerDir,
+		GiteaRunnerConfig: *runnerConfig,
+		LogDir:            *logDir,
+		WorkDir:           *workDir,
+		RunnerEnv:         runnerEnv,
+		MaxPods:           *maxPods,
+		BackoffBase:       *backoff,
+		BackoffMax:        *backoffMax,
+		Logger:            log,
 	})
 	if err != nil {
 		log.Error("bad configuration", "err", err)

@@ -35,14 +35,20 @@ type Config struct {
 	// CAFile means insecure-skip-tls-verify.
 	APIServer string
 	CAFile    string
-	// ScalerBin and RunnerBin are the local binaries for scaler and act_runner images.
-	ScalerBin string
-	RunnerBin string
+	// ScalerBin plays scaler images, SteeredRunnerBin steered-runner images.
+	ScalerBin        string
+	SteeredRunnerBin string
+	// GiteaRunnerDir holds Gitea's runner as its images ship it: the gitea-runner
+	// binary and the entrypoint script run.sh.
+	GiteaRunnerDir string
+	// GiteaRunnerConfig is the runner config file (CONFIG_FILE) for runner
+	// containers whose env names none; empty for the runner's built-in defaults.
+	GiteaRunnerConfig string
 	// LogDir receives <namespace>_<pod>_<container>.log per container.
 	LogDir string
 	// WorkDir holds per-pod working directories, tokens and kubeconfigs.
 	WorkDir string
-	// RunnerEnv is set for runner processes before the pod's own env (which wins).
+	// RunnerEnv is set for steered-runner processes before the pod's own env (which wins).
 	RunnerEnv []string
 	// MaxPods bounds how many pods run at once; more wait in Pending.
 	MaxPods int
@@ -65,6 +71,7 @@ type Agent struct {
 	cfg       Config
 	log       *slog.Logger
 	runnerEnv *Env
+	runScript []byte // run.sh from GiteaRunnerDir
 
 	podLister  corelisters.PodLister
 	podIndex   cache.Indexer
@@ -112,6 +119,16 @@ func New(cfg Config) (*Agent, error) {
 		}
 		runnerEnv.Set(k, v)
 	}
+	var runScript []byte
+	if cfg.GiteaRunnerDir != "" {
+		var err error
+		if runScript, err = os.ReadFile(filepath.Join(cfg.GiteaRunnerDir, "run.sh")); err != nil {
+			return nil, fmt.Errorf("gitea runner: %w", err)
+		}
+		if _, err := PrepareEntrypoint(runScript, "/d", "/t"); err != nil {
+			return nil, fmt.Errorf("gitea runner: %w", err)
+		}
+	}
 	for _, d := range []string{cfg.LogDir, cfg.WorkDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -121,6 +138,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		runnerEnv: runnerEnv,
+		runScript: runScript,
 		runners:   map[types.UID]*podRunner{},
 		finished:  map[types.UID]string{},
 	}, nil

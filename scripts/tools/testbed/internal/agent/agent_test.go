@@ -89,7 +89,7 @@ func startAgent(t *testing.T) *harness {
 	h := &harness{t: t, client: client, logDir: filepath.Join(dir, "logs"), done: make(chan struct{})}
 	a, err := New(Config{
 		Client: client, NodeSelector: "testbed.gitea.bpg.pw/fake-node=true", APIServer: "https://127.0.0.1:1",
-		ScalerBin: scaler, RunnerBin: "/nonexistent/runner", LogDir: h.logDir, WorkDir: filepath.Join(dir, "work"),
+		ScalerBin: scaler, SteeredRunnerBin: "/nonexistent/runner", LogDir: h.logDir, WorkDir: filepath.Join(dir, "work"),
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})

@@ -148,13 +148,20 @@ func TestExpand(t *testing.T) {
 func TestClassifyImage(t *testing.T) {
 	tests := map[string]Kind{
 		"ghcr.io/gitea-runner-operator/gitea-runner-scaler:0.1.0": KindScaler,
-		"gitea-runner-scaler":                           KindScaler,
-		"localhost:5000/gitea-runner-scaler@sha256:abc": KindScaler,
-		"ghcr.io/x/gitea-runner-scaler-debug:1":         KindStandIn,
-		"gitea/act_runner:nightly-dind-rootless":        KindRunner,
-		"registry:5000/mirror/act_runner":               KindRunner,
-		"busybox:1.36":                                  KindStandIn,
-		"docker:dind":                                   KindStandIn,
+		"gitea-runner-scaler":                            KindScaler,
+		"localhost:5000/gitea-runner-scaler@sha256:abc":  KindScaler,
+		"ghcr.io/x/gitea-runner-scaler-debug:1":          KindStandIn,
+		"gitea/act_runner:nightly-dind-rootless":         KindGiteaRunner,
+		"registry:5000/mirror/act_runner":                KindGiteaRunner,
+		"gitea/runner:1.0.8-dind-rootless":               KindGiteaRunner,
+		"docker.io/gitea/runner@sha256:abc":              KindGiteaRunner,
+		"registry:5000/gitea/runner:1.0.8":               KindGiteaRunner,
+		"example/runner:1":                               KindStandIn,
+		"registry.example.com/ci/gitea-runner-nonroot:1": KindGiteaRunner,
+		"registry.example.com/ci/act_runner-nonroot:1":   KindGiteaRunner,
+		"testbed.local/steered-runner:dev":               KindSteeredRunner,
+		"busybox:1.36":                                   KindStandIn,
+		"docker:dind":                                    KindStandIn,
 	}
 	for image, want := range tests {
 		t.Run(image, func(t *testing.T) { assert.Equal(t, want, ClassifyImage(image)) })
@@ -167,16 +174,17 @@ func TestProcessArgv(t *testing.T) {
 		command, args []string
 		want          []string
 	}{
-		"scaler by bare name":      {KindScaler, []string{"gitea-runner-scaler"}, []string{"run", "--loop"}, []string{"/bin/scaler", "run", "--loop"}},
-		"scaler by image path":     {KindScaler, []string{"/usr/local/bin/gitea-runner-scaler", "run"}, nil, []string{"/bin/scaler", "run"}},
-		"scaler entrypoint":        {KindScaler, nil, []string{"version"}, []string{"/bin/scaler", "version"}},
-		"scaler other command":     {KindScaler, []string{"sh", "-c", "true"}, nil, []string{"sh", "-c", "true"}},
-		"runner ignores its image": {KindRunner, []string{"/bin/s6-svscan"}, []string{"x"}, []string{"/bin/runner"}},
-		"stand-in has no process":  {KindStandIn, []string{"sleep"}, nil, nil},
+		"scaler by bare name":     {KindScaler, []string{"gitea-runner-scaler"}, []string{"run", "--loop"}, []string{"/bin/scaler", "run", "--loop"}},
+		"scaler by image path":    {KindScaler, []string{"/usr/local/bin/gitea-runner-scaler", "run"}, nil, []string{"/bin/scaler", "run"}},
+		"scaler entrypoint":       {KindScaler, nil, []string{"version"}, []string{"/bin/scaler", "version"}},
+		"scaler other command":    {KindScaler, []string{"sh", "-c", "true"}, nil, []string{"sh", "-c", "true"}},
+		"runner plays run.sh":     {KindGiteaRunner, []string{"/bin/s6-svscan"}, []string{"x"}, []string{"bash", "/c/run.sh"}},
+		"steered runner":          {KindSteeredRunner, []string{"/bin/s6-svscan"}, []string{"x"}, []string{"/bin/steered"}},
+		"stand-in has no process": {KindStandIn, []string{"sleep"}, nil, nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, tc.want, ProcessArgv(tc.kind, tc.command, tc.args, "/bin/scaler", "/bin/runner"))
+			assert.Equal(t, tc.want, ProcessArgv(tc.kind, tc.command, tc.args, Binaries{Scaler: "/bin/scaler", SteeredRunner: "/bin/steered", Entrypoint: "/c/run.sh"}))
 		})
 	}
 }

@@ -17,16 +17,23 @@ const (
 	KindStandIn Kind = iota
 	// KindScaler runs the locally built gitea-runner-scaler.
 	KindScaler
-	// KindRunner runs the test runner in place of act_runner.
-	KindRunner
+	// KindGiteaRunner runs Gitea's real runner through its image's entrypoint
+	// script (run.sh), as the gitea/runner and gitea/act_runner images do.
+	KindGiteaRunner
+	// KindSteeredRunner runs the bed's steered runner: a runner a test controls
+	// through files and env (a job held for ever, a chosen result), for the few
+	// tests that need a runner the real one cannot be made to be.
+	KindSteeredRunner
 )
 
 func (k Kind) String() string {
 	switch k {
 	case KindScaler:
 		return "scaler"
-	case KindRunner:
-		return "runner"
+	case KindGiteaRunner:
+		return "gitea-runner"
+	case KindSteeredRunner:
+		return "steered-runner"
 	default:
 		return "stand-in"
 	}
@@ -36,15 +43,30 @@ func (k Kind) String() string {
 // it (bare or by path) is pointed at the local build.
 const ScalerCommand = "gitea-runner-scaler"
 
+// SteeredRunnerImage is the image name tests give a container to get the steered
+// runner; any registry or tag may go with it.
+const SteeredRunnerImage = "steered-runner"
+
 // ClassifyImage maps an image reference to the way it is played: a repository ending
-// in gitea-runner-scaler is the scaler, anything mentioning act_runner is a runner.
+// in gitea-runner-scaler is the scaler; gitea/runner (Gitea's runner since v1.0.0),
+// gitea/act_runner (its name before) and images built on them named act_runner* or
+// gitea-runner*, from any registry or mirror path, are the real runner; a repository
+// ending in steered-runner is the steered runner.
 func ClassifyImage(image string) Kind {
 	repo := imageRepository(image)
+	segments := strings.Split(repo, "/")
+	last := segments[len(segments)-1]
+	parent := ""
+	if len(segments) > 1 {
+		parent = segments[len(segments)-2]
+	}
 	switch {
-	case repo == ScalerCommand || strings.HasSuffix(repo, "/"+ScalerCommand):
+	case last == ScalerCommand:
 		return KindScaler
-	case strings.Contains(image, "act_runner"):
-		return KindRunner
+	case strings.Contains(last, "act_runner") || (strings.HasPrefix(last, "gitea-runner") && !strings.HasPrefix(last, ScalerCommand)) || (last == "runner" && parent == "gitea"):
+		return KindGiteaRunner
+	case last == SteeredRunnerImage:
+		return KindSteeredRunner
 	default:
 		return KindStandIn
 	}
@@ -60,23 +82,38 @@ func imageRepository(image string) string {
 	return repo
 }
 
+// Binaries are the local programs that play process-backed images.
+type Binaries struct {
+	Scaler        string
+	SteeredRunner string
+	// Entrypoint is the runner image's entrypoint script as prepared for one
+	// container start (see PrepareEntrypoint).
+	Entrypoint string
+}
+
 // ProcessArgv is the argv that plays a container, or nil for a stand-in.
-func ProcessArgv(kind Kind, command, args []string, scalerBin, runnerBin string) []string {
+func ProcessArgv(kind Kind, command, args []string, bin Binaries) []string {
 	switch kind {
 	case KindScaler:
 		if len(command) == 0 {
 			// The image's entrypoint is the scaler itself.
-			return append([]string{scalerBin}, args...)
+			return append([]string{bin.Scaler}, args...)
 		}
 		argv := append(append([]string{}, command...), args...)
 		if path.Base(argv[0]) == ScalerCommand {
-			argv[0] = scalerBin
+			argv[0] = bin.Scaler
 		}
 		return argv
-	case KindRunner:
-		// act_runner images start their own daemons before the runner; the test runner
-		// replaces all of that and is configured by environment only.
-		return []string{runnerBin}
+	case KindGiteaRunner:
+		// The runner images' entrypoints (s6 supervising dockerd and run.sh in the
+		// dind variants, tini running run.sh in the basic one) all come down to
+		// run.sh with the container's env: the bed has no Docker, so it runs run.sh.
+		// A command the pod sets is not played: the bed has only what the image's
+		// own contract needs.
+		return []string{"bash", bin.Entrypoint}
+	case KindSteeredRunner:
+		// Configured by environment only.
+		return []string{bin.SteeredRunner}
 	default:
 		return nil
 	}

@@ -388,8 +388,16 @@ func (r *podRunner) resolveAll(ctx context.Context) (map[string]*Env, error) {
 		env.Set("PATH", os.Getenv("PATH"))
 		env.Set("HOME", dir)
 		env.Set("HOSTNAME", r.pod.Name)
-		if c.spec.kind == KindRunner {
+		switch c.spec.kind {
+		case KindSteeredRunner:
 			env.Merge(r.a.runnerEnv)
+		case KindGiteaRunner:
+			// As in the image: gitea-runner on the PATH, and the bed's runner
+			// config unless the pod names its own (the pod's env wins).
+			env.Set("PATH", r.a.cfg.GiteaRunnerDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+			if r.a.cfg.GiteaRunnerConfig != "" {
+				env.Set("CONFIG_FILE", r.a.cfg.GiteaRunnerConfig)
+			}
 		}
 		podEnv, err := res.resolve(ctx, c.spec.c)
 		if err != nil {
@@ -566,7 +574,16 @@ func (r *podRunner) runStandIn(ctx context.Context, c *containerRun) int32 {
 // group and SIGKILL after the grace period.
 func (r *podRunner) runProcess(ctx context.Context, c *containerRun, env *Env) int32 {
 	name := c.spec.c.Name
-	argv := ProcessArgv(c.spec.kind, ExpandAll(c.spec.c.Command, env), ExpandAll(c.spec.c.Args, env), r.a.cfg.ScalerBin, r.a.cfg.RunnerBin)
+	bin := Binaries{Scaler: r.a.cfg.ScalerBin, SteeredRunner: r.a.cfg.SteeredRunnerBin}
+	if c.spec.kind == KindGiteaRunner {
+		var err error
+		if bin.Entrypoint, env, err = r.freshRunnerLayer(c, env); err != nil {
+			r.log.Warn("cannot prepare the runner's entrypoint", "container", name, "err", err)
+			r.setTerminated(c, exitStartError, "StartError", err.Error())
+			return exitStartError
+		}
+	}
+	argv := ProcessArgv(c.spec.kind, ExpandAll(c.spec.c.Command, env), ExpandAll(c.spec.c.Args, env), bin)
 	logPath := filepath.Join(r.a.cfg.LogDir, fmt.Sprintf("%s_%s_%s.log", r.pod.Namespace, r.pod.Name, name))
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -623,6 +640,38 @@ func (r *podRunner) runProcess(ctx context.Context, c *containerRun, env *Env) i
 	r.log.Info("container exited", "container", name, "pid", pid, "exit_code", code)
 	r.setTerminated(c, code, "", "")
 	return code
+}
+
+// freshRunnerLayer gives a runner container start what a new container's writable
+// layer gives it: an empty /data (so no .runner state file survives a restart, as the
+// runner Job relies on) and an empty /tmp, both in the container's directory, and
+// run.sh rewritten to use them. It returns the script's path and the env with TMPDIR.
+func (r *podRunner) freshRunnerLayer(c *containerRun, env *Env) (string, *Env, error) {
+	if r.a.runScript == nil {
+		return "", nil, errors.New("the agent was started without --gitea-runner-dir, so it cannot play a runner image")
+	}
+	dir := filepath.Join(r.dir, c.spec.c.Name)
+	data, tmp := filepath.Join(dir, "data"), filepath.Join(dir, "tmp")
+	for _, d := range []string{data, tmp} {
+		if err := os.RemoveAll(d); err != nil {
+			return "", nil, err
+		}
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", nil, err
+	}
+	script, err := PrepareEntrypoint(r.a.runScript, data, tmp)
+	if err != nil {
+		return "", nil, err
+	}
+	p := filepath.Join(dir, "run.sh")
+	if err := os.WriteFile(p, script, 0o755); err != nil {
+		return "", nil, err
+	}
+	out := &Env{}
+	out.Merge(env)
+	out.Set("TMPDIR", tmp)
+	return p, out, nil
 }
 
 // statusLoop writes the pod's status whenever it changed, until done is closed.

@@ -1,7 +1,7 @@
-// Package testrunner is a stand-in for act_runner that speaks Gitea's real runner
+// Package steeredrunner is a runner that tests steer: it speaks Gitea's real runner
 // protocol but runs no steps: it registers, takes one task, optionally holds it while a
 // test wants the job to stay in progress, and reports a result.
-package testrunner
+package steeredrunner
 
 import (
 	"fmt"

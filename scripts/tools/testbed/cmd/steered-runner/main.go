@@ -1,6 +1,6 @@
-// Command test-runner stands in for act_runner in the test bed: it registers with
+// Command steered-runner is the runner a test steers on the bed: it registers with
 // Gitea through the real runner protocol, takes a task, holds it while a test asks
-// (see the testrunner package) and reports a result without running any step.
+// (see the steeredrunner package) and reports a result without running any step.
 //
 // Exit codes: 0 the task(s) were served; 1 an error, or no task before
 // TEST_RUNNER_IDLE_TIMEOUT; 2 bad configuration.
@@ -17,16 +17,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/scripts/tools/testbed/internal/testrunner"
+	"github.com/gitea-runner-operator/gitea-runner-operator/scripts/tools/testbed/internal/steeredrunner"
 )
 
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help") {
-		fmt.Println("usage: test-runner (configured by GITEA_* and TEST_RUNNER_* environment variables)")
+		fmt.Println("usage: steered-runner (configured by GITEA_* and TEST_RUNNER_* environment variables)")
 		return
 	}
-	cfg, err := testrunner.LoadConfig(os.Getenv)
+	cfg, err := steeredrunner.LoadConfig(os.Getenv)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		os.Exit(2)
@@ -34,7 +34,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	r := testrunner.New(cfg, log, &http.Client{Timeout: 30 * time.Second})
+	r := steeredrunner.New(cfg, log, &http.Client{Timeout: 30 * time.Second})
 	err = r.Run(ctx)
 	switch {
 	case err == nil:

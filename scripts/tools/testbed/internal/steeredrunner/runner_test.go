@@ -1,4 +1,4 @@
-package testrunner
+package steeredrunner
 
 import (
 	"context"

@@ -1,0 +1,97 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+)
+
+// TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost: a runner
+// Job deleted while its Gitea job runs (what a node drain, an eviction or a
+// user's kubectl delete does) sends Gitea's real runner SIGTERM through the
+// pod's deletion. The runner, with its default shutdown_timeout of 0,
+// cancels the job and reports it, so Gitea records the job as ended, not
+// running for ever; and the looping scaler's next passes start no second
+// runner for it (the job is not queued again) while a job pushed after it
+// is served as usual.
+func TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost(t *testing.T) {
+	t.Parallel()
+	b := getBed(t)
+	ctx := testContext(t, 6*time.Minute)
+	s := b.servedGroup(ctx, t, sceneOpts{name: "term", max: 2})
+
+	key := jobKey("term")
+	pushJobs(ctx, t, b, s.fx, "term.yml", []string{key}, wfJob{key: key, runsOn: []string{s.label}})
+	id := idsOf(b.gitea.waitJobs(ctx, t, s.fx.repo, 1), key)[key]
+
+	var runner batchv1.Job
+	waitUntil(ctx, t, stepWait, "the held job in progress on its runner", s.dump, func(ctx context.Context) (bool, string, error) {
+		gj, err := b.giteaJob(ctx, s.fx.repo, id)
+		if err != nil || gj.Status != "in_progress" || gj.RunnerName == "" {
+			return false, fmt.Sprintf("job %s err=%v", gj.State(), err), nil
+		}
+		jobs, err := b.runnerJobs(ctx, s.ns, s.group)
+		if err != nil {
+			return false, "", err
+		}
+		for i := range jobs {
+			if runnerjob.RunnerNameOf(&jobs[i]) == gj.RunnerName {
+				runner = jobs[i]
+				return true, "", nil
+			}
+		}
+		return false, "runner " + gj.RunnerName + " has no runner Job", nil
+	})
+
+	// What a drain or a kubectl delete does: the Job and so its pod go.
+	require.NoError(t, b.kube.BatchV1().Jobs(s.ns).Delete(ctx, runner.Name,
+		metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
+	var ended giteasetup.Job
+	waitUntil(ctx, t, stepWait, "Gitea records the job as ended", s.dump, func(ctx context.Context) (bool, string, error) {
+		gj, err := b.giteaJob(ctx, s.fx.repo, id)
+		ended = gj
+		return err == nil && gj.Status == "completed", gj.State(), nil
+	})
+	require.NotEqual(t, "success", ended.Conclusion, "the job was stopped, not finished")
+	t.Logf("Gitea job %d of a runner whose pod got SIGTERM ended %s", id, ended.State())
+
+	// A job pushed now is served, and over those passes the stopped job got
+	// no runner Job besides the deleted one.
+	next := jobKey("term-next")
+	pushJobs(ctx, t, b, s.fx, "next.yml", nil, wfJob{key: next, runsOn: []string{s.label}})
+	nextID := idsOf(b.gitea.waitJobs(ctx, t, s.fx.repo, 2), next)[next]
+	waitUntil(ctx, t, stepWait, "the next job served", s.dump, func(ctx context.Context) (bool, string, error) {
+		gj, err := b.giteaJob(ctx, s.fx.repo, nextID)
+		return err == nil && gj.State() == "completed/success", gj.State(), err
+	})
+	jobs, err := b.runnerJobs(ctx, s.ns, s.group)
+	require.NoError(t, err)
+	for _, j := range byGiteaJob(jobs)[id] {
+		require.Equal(t, runner.Name, j.Name, "the stopped job got a second runner Job")
+	}
+}
+
+// giteaJob is one job of the repository as the admin lists it.
+func (b *bed) giteaJob(ctx context.Context, r giteasetup.Repo, id int64) (giteasetup.Job, error) {
+	jobs, err := b.gitea.repoJobs(ctx, r)
+	if err != nil {
+		return giteasetup.Job{}, err
+	}
+	for _, j := range jobs {
+		if j.ID == id {
+			return j, nil
+		}
+	}
+	return giteasetup.Job{}, fmt.Errorf("job %d not listed", id)
+}
