@@ -3,6 +3,7 @@ package scaler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -74,10 +75,14 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			continue
 		}
 		pv := pods[j.UID]
-		registered := len(regs[runnerjob.RunnerNameOf(j)]) > 0
+		reg := regs[runnerjob.RunnerNameOf(j)]
+		registered := len(reg) > 0
 		if pv.started {
 			rep.idle++
-			if registered {
+			// A runner Gitea calls busy runs no job the listings show,
+			// but may still be cleaning up after a cancelled one (see
+			// gitea.Runners): it waits for a later pass.
+			if registered && !slices.ContainsFunc(reg, func(r gitea.Runner) bool { return r.Busy }) {
 				idle = append(idle, plan.IdleRunner{Job: j.Name, Since: j.CreationTimestamp.Time})
 			}
 			continue
