@@ -46,23 +46,13 @@ func TestRunnerLifecycleThroughACancelPerGiteaRelease(t *testing.T) {
 			job := e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, podRunning)
 			name := runnerjob.RunnerNameOf(job)
 
-			srv := giteatest.New()
-			t.Cleanup(srv.Close)
-			require.NoError(t, srv.AnswerAs(v))
-			srv.AddToken(secretToken, "admin", true)
-			require.NoError(t, srv.Load(giteatest.Scene{
+			srv, real := releaseFake(t, v, giteatest.Scene{
 				Orgs:  []giteatest.Org{{Name: "acme"}},
 				Repos: []giteatest.Repo{{Owner: "acme", Name: "app"}},
 				Jobs: []giteatest.Job{{ID: 1, Owner: "acme", Repo: "app", RunID: 1, Name: "build", Labels: []string{"ubuntu-latest"},
 					Status: giteatest.StatusInProgress, RunnerID: 1, RunnerName: name}},
 				Runners: []giteatest.Runner{{ID: 1, Name: name, Owner: "acme", Online: true, Active: true, Ephemeral: true}},
-			}))
-			real := func(d *Deps, c *Config) {
-				set(d, c)
-				d.Gitea = func(_, token string) (gitea.Client, error) {
-					return gitea.NewClient(srv.URL, token, gitea.Options{Timeout: 20 * time.Second})
-				}
-			}
+			}, set)
 			step := func(status string, active bool) {
 				t.Helper()
 				require.NoError(t, srv.UpdateJob(1, func(j *giteatest.Job) {
@@ -100,6 +90,58 @@ func TestRunnerLifecycleThroughACancelPerGiteaRelease(t *testing.T) {
 			assert.Empty(t, jobNamesOf(e), "idle past the timeout: reaped")
 			assert.Equal(t, []string{"PATCH /api/v1/orgs/acme/actions/runners/1", "DELETE /api/v1/orgs/acme/actions/runners/1"}, changes())
 			assert.Empty(t, srv.Runners())
+		})
+	}
+}
+
+// releaseFake starts the HTTP fake answering as v with the scene, and a
+// setup that points the scaler at it through the real client (after the
+// given setups).
+func releaseFake(t *testing.T, v giteatest.Version, scene giteatest.Scene, setups ...setup) (*giteatest.Server, setup) {
+	t.Helper()
+	srv := giteatest.New()
+	t.Cleanup(srv.Close)
+	require.NoError(t, srv.AnswerAs(v))
+	srv.AddToken(secretToken, "admin", true)
+	require.NoError(t, srv.Load(scene))
+	return srv, func(d *Deps, c *Config) {
+		for _, set := range setups {
+			set(d, c)
+		}
+		d.Gitea = func(_, token string) (gitea.Client, error) {
+			return gitea.NewClient(srv.URL, token, gitea.Options{Timeout: 20 * time.Second})
+		}
+	}
+}
+
+// Demand reads the same on both releases: a job without runs-on labels (on
+// 1.27 also what a reusable-workflow caller looks like while its called
+// jobs wait; no runner ever takes it) gets no runner, and a rerun gets
+// exactly one, whether it comes back under its own ID (1.26) or a new one
+// (1.27).
+func TestDemandPerGiteaRelease(t *testing.T) {
+	for _, v := range giteatest.Versions() {
+		t.Run("gitea "+string(v), func(t *testing.T) {
+			e := newEnv(t, newGroup("ci", 5))
+			srv, real := releaseFake(t, v, giteatest.Scene{
+				Orgs:  []giteatest.Org{{Name: "acme"}},
+				Repos: []giteatest.Repo{{Owner: "acme", Name: "app"}},
+				Jobs: []giteatest.Job{
+					{ID: 1, Owner: "acme", Repo: "app", RunID: 1, Name: "build", Labels: []string{"ubuntu-latest"},
+						Status: giteatest.StatusCompleted, Conclusion: "failure", RunnerID: 9, RunnerName: "gone", RunAttempt: 1},
+					{ID: 2, Owner: "acme", Repo: "app", RunID: 2, Name: "call", Status: giteatest.StatusQueued},
+					{ID: 3, Owner: "acme", Repo: "app", RunID: 2, Name: "test", Labels: []string{"ubuntu-latest"}, Status: giteatest.StatusQueued},
+				},
+			})
+
+			assert.Equal(t, 1, e.pass(real).Created)
+			assert.Equal(t, map[int64]int{3: 1}, e.giteaJobsServed(), "the job without labels gets none")
+
+			rerun, err := srv.Rerun(1)
+			require.NoError(t, err)
+			assert.Equal(t, 1, e.pass(real).Created)
+			assert.Equal(t, map[int64]int{3: 1, rerun: 1}, e.giteaJobsServed(), "the rerun gets one runner")
+			assert.Zero(t, e.pass(real).Created, "and no second")
 		})
 	}
 }
