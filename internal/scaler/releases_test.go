@@ -114,11 +114,11 @@ func releaseFake(t *testing.T, v giteatest.Version, scene giteatest.Scene, setup
 	}
 }
 
-// Demand reads the same on both releases: a job without runs-on labels (on
-// 1.27 also what a reusable-workflow caller looks like while its called
-// jobs wait; no runner ever takes it) gets no runner, and a rerun gets
-// exactly one, whether it comes back under its own ID (1.26) or a new one
-// (1.27).
+// Demand reads the same on both releases: a job without runs-on labels
+// gets no runner (on 1.27 that is what a reusable-workflow caller looks
+// like while its called jobs wait, and no runner is ever given one), and a
+// rerun gets exactly one, whether it comes back under its own ID (1.26) or
+// a new one (1.27).
 func TestDemandPerGiteaRelease(t *testing.T) {
 	for _, v := range giteatest.Versions() {
 		t.Run("gitea "+string(v), func(t *testing.T) {
