@@ -200,7 +200,7 @@ func (s *Server) errorReply(status int, msg string) reply {
 	return s.jsonReply(status, map[string]any{"message": msg, "url": s.URL + "/api/swagger"}, nil)
 }
 
-// notFoundReply is Gitea's APIErrorNotFound body, which also has "errors".
+// notFoundReply is Gitea's APIErrorNotFound answer (notFoundBody).
 func (s *Server) notFoundReply(msg string, errs []string) reply {
 	return s.jsonReply(http.StatusNotFound, s.notFoundBody(msg, errs), nil)
 }

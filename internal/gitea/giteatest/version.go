@@ -152,7 +152,7 @@ func (s *Server) orderJobs(r *http.Request, all []*Job) ([]*Job, reply, bool) {
 // (models/actions/runner.go, FindRunnerOptions.ToOrders): active runners,
 // then idle, then offline; within each, enabled before disabled, then the
 // most recently online (the fake keeps no times, so it skips this), then
-// by ID. The caller sorted it the 1.26 way, which 1.27 leaves unchanged.
+// by ID. The caller sorted it the 1.26 way; as 1.26 it stays so.
 func (s *Server) reorderRunners(all []*Runner) {
 	if !s.is127() {
 		return
