@@ -19,7 +19,7 @@ var fakeVersion = giteatest.Gitea126
 func TestMain(m *testing.M) {
 	for _, v := range giteatest.Versions() {
 		fakeVersion = v
-		fmt.Printf("--- the fake answers as Gitea %s\n", v)
+		fmt.Printf("internal/gitea tests with the fake answering as Gitea %s\n", v)
 		if code := m.Run(); code != 0 {
 			os.Exit(code)
 		}
