@@ -35,13 +35,14 @@ var statusRank = map[string]int{statusBlocked: 0, statusQueued: 1, statusRunning
 var allStatuses = []string{statusQueued, statusBlocked, statusRunning}
 
 // statusOfJob places a job from a listing that asked for several statuses
-// by the status Gitea reports on it. Gitea 1.26 reports its internal
-// states as queued (ready), waiting (blocked) and in_progress (running);
-// later Gitea versions call blocked jobs "pending" and have a "requested"
-// state. Anything not queued or running is therefore blocked, which never
-// starts a runner for it. Finished jobs are never asked for, and Gitea
-// filters in the query that reads the page, so a finished job in a listing
-// means the filter was dropped on the way (askedFor fails the listing).
+// by the status Gitea reports on it. Gitea 1.26 and 1.27 report their
+// internal states as queued (ready), waiting (blocked) and in_progress
+// (running; 1.27 also shows a cancelling job so, but no filter returns it);
+// other servers may say "pending" or "requested" for a blocked job.
+// Anything not queued or running is therefore blocked, which never starts
+// a runner for it. Finished jobs are never asked for, and Gitea filters in
+// the query that reads the page, so a finished job in a listing means the
+// filter was dropped on the way (askedFor fails the listing).
 func statusOfJob(s string) (string, bool) {
 	switch s {
 	case statusQueued, statusRunning:

@@ -159,7 +159,7 @@ func TestFakeAgreesWithRecordings(t *testing.T) {
 	httpc := &http.Client{Timeout: testTimeout}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			f := newFake(t, fixtureScene())
+			f := newFakeAs(t, giteatest.Gitea126, fixtureScene())
 			if tt.setup != nil {
 				tt.setup(t, f)
 			}

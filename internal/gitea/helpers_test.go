@@ -43,10 +43,20 @@ func fixtureScene() giteatest.Scene {
 }
 
 // newFake starts a fake Gitea with the given scene, an admin token for root
-// and a user token for alice.
+// and a user token for alice, answering as the release this run of the
+// package's tests is for (TestMain).
 func newFake(t *testing.T, scene giteatest.Scene) *giteatest.Server {
 	t.Helper()
+	return newFakeAs(t, fakeVersion, scene)
+}
+
+// newFakeAs is newFake answering as the given release, for the tests that
+// hold for one release only (the recordings are 1.26's).
+func newFakeAs(t *testing.T, v giteatest.Version, scene giteatest.Scene) *giteatest.Server {
+	t.Helper()
+	t.Logf("the fake answers as Gitea %s", v)
 	f := giteatest.New()
+	require.NoError(t, f.AnswerAs(v))
 	t.Cleanup(f.Close)
 	f.AddToken(adminToken, "root", true)
 	f.AddToken(aliceToken, "alice", false)

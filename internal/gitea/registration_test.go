@@ -8,12 +8,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 )
 
 // The fake mints like the recording: 200, JSON, a body with one token of
 // Gitea's shape. The token itself is random, so its length is compared.
 func TestFakeRegistrationTokenAgreesWithRecording(t *testing.T) {
-	f := newFake(t, fixtureScene())
+	f := newFakeAs(t, giteatest.Gitea126, fixtureScene())
 	want := loadRecording(t, "registration-token-org", f.URL)
 	req, err := http.NewRequestWithContext(t.Context(), want.Request.Method, f.URL+want.Request.Path, nil)
 	require.NoError(t, err)

@@ -15,13 +15,18 @@ import (
 type Runner struct {
 	ID   int64
 	Name string
-	// Online is Gitea's status: the runner contacted Gitea within the last
-	// minute.
+	// Online is Gitea's status: the runner's last recorded contact is less
+	// than a minute old. Gitea 1.26 records every contact; 1.27 at most
+	// every 30 s (routers/api/actions/runner/interceptor.go), so there a
+	// runner that stopped shows offline 30 to 60 s after its last contact.
 	Online bool
 	// Disabled runners are given no task.
 	Disabled bool
 	// Ephemeral runners take one task and are then removed by Gitea.
 	Ephemeral bool
+	// Busy is Gitea's busy flag: the runner reported on a task in the last
+	// ten seconds. Only its presence means something (see Runners).
+	Busy bool
 }
 
 // Runners manages the runners registered in a target's scope, through
@@ -30,10 +35,15 @@ type Runner struct {
 // runners of the token's own user: Gitea has no runners endpoint for
 // another user. Implementations are safe for concurrent use.
 //
-// Gitea's busy flag is not read: it says only that the runner talked to
-// Gitea in the last seconds, and stays false while a runner runs a task
-// (testdata/repo-runners-while-running.json). Whether a runner runs a job
-// is told by an in_progress job carrying its name (Snapshot.Running).
+// Whether a runner runs a job is told by an in_progress job carrying its
+// name (Snapshot.Running). Gitea's busy flag is no proof of the contrary:
+// it says only that the runner reported on a task in the last ten seconds,
+// and a runner that runs a task can go without reporting
+// (testdata/repo-runners-while-running.json). But it is the one sign of a
+// runner still at work on a job no listing shows: a job cancelled while its
+// runner runs its cleanup steps (Gitea 1.27's cancelling state, which no
+// status filter selects; in 1.26 the job is completed at once while the
+// runner still winds down). So busy may keep a runner, never remove one.
 type Runners interface {
 	// ListRunners lists the scope's runners, every page.
 	ListRunners(ctx context.Context, t Target) ([]Runner, error)
@@ -138,7 +148,7 @@ func (c *client) ListRunners(ctx context.Context, t Target) ([]Runner, error) {
 		}
 		for _, r := range res.Runners {
 			if r != nil {
-				out = append(out, Runner{ID: r.ID, Name: r.Name, Online: r.Status == "online", Disabled: r.Disabled, Ephemeral: r.Ephemeral})
+				out = append(out, Runner{ID: r.ID, Name: r.Name, Online: r.Status == "online", Disabled: r.Disabled, Ephemeral: r.Ephemeral, Busy: r.Busy})
 			}
 		}
 		if int64(len(out)) >= res.TotalCount {

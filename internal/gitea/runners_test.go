@@ -107,7 +107,7 @@ func TestFakeRunnersAgreeWithRecordings(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			scene := fixtureScene()
 			scene.Runners = tt.runners
-			f := newFake(t, scene)
+			f := newFakeAs(t, giteatest.Gitea126, scene)
 			want := loadRunnerRecording(t, tt.file)
 
 			req, err := http.NewRequestWithContext(t.Context(), want.method, f.URL+want.path, strings.NewReader(want.body))
@@ -172,7 +172,10 @@ func TestRunnersClientPerScope(t *testing.T) {
 			c := newTestClient(t, f.URL, tt.token, Options{}).(Runners)
 			got, err := c.ListRunners(t.Context(), tt.target)
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
+			// Gitea 1.26 and 1.27 order the listing differently
+			// (giteatest.Server.reorderRunners); the client keeps Gitea's
+			// order and nothing relies on it.
+			assert.ElementsMatch(t, tt.want, got)
 			assert.Equal(t, []string{"GET " + tt.path + "?limit=50&page=1"}, f.Requests())
 
 			f.ResetRequests()

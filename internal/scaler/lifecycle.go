@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -164,7 +165,8 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			continue
 		}
 		pv := pods[j.UID]
-		registered := len(regs[runnerjob.RunnerNameOf(j)]) > 0
+		reg := regs[runnerjob.RunnerNameOf(j)]
+		registered := len(reg) > 0
 		switch obs.unavailable[j.Name] {
 		case whySpent:
 			spent = append(spent, j)
@@ -175,7 +177,10 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		}
 		if pv.started {
 			rep.idle++
-			if registered {
+			// A runner Gitea calls busy runs no job the listings show,
+			// but may still be cleaning up after a cancelled one (see
+			// gitea.Runners): it waits for a later pass.
+			if registered && !slices.ContainsFunc(reg, func(r gitea.Runner) bool { return r.Busy }) {
 				idle = append(idle, plan.IdleRunner{Job: j.Name, Since: j.CreationTimestamp.Time})
 			}
 			continue

@@ -5,7 +5,8 @@
 //
 // A delivery is trusted only when its X-Gitea-Signature is the hex
 // HMAC-SHA256 of the raw body with the shared secret (what Gitea 1.26
-// sends; the recordings in testdata are real deliveries). Anything else
+// sends; the recordings in testdata are real deliveries; 1.27.3's source
+// signs and shapes them the same way). Anything else
 // gets 401 and triggers nothing. The body is only a hint: which jobs wait
 // is still read from Gitea's API by the pass, so a forged or replayed
 // delivery that passed the signature could at most cause an extra pass,

@@ -56,7 +56,7 @@ func (s *Server) answer(r *http.Request) reply {
 	case match(segs, "orgs", "*", "actions", "jobs"):
 		o := s.owners[segs[1]]
 		if o == nil || !o.isOrg {
-			return s.notFoundReply("GetOrgByName", []string{fmt.Sprintf("org does not exist [id: 0, name: %s]", segs[1])})
+			return s.orgNotFound(segs[1])
 		}
 		if !acct.admin && !slices.Contains(o.org.Members, acct.user) {
 			return s.errorReply(http.StatusForbidden, "Must be an organization member")
@@ -122,7 +122,7 @@ func (s *Server) answerRunners(r *http.Request, scope []string, idSeg string) re
 	case "orgs":
 		o := s.owners[scope[1]]
 		if o == nil || !o.isOrg {
-			return s.notFoundReply("GetOrgByName", []string{fmt.Sprintf("org does not exist [id: 0, name: %s]", scope[1])})
+			return s.orgNotFound(scope[1])
 		}
 		if !acct.admin && !slices.Contains(o.org.Owners, acct.user) {
 			return s.errorReply(http.StatusForbidden, "Must be an organization owner")
@@ -201,7 +201,7 @@ func (s *Server) listJobs(r *http.Request, inScope func(*Job) bool) reply {
 	for _, v := range r.URL.Query()["status"] {
 		f, ok := statusFilter(v)
 		if !ok {
-			return s.errorReply(http.StatusBadRequest, "Invalid status "+v)
+			return s.errorReply(http.StatusBadRequest, s.invalidStatus(v))
 		}
 		filters = append(filters, f)
 	}
@@ -210,12 +210,17 @@ func (s *Server) listJobs(r *http.Request, inScope func(*Job) bool) reply {
 		if !inScope(j) {
 			continue
 		}
+		j = s.stored(j)
 		if len(filters) > 0 && !slices.ContainsFunc(filters, func(f func(*Job) bool) bool { return f(j) }) {
 			continue
 		}
 		all = append(all, j)
 	}
 	slices.SortFunc(all, func(a, b *Job) int { return cmp.Compare(a.ID, b.ID) })
+	all, rep, ok := s.orderJobs(r, all)
+	if !ok {
+		return rep
+	}
 
 	page, size := pageParams(r)
 	items := make([]jobJSON, 0)

@@ -20,6 +20,9 @@ type Runner struct {
 	Online    bool
 	Disabled  bool
 	Ephemeral bool
+	// Active runners reported on a task in the last seconds: Gitea's busy
+	// flag (status active), which also orders 1.27's listing.
+	Active bool
 	// Labels are the label names it declared.
 	Labels []string
 }
@@ -41,7 +44,7 @@ type runnerJSON struct {
 }
 
 func toRunnerJSON(r *Runner) runnerJSON {
-	out := runnerJSON{ID: r.ID, Name: r.Name, Status: "offline", Disabled: r.Disabled, Ephemeral: r.Ephemeral, Labels: []runnerLabelJSON{}}
+	out := runnerJSON{ID: r.ID, Name: r.Name, Status: "offline", Busy: r.Online && r.Active, Disabled: r.Disabled, Ephemeral: r.Ephemeral, Labels: []runnerLabelJSON{}}
 	if r.Online {
 		out.Status = "online"
 	}
@@ -97,7 +100,7 @@ func (s *Server) runnersRoute(r *http.Request, idSeg string, inScope func(*Runne
 	rn := s.runners[id]
 	switch {
 	case rn == nil:
-		return s.notFoundReply("Runner not found", nil)
+		return s.runnerNotFound(id)
 	case !inScope(rn):
 		return s.notFoundReply("No permission to access this runner", nil)
 	}
@@ -140,6 +143,7 @@ func (s *Server) listRunners(r *http.Request, inScope func(*Runner) bool) reply 
 		}
 		return cmp.Compare(b.ID, a.ID)
 	})
+	s.reorderRunners(all)
 	page, size := pageParams(r)
 	items := make([]runnerJSON, 0)
 	for _, rn := range pageOf(all, page, size) {

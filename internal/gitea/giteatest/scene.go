@@ -136,7 +136,7 @@ func checkJob(j Job, repos map[string]bool) error {
 		return fmt.Errorf("giteatest: job %d: unknown repo %s/%s", j.ID, j.Owner, j.Repo)
 	}
 	switch j.Status {
-	case StatusBlocked, StatusQueued, StatusInProgress, StatusCompleted:
+	case StatusBlocked, StatusQueued, StatusInProgress, StatusCompleted, StatusCancelling:
 		return nil
 	}
 	return fmt.Errorf("giteatest: job %d: unknown status %q", j.ID, j.Status)
@@ -190,7 +190,7 @@ func (s *Server) UpdateJob(id int64, change func(*Job)) error {
 	c.Labels = slices.Clone(j.Labels)
 	change(&c)
 	switch c.Status {
-	case StatusBlocked, StatusQueued, StatusInProgress, StatusCompleted:
+	case StatusBlocked, StatusQueued, StatusInProgress, StatusCompleted, StatusCancelling:
 	default:
 		return fmt.Errorf("giteatest: job %d: unknown status %q", id, c.Status)
 	}

@@ -24,12 +24,15 @@
 // limit and page and answers with Link, X-Total-Count and (for jobs)
 // total_count. Any other path gets Gitea's plain-text 404.
 //
+// AnswerAs(Gitea127) makes it answer as Gitea 1.27.3 where that release
+// differs in what the scaler reads (version.go): read from its source, not
+// recorded.
+//
 // It is not a Gitea: no write endpoints but the runners', no private repositories, no
 // permissions beyond the few checks above.
 package giteatest
 
 import (
-	"cmp"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -69,6 +72,9 @@ type Server struct {
 	// and mints counts the mint requests answered.
 	regTokens map[string]string
 	mints     int
+	// answers is the release the fake answers as (version.go); "" is
+	// Gitea126.
+	answers Version
 }
 
 // New starts a fake with an empty scene and no tokens. Close it when done.
@@ -202,11 +208,7 @@ func (s *Server) errorReply(status int, msg string) reply {
 	return s.jsonReply(status, map[string]any{"message": msg, "url": s.URL + "/api/swagger"}, nil)
 }
 
-// notFoundReply is Gitea's APIErrorNotFound body, which also has "errors".
+// notFoundReply is Gitea's APIErrorNotFound answer (notFoundBody).
 func (s *Server) notFoundReply(msg string, errs []string) reply {
-	return s.jsonReply(http.StatusNotFound, map[string]any{
-		"message": cmp.Or(msg, "not found"),
-		"url":     s.URL + "/api/swagger",
-		"errors":  errs,
-	}, nil)
+	return s.jsonReply(http.StatusNotFound, s.notFoundBody(msg, errs), nil)
 }

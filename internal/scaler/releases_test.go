@@ -1,0 +1,147 @@
+package scaler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+)
+
+// A runner that cleans up after a cancelled job runs no job any listing
+// shows, yet it is at work: Gitea's busy flag is the one sign of it. It is
+// not reaped until the flag clears.
+func TestBusyRunnerIsNotReapedThoughNoJobListsIt(t *testing.T) {
+	rg := newGroup("ci", 3)
+	e, g, set := lifecycleEnv(t, rg)
+	j := e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, podRunning)
+	g.register(runnerjob.RunnerNameOf(j), true)
+	g.runners[0].Busy = true
+
+	e.pass(set)
+
+	assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e))
+	assert.Equal(t, []string{"list"}, g.calls, "neither disabled nor deleted")
+	assert.EqualValues(t, 1, e.group("ci").Status.IdleRunners, "it still counts as idle: no job of the group runs on it")
+
+	g.runners[0].Busy = false
+	e.pass(set)
+	assert.Empty(t, jobNamesOf(e), "reaped once the flag cleared")
+}
+
+// The lifecycle of one runner through a job that is cancelled while it
+// runs, against the HTTP fake answering as each Gitea release through the
+// real client: the running job keeps its runner, the cleanup after the
+// cancel keeps it too (1.27 shows the job as cancelling, which no listing
+// selects; 1.26 shows it completed), and once idle the runner is reaped.
+func TestRunnerLifecycleThroughACancelPerGiteaRelease(t *testing.T) {
+	for _, v := range giteatest.Versions() {
+		t.Run("gitea "+string(v), func(t *testing.T) {
+			rg := newGroup("ci", 3)
+			e, _, set := lifecycleEnv(t, rg)
+			job := e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, podRunning)
+			name := runnerjob.RunnerNameOf(job)
+
+			srv, real := releaseFake(t, v, giteatest.Scene{
+				Orgs:  []giteatest.Org{{Name: "acme"}},
+				Repos: []giteatest.Repo{{Owner: "acme", Name: "app"}},
+				Jobs: []giteatest.Job{{ID: 1, Owner: "acme", Repo: "app", RunID: 1, Name: "build", Labels: []string{"ubuntu-latest"},
+					Status: giteatest.StatusInProgress, RunnerID: 1, RunnerName: name}},
+				Runners: []giteatest.Runner{{ID: 1, Name: name, Owner: "acme", Online: true, Active: true, Ephemeral: true}},
+			}, set)
+			step := func(status string, active bool) {
+				t.Helper()
+				require.NoError(t, srv.UpdateJob(1, func(j *giteatest.Job) {
+					j.Status = status
+					if status == giteatest.StatusCompleted {
+						j.Conclusion = "cancelled"
+					}
+				}))
+				require.Len(t, srv.Runners(), 1)
+				r := srv.Runners()[0]
+				r.Active = active
+				require.NoError(t, srv.AddRunner(r))
+				srv.ResetRequests()
+				e.pass(real)
+			}
+			changes := func() []string {
+				var out []string
+				for _, r := range srv.Requests() {
+					if r[:3] != "GET" {
+						out = append(out, r)
+					}
+				}
+				return out
+			}
+
+			step(giteatest.StatusInProgress, true)
+			assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "running its job")
+			assert.Empty(t, changes())
+
+			step(giteatest.StatusCancelling, true)
+			assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "cleaning up after the cancel")
+			assert.Empty(t, changes(), "neither disabled nor deleted")
+
+			step(giteatest.StatusCompleted, false)
+			assert.Empty(t, jobNamesOf(e), "idle past the timeout: reaped")
+			assert.Equal(t, []string{"PATCH /api/v1/orgs/acme/actions/runners/1", "DELETE /api/v1/orgs/acme/actions/runners/1"}, changes())
+			assert.Empty(t, srv.Runners())
+		})
+	}
+}
+
+// releaseFake starts the HTTP fake answering as v with the scene, and a
+// setup that points the scaler at it through the real client (after the
+// given setups).
+func releaseFake(t *testing.T, v giteatest.Version, scene giteatest.Scene, setups ...setup) (*giteatest.Server, setup) {
+	t.Helper()
+	srv := giteatest.New()
+	t.Cleanup(srv.Close)
+	require.NoError(t, srv.AnswerAs(v))
+	srv.AddToken(secretToken, "admin", true)
+	require.NoError(t, srv.Load(scene))
+	return srv, func(d *Deps, c *Config) {
+		for _, set := range setups {
+			set(d, c)
+		}
+		d.Gitea = func(_, token string) (gitea.Client, error) {
+			return gitea.NewClient(srv.URL, token, gitea.Options{Timeout: 20 * time.Second})
+		}
+	}
+}
+
+// Demand reads the same on both releases: a job without runs-on labels
+// gets no runner (on 1.27 that is what a reusable-workflow caller looks
+// like while its called jobs wait, and no runner is ever given one), and a
+// rerun gets exactly one, whether it comes back under its own ID (1.26) or
+// a new one (1.27).
+func TestDemandPerGiteaRelease(t *testing.T) {
+	for _, v := range giteatest.Versions() {
+		t.Run("gitea "+string(v), func(t *testing.T) {
+			e := newEnv(t, newGroup("ci", 5))
+			srv, real := releaseFake(t, v, giteatest.Scene{
+				Orgs:  []giteatest.Org{{Name: "acme"}},
+				Repos: []giteatest.Repo{{Owner: "acme", Name: "app"}},
+				Jobs: []giteatest.Job{
+					{ID: 1, Owner: "acme", Repo: "app", RunID: 1, Name: "build", Labels: []string{"ubuntu-latest"},
+						Status: giteatest.StatusCompleted, Conclusion: "failure", RunnerID: 9, RunnerName: "gone", RunAttempt: 1},
+					{ID: 2, Owner: "acme", Repo: "app", RunID: 2, Name: "call", Status: giteatest.StatusQueued},
+					{ID: 3, Owner: "acme", Repo: "app", RunID: 2, Name: "test", Labels: []string{"ubuntu-latest"}, Status: giteatest.StatusQueued},
+				},
+			})
+
+			assert.Equal(t, 1, e.pass(real).Created)
+			assert.Equal(t, map[int64]int{3: 1}, e.giteaJobsServed(), "the job without labels gets none")
+
+			rerun, err := srv.Rerun(1)
+			require.NoError(t, err)
+			assert.Equal(t, 1, e.pass(real).Created)
+			assert.Equal(t, map[int64]int{3: 1, rerun: 1}, e.giteaJobsServed(), "the rerun gets one runner")
+			assert.Zero(t, e.pass(real).Created, "and no second")
+		})
+	}
+}
