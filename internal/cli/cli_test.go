@@ -400,7 +400,9 @@ type staticGroups []v1alpha1.RunnerGroup
 func oneGlobalGroup() (*fake.Clientset, staticGroups) {
 	kube := fake.NewClientset(
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{tenancy.LabelEnforce: tenancy.LevelPrivileged}}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Labels: map[string]string{tenancy.SecretLabel: "true"}}, Data: map[string][]byte{"k": []byte("tok")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Labels: map[string]string{tenancy.SecretLabel: "true"},
+			Annotations: map[string]string{tenancy.AnnotationRegistrationKeys: "reg", tenancy.AnnotationAPIKeys: "k"}},
+			Data: map[string][]byte{"k": []byte("tok"), "reg": []byte("reg-tok")}},
 	)
 	// The namespace is enabled: the scaler may do anything there.
 	kube.PrependReactor("create", "selfsubjectrulesreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -412,7 +414,7 @@ func oneGlobalGroup() (*fake.Clientset, staticGroups) {
 		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", UID: "u"},
 		Spec: v1alpha1.RunnerGroupSpec{
 			Scope: v1alpha1.ScopeGlobal, Gitea: v1alpha1.GiteaSpec{URL: "http://gitea.test:1"}, MaxActiveRunners: 1,
-			RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
+			RegistrationToken: &v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "reg"}},
 			AuthToken:         v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "s", Key: "k"}},
 		},
 	}}

@@ -56,13 +56,16 @@ func (b *bed) namespace(ctx context.Context, t *testing.T, prefix string, labels
 }
 
 // tokenSecret creates the Secret a RunnerGroup names: key "registration"
-// holds the runner registration token, key "api" the API token.
+// holds the runner registration token, key "api" the API token, each
+// declared as such, and the API token may mint (tenancy.TokenKeyRefusal).
 func (b *bed) tokenSecret(ctx context.Context, t *testing.T, ns, name, registration, api string) {
 	t.Helper()
 	secrets.add(registration)
 	secrets.add(api)
 	_, err := b.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{tenancy.SecretLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{tenancy.SecretLabel: "true"}, Annotations: map[string]string{
+			tenancy.AnnotationRegistrationKeys: "registration", tenancy.AnnotationAPIKeys: "api", tenancy.AnnotationMintKeys: "api",
+		}},
 		StringData: map[string]string{"registration": registration, "api": api},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package podtemplate
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -67,17 +68,15 @@ func CheckRights(t *corev1.PodTemplateSpec) error {
 	if t.Spec.ServiceAccountName != "" || t.Spec.DeprecatedServiceAccount != "" {
 		errs = append(errs, errors.New("spec.serviceAccountName is not allowed in a RunnerGroup's template"))
 	}
-	for _, v := range t.Spec.Volumes {
-		if v.Secret != nil {
-			errs = append(errs, fmt.Errorf("volume %q mounts a Secret, which a RunnerGroup's template may not", v.Name))
-		}
-		if v.Projected != nil {
-			for _, s := range v.Projected.Sources {
-				if s.Secret != nil || s.ServiceAccountToken != nil {
-					errs = append(errs, fmt.Errorf("volume %q projects a Secret or ServiceAccount token, which a RunnerGroup's template may not", v.Name))
-					break
-				}
-			}
+	// Even false: the runner pod's value is the platform's (the built-in
+	// pod says false), and a group that could say true would hand the
+	// namespace's default ServiceAccount token to every runner.
+	if t.Spec.AutomountServiceAccountToken != nil {
+		errs = append(errs, errors.New("spec.automountServiceAccountToken is reserved: runner pods get no ServiceAccount token unless the platform's runnerTemplate says so"))
+	}
+	for i, v := range t.Spec.Volumes {
+		if err := checkVolume(i, &v); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for _, c := range allContainers(t) {
@@ -99,6 +98,72 @@ func CheckRights(t *corev1.PodTemplateSpec) error {
 // reserved fields, the rights, and the fields the platform pinned.
 func CheckGroup(t *corev1.PodTemplateSpec, pinned Pinned) error {
 	return errors.Join(CheckReserved(t), CheckRights(t), pinned.Check(t))
+}
+
+// GroupVolumeTypes are the volume types a group's template may use: an
+// allow list, because every other type names a Secret that the kubelet
+// hands to a driver (csi nodePublishSecretRef, flexVolume, iscsi, rbd,
+// cephfs, azureFile, scaleIO, storageos), a host path, or storage that
+// exists apart from the pod (persistentVolumeClaim, nfs, cloud disks):
+// each gives the group's writer what the platform did not. A type that a
+// later Kubernetes adds stays refused until it is judged here. The CRD's
+// CEL rule on spec.template says the same (TestCRDVolumeAllowList keeps
+// the two in step).
+var GroupVolumeTypes = []string{"emptyDir", "configMap", "downwardAPI", "projected", "ephemeral", "image"}
+
+// GroupProjectionTypes are the sources a projected volume of a group's
+// template may use: no secret, serviceAccountToken, clusterTrustBundle or
+// podCertificate.
+var GroupProjectionTypes = []string{"configMap", "downwardAPI"}
+
+// checkVolume says why volume i of a group's template is refused, if it
+// is.
+func checkVolume(i int, v *corev1.Volume) error {
+	types := setFieldNames(reflect.ValueOf(v.VolumeSource))
+	what := fmt.Sprintf("spec.volumes[%d] (volume %q)", i, v.Name)
+	switch {
+	case v.Secret != nil:
+		return fmt.Errorf("%s mounts a Secret, which a RunnerGroup's template may not", what)
+	case len(types) == 0:
+		return fmt.Errorf("%s has no volume type a RunnerGroup's template may use (%s)", what, strings.Join(GroupVolumeTypes, ", "))
+	}
+	for _, typ := range types {
+		if !slices.Contains(GroupVolumeTypes, typ) {
+			return fmt.Errorf("%s is a %s volume, which a RunnerGroup's template may not use: only %s volumes name no Secret, host path or existing storage; the platform team can add others in the chart's runnerTemplate",
+				what, typ, strings.Join(GroupVolumeTypes, ", "))
+		}
+	}
+	if v.Projected != nil {
+		for _, src := range v.Projected.Sources {
+			for _, typ := range setFieldNames(reflect.ValueOf(src)) {
+				if !slices.Contains(GroupProjectionTypes, typ) {
+					return fmt.Errorf("%s projects a Secret or ServiceAccount token or another %s source, which a RunnerGroup's template may not: only %s",
+						what, typ, strings.Join(GroupProjectionTypes, " and "))
+				}
+			}
+		}
+	}
+	if e := v.Ephemeral; e != nil && e.VolumeClaimTemplate != nil &&
+		(e.VolumeClaimTemplate.Spec.DataSource != nil || e.VolumeClaimTemplate.Spec.DataSourceRef != nil) {
+		return fmt.Errorf("%s is an ephemeral volume with a dataSource, which would copy existing storage into the runner pod; a RunnerGroup's template may not", what)
+	}
+	return nil
+}
+
+// setFieldNames are the JSON names of the non-nil pointer fields of a
+// struct: which members of a one-of (a volume source) are set.
+func setFieldNames(v reflect.Value) []string {
+	var out []string
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() != reflect.Pointer || f.IsNil() {
+			continue
+		}
+		if name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func allContainers(t *corev1.PodTemplateSpec) []corev1.Container {

@@ -22,6 +22,13 @@ import (
 //   - "runner.<field>": a field of the runner container, for example
 //     runner.image, runner.securityContext, runner.resources.
 //
+// A field is set when the template has it at all, even as {} or []
+// (setFields). Pinning one field pins only that field: to keep runner pods
+// on the platform's nodes, pin every field that places a pod
+// (spec.nodeSelector, spec.affinity, spec.tolerations, spec.nodeName,
+// which skips the scheduler, spec.schedulerName, spec.priorityClassName,
+// which can preempt other pods, and spec.runtimeClassName).
+//
 // Pinning refuses rather than ignores: a group that sets a pinned field
 // fails with a condition naming the field (and the guardrails policy can
 // refuse it at admission), so nobody wonders why their setting has no
@@ -89,15 +96,10 @@ func (p Pinned) Check(t *corev1.PodTemplateSpec) error {
 	if t == nil || len(p) == 0 {
 		return nil
 	}
-	spec, err := setFields(&t.Spec)
-	if err != nil {
-		return err
-	}
+	spec := setFields(reflect.ValueOf(t.Spec))
 	var runner map[string]bool
 	if i := indexOf(t.Spec.Containers, RunnerContainer); i >= 0 {
-		if runner, err = setFields(&t.Spec.Containers[i]); err != nil {
-			return err
-		}
+		runner = setFields(reflect.ValueOf(t.Spec.Containers[i]))
 	}
 	var errs []error
 	for _, path := range p {
@@ -109,21 +111,31 @@ func (p Pinned) Check(t *corev1.PodTemplateSpec) error {
 	return errors.Join(errs...)
 }
 
-// setFields are the JSON fields of v that hold something: not absent,
-// null, or an empty object.
-func setFields(v any) (map[string]bool, error) {
-	m, err := toMap(v)
-	if err != nil {
-		return nil, err
-	}
+// setFields are the JSON fields of a struct that the template wrote.
+// Present means set, even empty: a pointer, map or list written as {} or
+// [] is non-nil after decoding, and the merge replaces the platform's value
+// with an empty object (securityContext: {} would drop its runAsNonRoot),
+// so only "absent" leaves a pinned field alone. The guardrails policy's
+// has() draws the same line. A scalar written as its zero value (false, 0,
+// "") and a struct held by value (a container's resources) written empty
+// cannot be told from absent once decoded, and the merge keeps the
+// platform's value for them, so they are not set.
+func setFields(v reflect.Value) map[string]bool {
 	out := map[string]bool{}
-	for k, raw := range m {
-		s := string(raw)
-		if s != "null" && s != "{}" {
-			out[k] = true
+	for i := range v.NumField() {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Interface:
+			out[name] = !f.IsNil()
+		default:
+			out[name] = !f.IsZero()
 		}
 	}
-	return out, nil
+	return out
 }
 
 // String is the list as one comma-separated line, as the flag takes it.

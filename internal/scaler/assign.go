@@ -31,6 +31,7 @@ var cannotServe = map[string]bool{
 	ReasonGiteaURLNotAllowed:       true,
 	ReasonPodSecurityForbidsRunner: true,
 	ReasonSecretNotLabelled:        true,
+	ReasonSecretKeyNotDeclared:     true,
 }
 
 // assignment builds the pass's one answer to "which group serves this job"

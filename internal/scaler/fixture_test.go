@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,8 +137,8 @@ func newEnv(t testing.TB, groups ...*v1alpha1.RunnerGroup) *env {
 	runnerToken := map[string]string{tenancy.SecretLabel: "true"}
 	e.kube = fake.NewClientset(
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{tenancy.LabelEnforce: tenancy.LevelPrivileged}}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns, Labels: runnerToken}, Data: map[string][]byte{"token": []byte(secretToken)}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: ns, Labels: runnerToken}, Data: map[string][]byte{"token": []byte("reg-" + secretToken)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns, Labels: runnerToken, Annotations: tokenKeys("api")}, Data: map[string][]byte{"token": []byte(secretToken)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: ns, Labels: runnerToken, Annotations: tokenKeys("reg")}, Data: map[string][]byte{"token": []byte("reg-" + secretToken)}},
 	)
 	e.disabled = map[string]bool{}
 	// The API server answers a rules review with what RBAC grants: the
@@ -181,6 +182,17 @@ func newEnv(t testing.TB, groups ...*v1alpha1.RunnerGroup) *env {
 	e.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"}, objs...)
 	return e
+}
+
+// tokenKeys are the annotations by which the owner of a token Secret of
+// these tests declares its key "token" (tenancy.TokenKeyRefusal): a
+// registration token in Secrets whose name starts with "reg", an API
+// token that may mint in the others.
+func tokenKeys(secret string) map[string]string {
+	if strings.HasPrefix(secret, "reg") {
+		return map[string]string{tenancy.AnnotationRegistrationKeys: "token"}
+	}
+	return map[string]string{tenancy.AnnotationAPIKeys: "token", tenancy.AnnotationMintKeys: "token"}
 }
 
 // setup changes what a test's scaler is built from.

@@ -67,7 +67,7 @@ func naive(_ *Deps, c *Config) { c.Naive = true }
 func addSecret(t *testing.T, e *env, namespace, name, value string) {
 	t.Helper()
 	_, err := e.kube.CoreV1().Secrets(namespace).Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{tenancy.SecretLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{tenancy.SecretLabel: "true"}, Annotations: tokenKeys(name)},
 		Data:       map[string][]byte{"token": []byte(value)},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)

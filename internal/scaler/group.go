@@ -142,7 +142,13 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 	if shared != nil {
 		shared.preload(ctx, s, g.rg.Namespace, secrets, spec.AuthToken.SecretRef.Name, regRef.Name)
 	}
-	token, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "authToken", spec.AuthToken.SecretRef)
+	// A group that has the scaler mint needs the API key declared for
+	// minting, checked before the token is read at all.
+	apiUse := tenancy.UseAPI
+	if g.rg.MintsRegistrationToken() {
+		apiUse = tenancy.UseMint
+	}
+	token, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "authToken", spec.AuthToken.SecretRef, apiUse)
 	if err != nil {
 		return err
 	}
@@ -153,7 +159,7 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 		if err := s.ensureRegistrationToken(ctx, g, secrets); err != nil {
 			return err
 		}
-	} else if _, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "registrationToken", regRef); err != nil {
+	} else if _, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "registrationToken", regRef, tenancy.UseRegistration); err != nil {
 		// The registration token is only referenced by the runner Jobs,
 		// never read into the scaler's memory for use; checking it here
 		// turns a typo into a condition instead of runner pods stuck in
@@ -171,7 +177,7 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 // lends. Errors name the Secret and key, never the value.
 func APIToken(ctx context.Context, kube kubernetes.Interface, rg *v1alpha1.RunnerGroup) (string, error) {
 	s := &Scaler{kube: kube}
-	return s.readSecretKey(ctx, map[string]*corev1.Secret{}, rg.Namespace, "authToken", rg.Spec.AuthToken.SecretRef)
+	return s.readSecretKey(ctx, map[string]*corev1.Secret{}, rg.Namespace, "authToken", rg.Spec.AuthToken.SecretRef, tenancy.UseAPI)
 }
 
 // tenantChecks refuses a group whose namespace is not enabled, or whose
@@ -193,16 +199,16 @@ func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	if err != nil {
 		return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
 	}
-	if why := tenancy.PodSecurity(f.ns, &job.Spec.Template.Spec, s.cfg.TrustUnlabelledNamespaces); why != "" {
+	if why := tenancy.PodSecurity(f.ns, &job.Spec.Template, s.cfg.TrustUnlabelledNamespaces); why != "" {
 		return newGroupError(ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	return nil
 }
 
-// readSecretKey returns one key of a Secret in the group's namespace,
-// reading the Secret only if read does not hold it yet. Errors name the
-// Secret and key, never the value.
-func (s *Scaler) readSecretKey(ctx context.Context, read map[string]*corev1.Secret, namespace, field string, ref v1alpha1.SecretRef) (string, error) {
+// readSecretKey returns one key of a Secret in the group's namespace, for
+// use, reading the Secret only if read does not hold it yet. Errors name
+// the Secret and key, never the value.
+func (s *Scaler) readSecretKey(ctx context.Context, read map[string]*corev1.Secret, namespace, field string, ref v1alpha1.SecretRef, use tenancy.TokenUse) (string, error) {
 	sec, ok := read[ref.Name]
 	if !ok {
 		var err error
@@ -220,6 +226,11 @@ func (s *Scaler) readSecretKey(ctx context.Context, read map[string]*corev1.Secr
 	if !tenancy.SecretAllowed(sec) {
 		return "", newGroupError(ReasonSecretNotLabelled, "spec.%s: Secret %s/%s lacks the label %s=true that lets the scaler use it; whoever may change the Secret adds it: kubectl label secret --namespace %s %s %s=true",
 			field, namespace, ref.Name, tenancy.SecretLabel, namespace, ref.Name, tenancy.SecretLabel)
+	}
+	// Before the value is read: a key the owner did not declare for this
+	// use is not looked at.
+	if why := tenancy.TokenKeyRefusal(sec, ref.Key, use); why != "" {
+		return "", newGroupError(ReasonSecretKeyNotDeclared, "spec.%s: %s", field, why)
 	}
 	v, ok := sec.Data[ref.Key]
 	if !ok || len(strings.TrimSpace(string(v))) == 0 {

@@ -9,18 +9,26 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 func TestOneSecretHoldingBothTokensIsReadOnce(t *testing.T) {
 	e := newEnv(t, newGroup("ci", 1, func(rg *v1alpha1.RunnerGroup) {
-		rg.Spec.RegistrationToken.SecretRef = v1alpha1.SecretRef{Name: "api", Key: "token"}
+		rg.Spec.RegistrationToken.SecretRef = v1alpha1.SecretRef{Name: "api", Key: "registration"}
 	}))
+	sec, err := e.kube.CoreV1().Secrets(ns).Get(context.Background(), "api", metav1.GetOptions{})
+	require.NoError(t, err)
+	sec.Data["registration"] = []byte("reg-" + secretToken)
+	sec.Annotations[tenancy.AnnotationRegistrationKeys] = "registration"
+	_, err = e.kube.CoreV1().Secrets(ns).Update(context.Background(), sec, metav1.UpdateOptions{})
+	require.NoError(t, err)
 	e.kube.ClearActions()
 
 	e.pass()

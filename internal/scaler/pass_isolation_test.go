@@ -311,5 +311,5 @@ func TestRotate(t *testing.T) {
 }
 
 func secret(name, token string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{tenancy.SecretLabel: "true"}}, Data: map[string][]byte{"token": []byte(token)}}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{tenancy.SecretLabel: "true"}, Annotations: tokenKeys(name)}, Data: map[string][]byte{"token": []byte(token)}}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 func TestPassServesQueuedMatchingJobsOnly(t *testing.T) {
@@ -79,6 +80,7 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 		broken     *v1alpha1.RunnerGroup
 		giteaErr   error
 		cfg        func(*Config)
+		before     func(*env)
 		wantReason string
 		wantMsg    string
 	}{
@@ -88,8 +90,20 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 			wantReason: ReasonSecretNotFound, wantMsg: "spec.authToken: Secret runners/nope not found",
 		},
 		{
-			name:       "missing key in the registration Secret",
+			name:       "a key the registration Secret does not declare",
 			broken:     newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.RegistrationToken.SecretRef.Key = "other" }),
+			wantReason: ReasonSecretKeyNotDeclared, wantMsg: `spec.registrationToken: key "other" of Secret runners/reg is not listed`,
+		},
+		{
+			name:   "a declared key missing from the registration Secret",
+			broken: newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.RegistrationToken.SecretRef.Key = "other" }),
+			before: func(e *env) {
+				sec, err := e.kube.CoreV1().Secrets(ns).Get(context.Background(), "reg", metav1.GetOptions{})
+				require.NoError(e.t, err)
+				sec.Annotations[tenancy.AnnotationRegistrationKeys] = "token,other"
+				_, err = e.kube.CoreV1().Secrets(ns).Update(context.Background(), sec, metav1.UpdateOptions{})
+				require.NoError(e.t, err)
+			},
 			wantReason: ReasonSecretKeyMissing, wantMsg: `spec.registrationToken: Secret runners/reg has no key "other"`,
 		},
 		{
@@ -131,6 +145,9 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, tt.broken, newGroup("good", 5))
+			if tt.before != nil {
+				tt.before(e)
+			}
 			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
 			if tt.giteaErr != nil {
 				ok := e.gitea

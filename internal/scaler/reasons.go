@@ -64,6 +64,11 @@ const (
 	// ReasonSecretNotLabelled: a token Secret lacks the label that lets
 	// the scaler use it (tenancy.SecretLabel).
 	ReasonSecretNotLabelled = "SecretNotLabelled"
+	// ReasonSecretKeyNotDeclared: the token Secret's annotations do not
+	// declare the key for the use the group makes of it (a registration
+	// token reaches the runner pod, an API token goes to Gitea, minting
+	// needs the owner's leave; tenancy.TokenKeyRefusal).
+	ReasonSecretKeyNotDeclared = "SecretKeyNotDeclared"
 )
 
 // groupError is a failure of one group, with the condition reason it shows.

@@ -202,3 +202,78 @@ func TestATokenSecretWithoutTheLabelIsNotUsed(t *testing.T) {
 		})
 	}
 }
+
+// TestTokenKeysAreUsedOnlyAsTheSecretOwnerDeclared is issue 24 item 1: a
+// writer who cannot read Secrets points the group at a key of a labelled
+// Secret; the scaler uses the key only as the Secret's annotations
+// declare it. An API key never reaches a runner pod, a registration key is
+// never sent to Gitea, and only a key declared for minting mints.
+func TestTokenKeysAreUsedOnlyAsTheSecretOwnerDeclared(t *testing.T) {
+	tests := map[string]struct {
+		group  func(*v1alpha1.RunnerGroup)
+		secret func(*corev1.Secret) // changes the "api" Secret
+		reason string
+		want   string
+	}{
+		"declared as the fixture declares": {group: func(*v1alpha1.RunnerGroup) {}, reason: ReasonReconciled},
+		"the API key as the registration token": {
+			group: func(rg *v1alpha1.RunnerGroup) {
+				rg.Spec.RegistrationToken.SecretRef = v1alpha1.SecretRef{Name: "api", Key: "token"}
+			},
+			reason: ReasonInvalidSpec, want: "name the same key of the same Secret",
+		},
+		"an API key of a Secret holding both, as the registration token": {
+			group: func(rg *v1alpha1.RunnerGroup) {
+				rg.Spec.RegistrationToken.SecretRef = v1alpha1.SecretRef{Name: "api", Key: "admin"}
+			},
+			secret: func(s *corev1.Secret) {
+				s.Data["admin"] = []byte("admin-" + secretToken)
+				s.Annotations[tenancy.AnnotationAPIKeys] = "token,admin"
+			},
+			reason: ReasonSecretKeyNotDeclared, want: `spec.registrationToken: key "admin" of Secret runners/api is not listed in its annotation gitea.bpg.pw/registration-token-keys`,
+		},
+		"the registration key as the API token": {
+			group: func(rg *v1alpha1.RunnerGroup) {
+				rg.Spec.AuthToken.SecretRef = v1alpha1.SecretRef{Name: "reg", Key: "token"}
+			},
+			reason: ReasonInvalidSpec, want: "name the same key of the same Secret",
+		},
+		"a key of the API Secret that is not declared at all": {
+			group:  func(rg *v1alpha1.RunnerGroup) { rg.Spec.AuthToken.SecretRef.Key = "other" },
+			secret: func(s *corev1.Secret) { s.Data["other"] = []byte("other-" + secretToken) },
+			reason: ReasonSecretKeyNotDeclared, want: "gitea.bpg.pw/api-token-keys",
+		},
+		"minting with an API key the owner did not allow to mint": {
+			group:  minting,
+			secret: func(s *corev1.Secret) { delete(s.Annotations, tenancy.AnnotationMintKeys) },
+			reason: ReasonSecretKeyNotDeclared, want: "gitea.bpg.pw/mint-token-keys",
+		},
+		"minting with a declared minting key": {group: minting, reason: ReasonReconciled},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, newGroup("ci", 5, tc.group, func(rg *v1alpha1.RunnerGroup) { rg.Spec.MinIdleRunners = 1 }))
+			e.gitea.regToken = mintedToken
+			if tc.secret != nil {
+				sec, err := e.kube.CoreV1().Secrets(ns).Get(context.Background(), "api", metav1.GetOptions{})
+				require.NoError(t, err)
+				tc.secret(sec)
+				_, err = e.kube.CoreV1().Secrets(ns).Update(context.Background(), sec, metav1.UpdateOptions{})
+				require.NoError(t, err)
+			}
+
+			e.pass()
+
+			c := ready(e.group("ci"))
+			assert.Equal(t, tc.reason, c.Reason, c.Message)
+			assert.Contains(t, c.Message, tc.want)
+			if tc.reason == ReasonReconciled {
+				assert.Len(t, e.jobs(), 1, "the warm runner")
+				return
+			}
+			assert.Empty(t, e.jobs(), "no runner pod gets the key")
+			assert.Zero(t, e.gitea.mints, "nothing minted")
+			assert.NotContains(t, c.Message, secretToken)
+		})
+	}
+}

@@ -4,72 +4,71 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	psaapi "k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
 )
 
 // LabelEnforce is Pod Security Admission's enforce label on a namespace.
-const LabelEnforce = "pod-security.kubernetes.io/enforce"
+const LabelEnforce = psaapi.EnforceLevelLabel
 
 // LevelPrivileged is the Pod Security level that admits privileged pods.
-const LevelPrivileged = "privileged"
+const LevelPrivileged = string(psaapi.LevelPrivileged)
 
-// Privileged reports whether a pod spec needs the privileged Pod Security
-// level: a privileged container (the runner's Docker-in-Docker) or a host
-// namespace. The scaler checks only this; anything baseline or restricted
-// refuses besides is reported by the runner lifecycle from the Job's
-// FailedCreate event.
-func Privileged(spec *corev1.PodSpec) bool {
-	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
-		return true
+// evaluator holds Pod Security Admission's own checks, as the API server
+// runs them: a hand-written list of what makes a pod dangerous missed
+// hostPath, added capabilities, host ports, unconfined seccomp and
+// AppArmor, unmasked /proc and unsafe sysctls (issue 24), and would miss
+// whatever a later Kubernetes adds to baseline.
+var evaluator = func() policy.Evaluator {
+	e, err := policy.NewEvaluator(policy.DefaultChecks())
+	if err != nil {
+		panic(fmt.Sprintf("pod security checks: %v", err)) // Kubernetes' own list; cannot fail
 	}
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for _, c := range cs {
-			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
-				return true
-			}
-		}
-	}
-	return false
-}
+	return e
+}()
 
-// PodSecurity says why ns must not get a pod with spec, or "" when it may.
+// PodSecurity says why ns must not get the runner pod tmpl, or "" when it
+// may.
 //
-// The scaler creating a privileged pod where the group's writer could not
-// is the escalation to prevent, so a privileged pod goes only where the
-// namespace's enforce label says privileged: a label that only someone who
-// may update namespaces (the platform team) sets. A namespace without the
-// label gets the cluster's default level, which the API does not show;
-// trustUnlabelled (a platform decision) takes that default to be
-// privileged. A baseline or restricted namespace is refused always: its
-// pods could never start.
-func PodSecurity(ns *corev1.Namespace, spec *corev1.PodSpec, trustUnlabelled bool) string {
-	if !Privileged(spec) {
+// The scaler creating a pod that the group's writer could not create is
+// the escalation to prevent. In a namespace with an enforce label, the pod
+// is judged at that level and version with Pod Security's own checks, so a
+// pod the API server would refuse gets no Job (and a privileged pod goes
+// only where the label says privileged, a label only someone who may
+// update namespaces sets). A namespace without the label gets the
+// cluster's default level, which the API does not show and which is
+// privileged unless the cluster says otherwise: there the scaler holds the
+// pod to baseline itself, so hostPath, host namespaces, added
+// capabilities and the like never reach such a namespace through the
+// scaler. trustUnlabelled (a platform decision) takes the default to be
+// privileged instead.
+func PodSecurity(ns *corev1.Namespace, tmpl *corev1.PodTemplateSpec, trustUnlabelled bool) string {
+	_, labelled := ns.Labels[LabelEnforce]
+	if !labelled && trustUnlabelled {
 		return ""
 	}
-	level, labelled := ns.Labels[LabelEnforce]
+	lv := psaapi.LevelVersion{Level: psaapi.LevelBaseline, Version: psaapi.LatestVersion()}
+	if labelled {
+		// Labels Pod Security cannot parse make it enforce restricted at
+		// the latest version; PolicyToEvaluate says the same.
+		p, _ := psaapi.PolicyToEvaluate(ns.Labels, psaapi.Policy{
+			Enforce: psaapi.LevelVersion{Level: psaapi.LevelPrivileged, Version: psaapi.LatestVersion()},
+			Audit:   psaapi.LevelVersion{Level: psaapi.LevelPrivileged, Version: psaapi.LatestVersion()},
+			Warn:    psaapi.LevelVersion{Level: psaapi.LevelPrivileged, Version: psaapi.LatestVersion()},
+		})
+		lv = p.Enforce
+	}
+	result := policy.AggregateCheckResults(evaluator.EvaluatePod(lv, &tmpl.ObjectMeta, &tmpl.Spec))
 	switch {
-	case level == LevelPrivileged:
-		return ""
-	case !labelled && trustUnlabelled:
+	case result.Allowed:
 		return ""
 	case !labelled:
-		return fmt.Sprintf("the runner pod is privileged (Docker-in-Docker) and namespace %s has no %s label, so the scaler cannot tell that it admits privileged pods; "+
-			"a cluster admin who accepts privileged runners there labels it: kubectl label namespace %s %s=%s (or the platform sets scaler.trustUnlabelledNamespaces)",
-			ns.Name, LabelEnforce, ns.Name, LabelEnforce, LevelPrivileged)
+		return fmt.Sprintf("namespace %s has no %s label, so the scaler holds the runner pod to Pod Security %q, which it fails: %s; "+
+			"a cluster admin who accepts such runner pods there labels it: kubectl label namespace %s %s=%s (or the platform sets scaler.trustUnlabelledNamespaces)",
+			ns.Name, LabelEnforce, lv, result.ForbiddenDetail(), ns.Name, LabelEnforce, LevelPrivileged)
 	default:
-		return fmt.Sprintf("the runner pod is privileged (Docker-in-Docker) and namespace %s enforces Pod Security level %q, which would refuse it; "+
-			"run the group in a namespace labelled %s=%s, or have a cluster admin relabel this one",
-			ns.Name, level, LabelEnforce, LevelPrivileged)
+		return fmt.Sprintf("namespace %s enforces Pod Security level %q (version %s), which the runner pod fails: %s; "+
+			"change the runner template, run the group in a namespace labelled %s=%s, or have a cluster admin relabel this one",
+			ns.Name, lv.Level, lv.Version, result.ForbiddenDetail(), LabelEnforce, LevelPrivileged)
 	}
-}
-
-// SecretLabel marks a Secret the scaler may read for a RunnerGroup of its
-// namespace. Without it, a RunnerGroup's writer who cannot read Secrets
-// could name any Secret of the namespace and have the scaler send it to
-// Gitea as a token or hand it to a runner pod. Setting the label needs the
-// right to change that Secret: its owner says it is meant for runners.
-const SecretLabel = "gitea.bpg.pw/runner-token"
-
-// SecretAllowed reports whether the scaler may use sec for a group.
-func SecretAllowed(sec *corev1.Secret) bool {
-	return sec.Labels[SecretLabel] == "true"
 }

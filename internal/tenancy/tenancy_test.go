@@ -116,30 +116,33 @@ func TestNotEnabledMessageNamesTheCommand(t *testing.T) {
 }
 
 func TestPodSecurityAdmitsAPrivilegedRunnerOnlyWhereTheNamespaceSaysPrivileged(t *testing.T) {
-	privileged := &corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}
-	plain := &corev1.PodSpec{Containers: []corev1.Container{{Name: "runner"}}}
-	hostNet := &corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "runner"}}}
-	ns := func(labels map[string]string) *corev1.Namespace {
-		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: labels}}
-	}
+	privileged := pod(corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}})
+	plain := pod(corev1.PodSpec{Containers: []corev1.Container{{Name: "runner"}}})
+	hostNet := pod(corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "runner"}}})
 	tests := []struct {
 		name    string
 		ns      *corev1.Namespace
-		spec    *corev1.PodSpec
+		pod     *corev1.PodTemplateSpec
 		trust   bool
 		refused string
 	}{
-		{"privileged namespace", ns(map[string]string{LabelEnforce: "privileged"}), privileged, false, ""},
-		{"baseline namespace", ns(map[string]string{LabelEnforce: "baseline"}), privileged, false, `enforces Pod Security level "baseline"`},
-		{"restricted namespace even when unlabelled ones are trusted", ns(map[string]string{LabelEnforce: "restricted"}), privileged, true, `level "restricted"`},
-		{"unlabelled namespace", ns(nil), privileged, false, "has no pod-security.kubernetes.io/enforce label"},
-		{"unlabelled namespace, trusted", ns(nil), privileged, true, ""},
-		{"a host network pod is privileged too", ns(map[string]string{LabelEnforce: "baseline"}), hostNet, false, "baseline"},
-		{"an unprivileged pod is left to admission", ns(map[string]string{LabelEnforce: "restricted"}), plain, false, ""},
+		{"privileged namespace", namespace(map[string]string{LabelEnforce: "privileged"}), privileged, false, ""},
+		{"baseline namespace", namespace(map[string]string{LabelEnforce: "baseline"}), privileged, false, `enforces Pod Security level "baseline"`},
+		{"restricted namespace even when unlabelled ones are trusted", namespace(map[string]string{LabelEnforce: "restricted"}), privileged, true, `level "restricted"`},
+		{"unlabelled namespace", namespace(nil), privileged, false, "has no pod-security.kubernetes.io/enforce label"},
+		{"unlabelled namespace, trusted", namespace(nil), privileged, true, ""},
+		{"a host network pod is privileged too", namespace(map[string]string{LabelEnforce: "baseline"}), hostNet, false, "host namespaces (hostNetwork=true)"},
+		{"an unprivileged pod in a baseline namespace", namespace(map[string]string{LabelEnforce: "baseline"}), plain, false, ""},
+		{"an unprivileged pod in an unlabelled namespace", namespace(nil), plain, false, ""},
+		// The namespace's own level decides: a pod restricted refuses
+		// would never start there, so no Job is made for it.
+		{"an unprivileged pod that restricted refuses", namespace(map[string]string{LabelEnforce: "restricted"}), plain, false, `level "restricted"`},
+		// A label Pod Security cannot parse makes it enforce restricted.
+		{"an enforce label that is no level", namespace(map[string]string{LabelEnforce: "privilegd"}), privileged, false, `level "restricted"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := PodSecurity(tt.ns, tt.spec, tt.trust)
+			got := PodSecurity(tt.ns, tt.pod, tt.trust)
 			if tt.refused == "" {
 				assert.Empty(t, got)
 				return
@@ -148,6 +151,90 @@ func TestPodSecurityAdmitsAPrivilegedRunnerOnlyWhereTheNamespaceSaysPrivileged(t
 			assert.Contains(t, got, "pod-security.kubernetes.io/enforce=privileged", "the message says what to change")
 		})
 	}
+}
+
+// TestPodSecurityHoldsUnlabelledNamespacesToBaseline is issue 24 item 2:
+// in a namespace without an enforce label the cluster's default level
+// decides, and Kubernetes' default is privileged, so the scaler itself
+// holds the runner pod to Pod Security baseline there, with Pod
+// Security's own checks: each of these gives node root or the node's
+// network, and none is privileged: true.
+func TestPodSecurityHoldsUnlabelledNamespacesToBaseline(t *testing.T) {
+	runner := func(sc *corev1.SecurityContext) corev1.Container {
+		return corev1.Container{Name: "runner", Image: "runner", SecurityContext: sc}
+	}
+	tests := map[string]struct {
+		pod  *corev1.PodTemplateSpec
+		want string // the baseline check that refuses it
+	}{
+		"hostPath / as root": {
+			pod: pod(corev1.PodSpec{Containers: []corev1.Container{runner(&corev1.SecurityContext{RunAsUser: ptr.To[int64](0)})},
+				Volumes: []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}}),
+			want: "hostPath volumes",
+		},
+		"capabilities.add SYS_ADMIN": {
+			pod:  pod(corev1.PodSpec{Containers: []corev1.Container{runner(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}})}}),
+			want: "non-default capabilities",
+		},
+		"a hostPort": {
+			pod:  pod(corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}}}}),
+			want: "hostPort",
+		},
+		"seccomp Unconfined": {
+			pod:  pod(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}, Containers: []corev1.Container{runner(nil)}}),
+			want: "seccompProfile",
+		},
+		"procMount Unmasked": {
+			pod:  pod(corev1.PodSpec{Containers: []corev1.Container{runner(&corev1.SecurityContext{ProcMount: ptr.To(corev1.UnmaskedProcMount)})}}),
+			want: "procMount",
+		},
+		"an unsafe sysctl": {
+			pod:  pod(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.core_pattern", Value: "|/tmp/x"}}}, Containers: []corev1.Container{runner(nil)}}),
+			want: "forbidden sysctls",
+		},
+		"the AppArmor annotation unconfined": {
+			pod: &corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix + "runner": "unconfined"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{runner(nil)}},
+			},
+			want: "AppArmor",
+		},
+		"hostPID": {
+			pod:  pod(corev1.PodSpec{HostPID: true, Containers: []corev1.Container{runner(nil)}}),
+			want: "host namespaces",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := PodSecurity(namespace(nil), tc.pod, false)
+			assert.Contains(t, got, "has no pod-security.kubernetes.io/enforce label")
+			assert.Contains(t, got, tc.want)
+			assert.Empty(t, PodSecurity(namespace(map[string]string{LabelEnforce: "privileged"}), tc.pod, false), "a privileged namespace admits it")
+			assert.Empty(t, PodSecurity(namespace(nil), tc.pod, true), "the platform trusts unlabelled namespaces")
+		})
+	}
+}
+
+// TestPodSecurityEvaluatesAtTheNamespacesVersion: a namespace pinned to
+// an older Pod Security version is judged by that version's checks, as the
+// API server will. Before v1.25, restricted did not require seccomp.
+func TestPodSecurityEvaluatesAtTheNamespacesVersion(t *testing.T) {
+	restrictedBut := pod(corev1.PodSpec{
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)},
+		Containers: []corev1.Container{{Name: "runner", SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}}},
+	})
+	latest := namespace(map[string]string{LabelEnforce: "restricted"})
+	old := namespace(map[string]string{LabelEnforce: "restricted", "pod-security.kubernetes.io/enforce-version": "v1.18"})
+	assert.Contains(t, PodSecurity(latest, restrictedBut, false), "seccompProfile")
+	assert.Empty(t, PodSecurity(old, restrictedBut, false))
+}
+
+func pod(spec corev1.PodSpec) *corev1.PodTemplateSpec { return &corev1.PodTemplateSpec{Spec: spec} }
+
+func namespace(labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: labels}}
 }
 
 func TestSecretAllowedOnlyWithTheLabel(t *testing.T) {

@@ -95,7 +95,7 @@ func newWorld(t *testing.T) *world {
 			Name: "runner", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "act_runner:nope"`}},
 		}}},
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tokens", Labels: runnerTokenLabel}, Data: map[string][]byte{"api": []byte(token + "\n"), "reg": []byte("r")}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tokens", Labels: runnerTokenLabel, Annotations: runnerTokenKeys}, Data: map[string][]byte{"api": []byte(token + "\n"), "reg": []byte("r")}}
 	kube := fake.NewSimpleClientset(secret, rj, pod)
 
 	require.NoError(t, srv.Load(giteatest.Scene{
@@ -262,7 +262,7 @@ func TestExplainUsesAnotherGroupsTokenWhenOneFails(t *testing.T) {
 	ctx := context.Background()
 	_, err = w.deps.Groups.(runnergroups.Client).Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = w.deps.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-tokens", Labels: runnerTokenLabel},
+	_, err = w.deps.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-tokens", Labels: runnerTokenLabel, Annotations: runnerTokenKeys},
 		Data: map[string][]byte{"api": []byte("revoked-token")}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -389,3 +389,7 @@ func TestExplainPointsAtTheWarmPoolsIdleRunners(t *testing.T) {
 // runnerTokenLabel lets the scaler's rules use a token Secret (see
 // tenancy.SecretLabel); why reads tokens by the same rules.
 var runnerTokenLabel = map[string]string{tenancy.SecretLabel: "true"}
+
+// runnerTokenKeys declare what the token Secrets' keys hold
+// (tenancy.TokenKeyRefusal): why sends only a declared API key to Gitea.
+var runnerTokenKeys = map[string]string{tenancy.AnnotationAPIKeys: "api", tenancy.AnnotationRegistrationKeys: "reg"}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 )
 
 // crdPath is the CRD the API server enforces, relative to this package.
@@ -325,5 +327,35 @@ func TestCRDPrinterColumns(t *testing.T) {
 				assert.Equal(t, w.values[sample], got, "column %s for the %s sample", name, sample)
 			}
 		})
+	}
+}
+
+// TestCRDVolumeAllowList keeps the CEL rule on spec.template's volumes and
+// podtemplate.GroupVolumeTypes in step (issue 24 item 7): every volume type
+// the schema knows is either on the Go allow list or refused by the rule,
+// and none is both. When k8s.io/api brings a new type, this fails until it
+// is judged.
+func TestCRDVolumeAllowList(t *testing.T) {
+	_, v := loadCRD(t)
+	tmpl := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["template"]
+	volumes := tmpl.Properties["spec"].Properties["volumes"]
+	require.NotNil(t, volumes)
+	require.NotNil(t, volumes.Items)
+	var rules []string
+	for _, r := range tmpl.XValidations {
+		rules = append(rules, r.Rule)
+	}
+	rule := strings.Join(rules, "\n")
+	require.Contains(t, rule, "!has(v.hostPath)", "the rule that refuses volume types")
+	require.Greater(t, len(volumes.Items.Properties), 20, "the schema lists Kubernetes' volume types")
+	for name := range volumes.Items.Properties {
+		if name == "name" {
+			continue
+		}
+		allowed := slices.Contains(podtemplate.GroupVolumeTypes, name)
+		// Refused: a conjunct of a rule ("!has(v.x) ||" only guards a
+		// rule about that type).
+		refused := strings.Contains(rule, "!has(v."+name+") &&") || strings.Contains(rule, "!has(v."+name+"))")
+		assert.True(t, allowed != refused, "volume type %s: allowed by Go %v, refused by CEL %v; it must be exactly one", name, allowed, refused)
 	}
 }

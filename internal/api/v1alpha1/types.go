@@ -103,6 +103,7 @@ type RunnerGroupList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.user) || self.scope in ['user', 'repo']",message="spec.user is allowed only with spec.scope user or repo",messageExpression="'spec.user is not allowed with spec.scope ' + self.scope + ': only scopes user and repo name a user'",fieldPath=".user",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.repo) || self.scope == 'repo'",message="spec.repo is allowed only with spec.scope repo",messageExpression="'spec.repo is not allowed with spec.scope ' + self.scope + ': only scope repo names a repository'",fieldPath=".repo",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.minIdleRunners) || self.minIdleRunners <= self.maxActiveRunners",message="spec.minIdleRunners must be at most spec.maxActiveRunners: warm runners count against the cap",fieldPath=".minIdleRunners",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.registrationToken) || self.registrationToken.secretRef.name != self.authToken.secretRef.name || self.registrationToken.secretRef.key != self.authToken.secretRef.key",message="spec.registrationToken and spec.authToken name the same key of the same Secret: the registration token reaches the runner pod and the API token must not; point them at different keys",fieldPath=".registrationToken",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultLabels) || self.defaultLabels || (has(self.labels) && size(self.labels) > 0)",message="spec.labels must name at least one label when spec.defaultLabels is false: a runner with no labels would get act_runner's own defaults",fieldPath=".labels",reason=FieldValueRequired
 type RunnerGroupSpec struct {
 	// Scope says at which level the runners register in Gitea and so whose
@@ -154,6 +155,7 @@ type RunnerGroupSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=256
 	// +kubebuilder:validation:items:Pattern=`^[^,\s]+$`
+	// +kubebuilder:validation:items:XValidation:rule=`!self.matches('\\p{Cc}')`,message="each of spec.labels must not contain control characters (such as ESC or BEL): why and status print labels to a terminal"
 	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[^:]+(:(host|docker(:.+)?))?$')",message=`each of spec.labels is "name", "name:host" or "name:docker://image", with a non-empty name`
 
 	// Labels are the runner's labels, each "name", "name:host" or
@@ -212,8 +214,11 @@ type RunnerGroupSpec struct {
 	// the scaler's labels (gitea.bpg.pw/* and app.kubernetes.io/name,
 	// component, managed-by), and references to Secrets or ServiceAccounts
 	// (serviceAccountName, secret volumes and projections, secretKeyRef,
-	// envFrom secretRef): the scaler would hand those to whoever may write
-	// RunnerGroups. The README's "Runner pods" section has the full table.
+	// envFrom secretRef), automountServiceAccountToken, and volume types
+	// other than emptyDir, configMap, downwardAPI, projected (configMap and
+	// downwardAPI sources), ephemeral (without a dataSource) and image: the
+	// scaler would hand those to whoever may write RunnerGroups. The
+	// README's "Runner pods" section has the full table.
 	// Field descriptions are left out of this part of the schema to keep
 	// the CRD small; see kubectl explain pod.spec.
 	// +optional
@@ -223,6 +228,10 @@ type RunnerGroupSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || (!has(self.spec.serviceAccountName) && !has(self.spec.serviceAccount))",message="spec.template.spec.serviceAccountName is not allowed in a RunnerGroup: runner pods would get the rights of a ServiceAccount their group's author may not hold; the platform team can set it in the chart's runnerTemplate",fieldPath=".spec",reason=FieldValueForbidden
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.volumes) || self.spec.volumes.all(v, !has(v.secret) && (!has(v.projected) || !has(v.projected.sources) || v.projected.sources.all(p, !has(p.secret) && !has(p.serviceAccountToken))))",message="spec.template.spec.volumes must not mount Secrets or ServiceAccount tokens (secret, projected secret or serviceAccountToken): runner pods would read what their group's author may not; the platform team can add them in the chart's runnerTemplate",fieldPath=".spec.volumes",reason=FieldValueForbidden
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || ((!has(self.spec.containers) || self.spec.containers.all(c, (!has(c.env) || c.env.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef))) && (!has(c.envFrom) || c.envFrom.all(f, !has(f.secretRef))))) && (!has(self.spec.initContainers) || self.spec.initContainers.all(c, (!has(c.env) || c.env.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef))) && (!has(c.envFrom) || c.envFrom.all(f, !has(f.secretRef))))))",message="spec.template must not read Secrets into env (valueFrom.secretKeyRef, envFrom.secretRef): runner pods would read what their group's author may not; the platform team can add them in the chart's runnerTemplate",fieldPath=".spec",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.volumes) || self.spec.volumes.all(v, !has(v.hostPath) && !has(v.gcePersistentDisk) && !has(v.awsElasticBlockStore) && !has(v.gitRepo) && !has(v.nfs) && !has(v.iscsi) && !has(v.glusterfs) && !has(v.persistentVolumeClaim) && !has(v.rbd) && !has(v.flexVolume) && !has(v.cinder) && !has(v.cephfs) && !has(v.flocker) && !has(v.fc) && !has(v.azureFile) && !has(v.vsphereVolume) && !has(v.quobyte) && !has(v.azureDisk) && !has(v.photonPersistentDisk) && !has(v.portworxVolume) && !has(v.scaleIO) && !has(v.storageos) && !has(v.csi))",message="spec.template.spec.volumes may use only emptyDir, configMap, downwardAPI, projected, ephemeral and image volumes: the other types name a Secret that the kubelet hands to a driver, a host path, or storage that exists apart from the pod; the platform team can add them in the chart's runnerTemplate",fieldPath=".spec.volumes",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.volumes) || self.spec.volumes.all(v, !has(v.projected) || !has(v.projected.sources) || v.projected.sources.all(p, !has(p.clusterTrustBundle) && !has(p.podCertificate)))",message="spec.template.spec.volumes may project only configMap and downwardAPI sources",fieldPath=".spec.volumes",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.volumes) || self.spec.volumes.all(v, !has(v.ephemeral) || !has(v.ephemeral.volumeClaimTemplate) || (!has(v.ephemeral.volumeClaimTemplate.spec.dataSource) && !has(v.ephemeral.volumeClaimTemplate.spec.dataSourceRef)))",message="spec.template.spec.volumes must not give an ephemeral volume a dataSource or dataSourceRef: it would copy existing storage into the runner pod",fieldPath=".spec.volumes",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.automountServiceAccountToken)",message="spec.template.spec.automountServiceAccountToken is reserved: runner pods get no ServiceAccount token (the namespace's default one would reach every runner) unless the platform's runnerTemplate says so",fieldPath=".spec",reason=FieldValueForbidden
 	Template *corev1.PodTemplateSpec `json:"template,omitempty"`
 }
 

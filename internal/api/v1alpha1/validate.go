@@ -5,7 +5,13 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"unicode"
 )
+
+// SameTokenKeyMessage refuses a group whose registrationToken and authToken
+// are one key: the registration token reaches the runner pod, which the
+// group's writer controls, and the API token must never.
+const SameTokenKeyMessage = "spec.registrationToken and spec.authToken name the same key of the same Secret: the registration token reaches the runner pod and the API token must not; point them at different keys"
 
 // Validate checks a spec the way the CRD's schema and CEL rules do at
 // admission. The API server is the first line; this is the second, for
@@ -64,6 +70,9 @@ func (s *RunnerGroupSpec) Validate() error {
 			bad("spec.labels[%d] must not be empty", i)
 		case strings.ContainsAny(l, ", \t"):
 			bad("spec.labels[%d] must not contain commas or spaces", i)
+		case strings.ContainsFunc(l, unicode.IsControl):
+			// why and status print labels to an operator's terminal.
+			bad("spec.labels[%d] must not contain control characters", i)
 		case seen[name]:
 			bad("spec.labels[%d]: label name %q is given twice", i, name)
 		}
@@ -79,6 +88,9 @@ func (s *RunnerGroupSpec) Validate() error {
 	}
 	if r := s.AuthToken.SecretRef; r.Name == "" || r.Key == "" {
 		bad("spec.authToken.secretRef needs both name and key")
+	}
+	if s.RegistrationToken != nil && s.RegistrationToken.SecretRef == s.AuthToken.SecretRef {
+		bad("%s", SameTokenKeyMessage)
 	}
 	return errors.Join(errs...)
 }

@@ -63,6 +63,17 @@ func TestValidate(t *testing.T) {
 		"label comma":           {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{"a,b"} }, want: "spec.labels[0] must not contain commas or spaces"},
 		"label space":           {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{"linux", "a b"} }, want: "spec.labels[1] must not contain commas or spaces"},
 		"label name twice":      {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{"linux:host", "linux"} }, want: `spec.labels[1]: label name "linux" is given twice`},
+		// Issue 24 item 9: labels are printed to terminals by why and status.
+		"label with ESC":     {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{"linux", "x\x1b[2Jy"} }, want: "spec.labels[1] must not contain control characters"},
+		"label with BEL":     {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{"x\a"} }, want: "spec.labels[0] must not contain control characters"},
+		"label with C1 CSI":  {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{"x\u009b31m"} }, want: "spec.labels[0] must not contain control characters"},
+		"label with unicode": {change: func(s *v1alpha1.RunnerGroupSpec) { s.Labels = []string{"gpu-\u00e9t\u00e9:docker://img:1"} }},
+		// Issue 24 item 1: one key cannot be both what reaches the runner
+		// pod and what the scaler sends to Gitea.
+		"registration and API token the same key": {
+			change: func(s *v1alpha1.RunnerGroupSpec) { s.RegistrationToken.SecretRef = s.AuthToken.SecretRef },
+			want:   "spec.registrationToken and spec.authToken name the same key",
+		},
 		"registration key missing": {
 			change: func(s *v1alpha1.RunnerGroupSpec) { s.RegistrationToken.SecretRef.Key = "" },
 			want:   "spec.registrationToken.secretRef needs both name and key",
