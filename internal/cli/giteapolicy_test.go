@@ -57,8 +57,9 @@ func whyWorld(t *testing.T, giteaURL string) why.Deps {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"}, &unstructured.Unstructured{Object: m})
 	kube := fake.NewClientset(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "tokens", Labels: map[string]string{tenancy.SecretLabel: "true"}},
-		Data:       map[string][]byte{"api": []byte("tok"), "reg": []byte("reg")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "tokens", Labels: map[string]string{tenancy.SecretLabel: "true"},
+			Annotations: map[string]string{tenancy.AnnotationRegistrationKeys: "reg", tenancy.AnnotationAPIKeys: "api"}},
+		Data: map[string][]byte{"api": []byte("tok"), "reg": []byte("reg")},
 	})
 	return why.Deps{Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}}
 }
