@@ -23,9 +23,10 @@ type WhyCmd struct {
 	Output    string `short:"o" enum:"text,json,yaml" default:"text" help:"Output: text, json or yaml."`
 	// The same names and variables as run's, so the listener's environment
 	// gives the answer its passes would.
-	DefaultLabels []string      `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"The scaler's default runner labels, as run takes them (comma-separated)."`
-	GiteaTimeout  time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
-	GiteaCAFile   string        `env:"SCALER_GITEA_CA_FILE" placeholder:"PATH" help:"PEM bundle of CAs trusted for Gitea besides the system's."`
+	DefaultLabels  []string      `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"The scaler's default runner labels, as run takes them (comma-separated)."`
+	GiteaTimeout   time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
+	GiteaCAFile    string        `env:"SCALER_GITEA_CA_FILE" placeholder:"PATH" help:"PEM bundle of CAs trusted for Gitea besides the system's."`
+	AssignmentHold time.Duration `env:"SCALER_ASSIGNMENT_HOLD" default:"10m" help:"The listeners' --assignment-hold, as run takes it."`
 
 	ref       why.Ref
 	transport http.RoundTripper
@@ -41,6 +42,9 @@ func (c *WhyCmd) Validate() error {
 	c.ref = ref
 	if c.GiteaTimeout <= 0 {
 		return fmt.Errorf("--gitea-timeout must be positive, got %s", c.GiteaTimeout)
+	}
+	if c.AssignmentHold <= 0 {
+		return fmt.Errorf("--assignment-hold must be positive, got %s", c.AssignmentHold)
 	}
 	for _, l := range c.DefaultLabels {
 		if strings.TrimSpace(l) == "" || strings.ContainsAny(l, " \t") || runnerlabels.Name(l) == "" {
@@ -82,6 +86,7 @@ func (c *WhyCmd) run(streams IO) int {
 func (c *WhyCmd) runWith(ctx context.Context, deps why.Deps, streams IO) int {
 	sc := c.config()
 	sc.Runner.DefaultLabels = c.DefaultLabels
+	sc.AssignmentHold = c.AssignmentHold
 	rep, err := why.Explain(ctx, deps, sc, c.ref)
 	if err != nil {
 		fmt.Fprintf(streams.Err, "gitea-runner-scaler: %v\n", err)

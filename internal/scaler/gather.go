@@ -13,6 +13,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
@@ -46,6 +47,10 @@ type gathered struct {
 	// runners are the runners listings the lifecycle steps ask for, one
 	// per listingKey.
 	runners shareOnce[listingKey, []gitea.Runner]
+	// byGiteaJob indexes the gathered runner Jobs of every namespace by
+	// their Gitea job ID, built on first use.
+	indexOnce  sync.Once
+	byGiteaJob map[int64][]*batchv1.Job
 }
 
 // namespaceView is a namespace's runner Jobs and pods, listed once.
@@ -212,6 +217,24 @@ func (d *gathered) listing(key listingKey) *sharedListing {
 		return nil
 	}
 	return d.listings[key]
+}
+
+// runnersFor are the gathered runner Jobs, of any group and namespace,
+// started for Gitea job id; none when the pass did not gather.
+func (d *gathered) runnersFor(id int64) []*batchv1.Job {
+	if d == nil {
+		return nil
+	}
+	d.indexOnce.Do(func() {
+		d.byGiteaJob = map[int64][]*batchv1.Job{}
+		for _, v := range d.namespaces {
+			for i := range v.jobs {
+				j := &v.jobs[i]
+				d.byGiteaJob[runnerjob.GiteaJobID(j)] = append(d.byGiteaJob[runnerjob.GiteaJobID(j)], j)
+			}
+		}
+	})
+	return d.byGiteaJob[id]
 }
 
 // groupJobs are the Jobs of one group among a namespace's runner Jobs.

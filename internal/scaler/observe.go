@@ -60,7 +60,7 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 	for _, j := range snap.Queued {
 		switch {
 		case !g.runnerLabels.CanRun(j.Labels):
-		case !g.serves(j):
+		case !g.serves(j), s.startingElsewhere(g, j.ID):
 			obs.leftToOthers++
 		default:
 			obs.queued = append(obs.queued, j.ID)
@@ -147,8 +147,27 @@ func (g *groupRun) serves(j gitea.Job) bool {
 		// The group's own listing returned it, so its owner is the group's.
 		repo = g.rg.Spec.Owner() + "/" + g.rg.Spec.Repo
 	}
-	owner := g.rule.Owner(g.rg.Spec.Gitea.URL, assign.Job{Repo: repo, Labels: j.Labels})
+	owner := g.rule.Owner(g.rg.Spec.Gitea.URL, assign.Job{Repo: repo, Labels: j.Labels, Created: j.Created})
 	return owner == "" || owner == GroupKey(g.rg)
+}
+
+// startingElsewhere reports whether another group's runner Job, started
+// for this Gitea job within the assignment hold, is still active: the job
+// had another owner (this group was paused, failing or not yet served, or
+// the job's turn came), and that runner may take it yet. Starting a second
+// runner for it would leave one idle (issue 25.6). Past the hold the other
+// runner has had its chance, as the assignment rule's turns say. Only the
+// namespaces this pass gathered are seen.
+func (s *Scaler) startingElsewhere(g *groupRun, id int64) bool {
+	for _, j := range g.shared.runnersFor(id) {
+		// A Job without a creation time (never so from the API server)
+		// counts as just created.
+		young := j.CreationTimestamp.IsZero() || s.now().Sub(j.CreationTimestamp.Time) < s.cfg.AssignmentHold
+		if !ownedBy(j, g.rg) && runnerjob.IsActive(j) && young {
+			return true
+		}
+	}
+	return false
 }
 
 // ownJobs keeps the Jobs this group controls: a Job carrying the group's

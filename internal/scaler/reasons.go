@@ -64,6 +64,11 @@ const (
 	// ReasonSecretNotLabelled: a token Secret lacks the label that lets
 	// the scaler use it (tenancy.SecretLabel).
 	ReasonSecretNotLabelled = "SecretNotLabelled"
+	// ReasonNotGranted: the group's Gitea URL, scope, owner or repository
+	// is outside what the platform granted its namespace (the namespace's
+	// annotations, tenancy.CheckGrant); the group serves nothing and takes
+	// no part in the assignment rule.
+	ReasonNotGranted = "NotGranted"
 )
 
 // groupError is a failure of one group, with the condition reason it shows.
