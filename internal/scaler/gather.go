@@ -47,6 +47,11 @@ type gathered struct {
 	// runners are the runners listings the lifecycle steps ask for, one
 	// per listingKey.
 	runners shareOnce[listingKey, []gitea.Runner]
+	// ready delivers each listing's key as its answer comes in (issue
+	// 25.7: a group is served as soon as its own listing is in, whatever
+	// other targets' listings do); wait waits for every listing.
+	ready chan listingKey
+	wait  sync.WaitGroup
 	// byGiteaJob indexes the gathered runner Jobs of every namespace by
 	// their Gitea job ID, built on first use.
 	indexOnce  sync.Once
@@ -61,8 +66,10 @@ type namespaceView struct {
 	podsErr error
 }
 
-// sharedListing is one Gitea listing and when it was asked.
+// sharedListing is one Gitea listing and when it was asked. The listing
+// is read in the background; done is closed once snap and err are set.
 type sharedListing struct {
+	done    chan struct{}
 	askedAt time.Time
 	snap    gitea.Snapshot
 	err     error
@@ -71,8 +78,9 @@ type sharedListing struct {
 // gather reads, before any group plans, what several groups would
 // otherwise each read: the state ConfigMaps, runner Jobs and pods of every
 // namespace once (three requests per namespace instead of three per
-// group), then every distinct Gitea listing once, up to
-// Config.GiteaConcurrency at a time. It keeps the order a lone group's
+// group), then starts every distinct Gitea listing once, up to
+// Config.GiteaConcurrency at a time, in the background: a group waits for
+// its own listing only, and is served as soon as it is in. It keeps the order a lone group's
 // claim step reads in: the group's state ConfigMap, then the runner Jobs,
 // then Gitea. A runner Job seen finished had its Gitea job finished before the
 // listing, so no listing shows as queued a job whose runner is gone; and
@@ -121,16 +129,26 @@ func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
 	for i, n := range namespaces {
 		out.namespaces[n] = nsViews[i]
 	}
-	views := make([]*sharedListing, len(keys))
-	forEach(len(keys), s.cfg.GiteaConcurrency, func(i int) {
-		ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
-		defer cancel()
-		l := &sharedListing{askedAt: s.now()}
-		l.snap, l.err = clients[keys[i]].Snapshot(ctx, keys[i].target)
-		views[i] = l
-	})
-	for i, k := range keys {
-		out.listings[k] = views[i]
+	// The listings run in the background, up to GiteaConcurrency at a
+	// time; each group waits for its own (see read), and the pass serves
+	// groups in the order their listings come in (servingOrder).
+	out.ready = make(chan listingKey, len(keys))
+	slots := make(chan struct{}, max(s.cfg.GiteaConcurrency, 1))
+	for _, k := range keys {
+		l := &sharedListing{done: make(chan struct{})}
+		out.listings[k] = l
+		out.wait.Add(1)
+		go func() {
+			defer out.wait.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
+			defer cancel()
+			l.askedAt = s.now()
+			l.snap, l.err = clients[k].Snapshot(ctx, k.target)
+			close(l.done)
+			out.ready <- k
+		}()
 	}
 	return out
 }
@@ -200,6 +218,36 @@ func (s *Scaler) readNamespace(ctx context.Context, namespace string) *namespace
 		v.pods = podViews(pods.Items)
 	}
 	return v
+}
+
+// servingOrder returns the indexes of runs in the order they can be
+// served: the groups that wait for no shared listing first (failed to
+// validate, or the pass did not gather), then each listing's groups as it
+// comes in, each in the order of runs. The channel is closed after the
+// last.
+func (d *gathered) servingOrder(runs []*groupRun) <-chan int {
+	order := make(chan int, len(runs))
+	pending := map[listingKey][]int{}
+	for i, g := range runs {
+		if d == nil || g.invalid != nil || d.listings[g.key] == nil {
+			order <- i
+			continue
+		}
+		pending[g.key] = append(pending[g.key], i)
+	}
+	if len(pending) == 0 {
+		close(order)
+		return order
+	}
+	go func() {
+		defer close(order)
+		for range len(d.listings) {
+			for _, i := range pending[<-d.ready] {
+				order <- i
+			}
+		}
+	}()
+	return order
 }
 
 // namespace is the pass's view of a namespace, nil when the pass did not

@@ -92,6 +92,11 @@ func (s *Scaler) read(ctx context.Context, g *groupRun) ([]batchv1.Job, time.Tim
 	}
 	if ns, l := g.shared.namespace(rg.Namespace), g.shared.listing(g.key); ns != nil && l != nil && !g.sharedUsed {
 		g.sharedUsed = true
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, time.Time{}, gitea.Snapshot{}, giteaErr(ctx.Err())
+		}
 		switch {
 		case ns.jobsErr != nil:
 			return nil, time.Time{}, gitea.Snapshot{}, newGroupError(ReasonKubernetesError, "cannot list runner Jobs: %w", ns.jobsErr)
