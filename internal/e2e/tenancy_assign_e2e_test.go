@@ -60,16 +60,8 @@ func TestAnotherTenantCannotStarveAJob(t *testing.T) {
 
 	// Both groups served, so both count in the rule: B's group can list
 	// A's repository's jobs with its read-only token, and looks Ready.
-	for _, g := range []struct{ ns, name string }{{a.ns, a.group}, {nsB, groupB}} {
-		waitUntil(ctx, t, stepWait, fmt.Sprintf("group %s/%s served and Ready", g.ns, g.name), dump, func(ctx context.Context) (bool, string, error) {
-			rg, err := b.group(ctx, g.ns, g.name)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			c := condition(rg, "Ready")
-			return rg.Status.LastCheckTime != nil && c != nil && c.Status == metav1.ConditionTrue, statusLine(rg), nil
-		})
-	}
+	b.waitServed(ctx, t, a.ns, a.group, dump)
+	b.waitServed(ctx, t, nsB, groupB, dump)
 
 	keys, wf := numberedJobs("starve", 1, a.label)
 	pushJobs(ctx, t, b, a.fx, "ci.yml", nil, wf...)
@@ -132,16 +124,8 @@ func TestTwoGrantedTeamsOnOneRepository(t *testing.T) {
 	specC.Scope, specC.Repo = v1alpha1.ScopeRepo, a.fx.repo.Name
 	b.createGroup(ctx, t, nsC, groupC, nil, specC)
 	dump := func() string { return a.dump() + b.dumpNamespaces(nsC) }
-	for _, g := range []struct{ ns, name string }{{a.ns, a.group}, {nsC, groupC}} {
-		waitUntil(ctx, t, stepWait, fmt.Sprintf("group %s/%s served and Ready", g.ns, g.name), dump, func(ctx context.Context) (bool, string, error) {
-			rg, err := b.group(ctx, g.ns, g.name)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			c := condition(rg, "Ready")
-			return rg.Status.LastCheckTime != nil && c != nil && c.Status == metav1.ConditionTrue, statusLine(rg), nil
-		})
-	}
+	b.waitServed(ctx, t, a.ns, a.group, dump)
+	b.waitServed(ctx, t, nsC, groupC, dump)
 
 	keys, wf := numberedJobs("granted", 3, a.label)
 	pushJobs(ctx, t, b, a.fx, "ci.yml", nil, wf...)
@@ -151,4 +135,20 @@ func TestTwoGrantedTeamsOnOneRepository(t *testing.T) {
 	runnersA, err := b.runnerJobs(ctx, a.ns, a.group)
 	require.NoError(t, err)
 	assert.Empty(t, runnersA, "the org group left the jobs to the more specific group: %v", jobNames(runnersA))
+}
+
+// waitServed waits until a pass has served the group and it is Ready: only
+// then does the assignment rule count it as able to serve (a group no
+// listener has served keeps no job), so a test of which group gets a job
+// pushes the job after this.
+func (b *bed) waitServed(ctx context.Context, t *testing.T, ns, name string, dump func() string) {
+	t.Helper()
+	waitUntil(ctx, t, stepWait, fmt.Sprintf("group %s/%s served and Ready", ns, name), dump, func(ctx context.Context) (bool, string, error) {
+		rg, err := b.group(ctx, ns, name)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		c := condition(rg, "Ready")
+		return rg.Status.LastCheckTime != nil && c != nil && c.Status == metav1.ConditionTrue, statusLine(rg), nil
+	})
 }
