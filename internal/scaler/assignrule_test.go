@@ -243,3 +243,14 @@ func TestAnotherTenantsGroupCannotStarveAJob(t *testing.T) {
 		})
 	}
 }
+
+// Gitea job IDs are per Gitea: a runner Job another group started for job
+// 1 of another Gitea says nothing about job 1 of this one.
+func TestARunnerForTheSameJobIDOnAnotherGiteaIsNotCounted(t *testing.T) {
+	other := newGroup("other", 5, servedAt(t0), func(rg *v1alpha1.RunnerGroup) { rg.Spec.Gitea.URL = "https://other.example.com" })
+	e := newServedEnv(t, newGroup("acme", 5, servedAt(t0)), other)
+	e.addJob(other, "other-aaaaa", 1, t0)
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest")}}
+	e.pass()
+	assert.Equal(t, map[string]int{"runners/acme": 1, "runners/other": 1}, e.runnersOf())
+}

@@ -80,8 +80,8 @@ type sharedListing struct {
 // namespace once (three requests per namespace instead of three per
 // group), then starts every distinct Gitea listing once, up to
 // Config.GiteaConcurrency at a time, in the background: a group waits for
-// its own listing only, and is served as soon as it is in. It keeps the order a lone group's
-// claim step reads in: the group's state ConfigMap, then the runner Jobs,
+// its own listing only, and is served as soon as it is in. It keeps the
+// order a lone group's claim step reads in: the group's state ConfigMap, then the runner Jobs,
 // then Gitea. A runner Job seen finished had its Gitea job finished before the
 // listing, so no listing shows as queued a job whose runner is gone; and
 // the state is written back only if no pass changed it since it was read.

@@ -162,9 +162,14 @@ func (g *groupRun) serves(j gitea.Job) bool {
 // the job's turn came), and that runner may take it yet. Starting a second
 // runner for it would leave one idle (issue 25.6). Past the hold the other
 // runner has had its chance, as the assignment rule's turns say. Only the
-// namespaces this pass gathered are seen.
+// namespaces this pass gathered are seen, and only runners of the group's
+// Gitea count: job IDs are per Gitea.
 func (s *Scaler) startingElsewhere(g *groupRun, id int64) bool {
+	instance := assign.Instance(g.rg.Spec.Gitea.URL)
 	for _, j := range g.shared.runnersFor(id) {
+		if assign.Instance(instanceURL(j)) != instance {
+			continue
+		}
 		// A Job without a creation time (never so from the API server)
 		// counts as just created.
 		young := j.CreationTimestamp.IsZero() || s.now().Sub(j.CreationTimestamp.Time) < s.cfg.AssignmentHold
@@ -173,6 +178,19 @@ func (s *Scaler) startingElsewhere(g *groupRun, id int64) bool {
 		}
 	}
 	return false
+}
+
+// instanceURL is the Gitea a runner Job's runner registers with (its
+// GITEA_INSTANCE_URL, which the scaler sets and templates may not).
+func instanceURL(j *batchv1.Job) string {
+	for _, c := range j.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == "GITEA_INSTANCE_URL" {
+				return e.Value
+			}
+		}
+	}
+	return ""
 }
 
 // ownJobs keeps the Jobs this group controls: a Job carrying the group's
