@@ -3,6 +3,7 @@ package scaler
 import (
 	"context"
 	"crypto/sha256"
+	"slices"
 	"sync"
 	"time"
 
@@ -130,26 +131,31 @@ func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
 		out.namespaces[n] = nsViews[i]
 	}
 	// The listings run in the background, up to GiteaConcurrency at a
-	// time; each group waits for its own (see read), and the pass serves
-	// groups in the order their listings come in (servingOrder).
+	// time, started in the order of runs (the pass's rotated order); each
+	// group waits for its own (see read), and the pass serves groups as
+	// their listings come in (servingOrder).
 	out.ready = make(chan listingKey, len(keys))
-	slots := make(chan struct{}, max(s.cfg.GiteaConcurrency, 1))
 	for _, k := range keys {
-		l := &sharedListing{done: make(chan struct{})}
-		out.listings[k] = l
-		out.wait.Add(1)
-		go func() {
-			defer out.wait.Done()
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
-			defer cancel()
-			l.askedAt = s.now()
-			l.snap, l.err = clients[k].Snapshot(ctx, k.target)
-			close(l.done)
-			out.ready <- k
-		}()
+		out.listings[k] = &sharedListing{done: make(chan struct{})}
 	}
+	out.wait.Add(len(keys))
+	slots := make(chan struct{}, max(s.cfg.GiteaConcurrency, 1))
+	go func() {
+		for _, k := range keys {
+			slots <- struct{}{}
+			go func() {
+				defer out.wait.Done()
+				defer func() { <-slots }()
+				ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
+				defer cancel()
+				l := out.listings[k]
+				l.askedAt = s.now()
+				l.snap, l.err = clients[k].Snapshot(ctx, k.target)
+				close(l.done)
+				out.ready <- k
+			}()
+		}
+	}()
 	return out
 }
 
@@ -220,30 +226,47 @@ func (s *Scaler) readNamespace(ctx context.Context, namespace string) *namespace
 	return v
 }
 
-// servingOrder returns the indexes of runs in the order they can be
-// served: the groups that wait for no shared listing first (failed to
-// validate, or the pass did not gather), then each listing's groups as it
-// comes in, each in the order of runs. The channel is closed after the
-// last.
+// servingOrder delivers the indexes of runs as workers take them: each
+// time, the first group in the order of runs that waits for no listing
+// (its own is in, it failed to validate, or the pass did not gather), so
+// the pass's rotated order holds among the groups that can go, and no
+// group waits behind another's slow listing. When none can go, it waits
+// for the next listing. The channel is closed after the last group.
 func (d *gathered) servingOrder(runs []*groupRun) <-chan int {
-	order := make(chan int, len(runs))
-	pending := map[listingKey][]int{}
-	for i, g := range runs {
-		if d == nil || g.invalid != nil || d.listings[g.key] == nil {
-			order <- i
-			continue
-		}
-		pending[g.key] = append(pending[g.key], i)
+	order := make(chan int)
+	var arrived chan listingKey
+	if d != nil {
+		arrived = d.ready
 	}
-	if len(pending) == 0 {
-		close(order)
-		return order
+	canGo := func(i int) bool {
+		g := runs[i]
+		if d == nil || g.invalid != nil || d.listings[g.key] == nil {
+			return true
+		}
+		select {
+		case <-d.listings[g.key].done:
+			return true
+		default:
+			return false
+		}
 	}
 	go func() {
 		defer close(order)
-		for range len(d.listings) {
-			for _, i := range pending[<-d.ready] {
-				order <- i
+		left := make([]int, len(runs))
+		for i := range left {
+			left[i] = i
+		}
+		for len(left) > 0 {
+			pick := slices.IndexFunc(left, canGo)
+			if pick < 0 {
+				<-arrived
+				continue
+			}
+			select {
+			case order <- left[pick]:
+				left = slices.Delete(left, pick, pick+1)
+			case <-arrived:
+				// Look again: a group before it may go now.
 			}
 		}
 	}()
