@@ -584,7 +584,7 @@ func TestPolicyRunnerGroupGuardrails(t *testing.T) {
 			"a Gitea not granted":                  {"https://other.example.com", map[string]any{"scope": "org", "org": "team-b"}, "spec.gitea.url https://other.example.com is not granted to namespace " + grantNS},
 		} {
 			t.Run(name, func(t *testing.T) {
-				err := b.admCreate(ctx, t, g("g-"+strings.NewReplacer(" ", "-", "'", "").Replace(name), tc.url, tc.spec), true)
+				err := b.admCreate(ctx, t, g("g-"+strings.ToLower(strings.NewReplacer(" ", "-", "'", "").Replace(name)), tc.url, tc.spec), true)
 				if tc.wants == "" {
 					require.NoError(t, err)
 					return
