@@ -23,16 +23,28 @@
 //     user, then global), then the group with the fewest label names (the
 //     plain group before the `[gpu]` one for an `ubuntu-latest` job), then
 //     the smallest "namespace/name".
+//  4. That preference holds across namespaces for one hold only (see
+//     Rule.Holding): a job still queued a hold after Gitea created it goes
+//     to the best group of the next namespace that can run it, and so on in
+//     turn. A group can look able to serve and still never take the job
+//     (its runners register in another owner with a registration token
+//     the scaler cannot check), and the most specific scope is the one any
+//     tenant can write: without the turn, a repo-scope group of one tenant
+//     would keep another tenant's job for ever. Groups of one namespace
+//     never turn: they are one tenant's, and their order is its own.
 //
-// A group at capacity keeps the jobs it was assigned: moving them to another
-// group would race with its own runners taking them once a slot frees.
+// A group at capacity keeps the jobs it was assigned within its hold:
+// moving them to another group would race with its own runners taking them
+// once a slot frees.
 package assign
 
 import (
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
@@ -62,6 +74,9 @@ type Job struct {
 	Repo string
 	// Labels are its runs-on labels.
 	Labels []string
+	// Created is when Gitea created the job; the zero time never turns
+	// (see Rule.Holding).
+	Created time.Time
 }
 
 // Rule answers which group serves a job. It is safe for concurrent use: the
@@ -69,6 +84,9 @@ type Job struct {
 // repository and label set, because a burst of jobs repeats a few of them.
 type Rule struct {
 	ranked []candidate
+	// hold and now are set by Holding.
+	hold time.Duration
+	now  func() time.Time
 
 	mu    sync.Mutex
 	cache map[string]string
@@ -77,6 +95,7 @@ type Rule struct {
 type candidate struct {
 	eligible      bool
 	key, instance string
+	namespace     string
 	specificity   int
 	owner, repo   string
 	names         runnerlabels.Set
@@ -89,6 +108,7 @@ func New(groups []Group) *Rule {
 		r.ranked = append(r.ranked, candidate{
 			eligible:    g.Eligible,
 			key:         g.Key,
+			namespace:   namespaceOf(g.Key),
 			instance:    Instance(g.URL),
 			specificity: specificity(g.Scope),
 			owner:       strings.ToLower(g.Owner),
@@ -112,13 +132,38 @@ func New(groups []Group) *Rule {
 	return r
 }
 
+// Holding makes the rule turn between namespaces (rule 4 of the package
+// doc): a job queued for k holds (k >= 1) since Gitea created it goes to
+// the best group of the k-th next namespace, modulo the namespaces whose
+// groups can serve it. The job's age, not a claim's, counts, so that every
+// listener and the why command reach the same answer from what Gitea
+// lists. hold 0 never turns. It returns r, and must be called before the
+// rule is used.
+func (r *Rule) Holding(hold time.Duration, now func() time.Time) *Rule {
+	r.hold, r.now = hold, now
+	return r
+}
+
+// turn is how many holds the job has waited: 0 within the first.
+func (r *Rule) turn(job Job) int64 {
+	if r.hold <= 0 || r.now == nil || job.Created.IsZero() {
+		return 0
+	}
+	waited := r.now().Sub(job.Created)
+	if waited < r.hold {
+		return 0
+	}
+	return int64(waited / r.hold)
+}
+
 // Owner returns the key of the group that serves the job on the Gitea at
 // url, or "" when no group can.
 func (r *Rule) Owner(url string, job Job) string {
 	instance := Instance(url)
+	turn := r.turn(job)
 	sortedLabels := append([]string(nil), job.Labels...)
 	sort.Strings(sortedLabels)
-	cacheKey := instance + "\x00" + strings.ToLower(job.Repo) + "\x00" + strings.Join(sortedLabels, "\x00")
+	cacheKey := instance + "\x00" + strconv.FormatInt(turn, 10) + "\x00" + strings.ToLower(job.Repo) + "\x00" + strings.Join(sortedLabels, "\x00")
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -126,7 +171,7 @@ func (r *Rule) Owner(url string, job Job) string {
 		return key
 	}
 	key := ""
-	for _, v := range r.verdicts(instance, job) {
+	for _, v := range r.verdicts(instance, job, turn) {
 		if v.Owner {
 			key = v.Key
 			break
@@ -161,7 +206,7 @@ type Verdict struct {
 // the rule's order: the first that is on the instance, contains the
 // repository and can run the job is the owner.
 func (r *Rule) Explain(url string, job Job) []Verdict {
-	out := r.verdicts(Instance(url), job)
+	out := r.verdicts(Instance(url), job, r.turn(job))
 	for i := range out {
 		out[i].Labels = r.ranked[i].names.Names()
 	}
@@ -169,12 +214,17 @@ func (r *Rule) Explain(url string, job Job) []Verdict {
 }
 
 // verdicts is the rule itself, which Owner and Explain share; Owner, on
-// the pass's hot path, needs no label lists.
-func (r *Rule) verdicts(instance string, job Job) []Verdict {
+// the pass's hot path, needs no label lists. turn is how many holds the
+// job has waited.
+func (r *Rule) verdicts(instance string, job Job, turn int64) []Verdict {
 	owner, name, _ := strings.Cut(strings.ToLower(job.Repo), "/")
 	out := make([]Verdict, 0, len(r.ranked))
-	found := false
-	for _, c := range r.ranked {
+	// The candidates' namespaces in rule order, each with its best
+	// candidate: the eligible ones only, when there is one.
+	var namespaces []string
+	best := map[string]int{}
+	eligible := false
+	for i, c := range r.ranked {
 		v := Verdict{
 			Key:          c.key,
 			SameInstance: c.instance == instance,
@@ -183,12 +233,31 @@ func (r *Rule) verdicts(instance string, job Job) []Verdict {
 			CanRun:       c.names.CanRun(job.Labels),
 			Eligible:     c.eligible,
 		}
-		if !found && v.SameInstance && v.InScope && v.CanRun {
-			v.Owner, found = true, true
-		}
 		out = append(out, v)
+		if !v.SameInstance || !v.InScope || !v.CanRun || (eligible && !c.eligible) {
+			continue
+		}
+		eligible = eligible || c.eligible
+		if _, ok := best[c.namespace]; !ok {
+			best[c.namespace] = i
+			namespaces = append(namespaces, c.namespace)
+		}
+	}
+	if !eligible {
+		// Only groups that cannot serve: the first keeps the job, so that
+		// it has one owner once fixed, and no turn moves it meanwhile.
+		turn = 0
+	}
+	if len(namespaces) > 0 {
+		out[best[namespaces[turn%int64(len(namespaces))]]].Owner = true
 	}
 	return out
+}
+
+// namespaceOf is the namespace of a "namespace/name" key.
+func namespaceOf(key string) string {
+	ns, _, _ := strings.Cut(key, "/")
+	return ns
 }
 
 // contains reports whether the candidate's scope holds the repository. Gitea

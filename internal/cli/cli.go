@@ -103,10 +103,11 @@ type RunCmd struct {
 	RunnerStartTimeout time.Duration `env:"SCALER_RUNNER_START_TIMEOUT" default:"10m" help:"How long a runner Job's pod may take to start before the Job is deleted and the group says why; 0 never deletes one."`
 
 	// Tenancy: what a RunnerGroup's writer may make the scaler do.
-	AllowedGiteaURLs          []string `name:"allowed-gitea-urls" env:"SCALER_ALLOWED_GITEA_URLS" placeholder:"URL" help:"Gitea URLs a group's API token may be sent to (repeat, or comma-separated in the env var): a group's URL needs an entry's scheme, host and port and a path under the entry's. Empty: any host but loopback, link-local and metadata addresses."`
-	TenantClusterRole         string   `env:"SCALER_TENANT_CLUSTER_ROLE" placeholder:"NAME" help:"The ClusterRole that enables a namespace when bound there; named in the message of a group whose namespace is not enabled."`
-	ServiceAccount            string   `env:"SCALER_SERVICE_ACCOUNT" placeholder:"NS:NAME" help:"The scaler's ServiceAccount (namespace:name); named in the message of a group whose namespace is not enabled."`
-	TrustUnlabelledNamespaces bool     `env:"SCALER_TRUST_UNLABELLED_NAMESPACES" help:"Take a namespace without a pod-security.kubernetes.io/enforce label to admit privileged runner pods (the cluster's default level is privileged)."`
+	AllowedGiteaURLs          []string      `name:"allowed-gitea-urls" env:"SCALER_ALLOWED_GITEA_URLS" placeholder:"URL" help:"Gitea URLs a group's API token may be sent to (repeat, or comma-separated in the env var): a group's URL needs an entry's scheme, host and port and a path under the entry's. Empty: any host but loopback, link-local and metadata addresses."`
+	TenantClusterRole         string        `env:"SCALER_TENANT_CLUSTER_ROLE" placeholder:"NAME" help:"The ClusterRole that enables a namespace when bound there; named in the message of a group whose namespace is not enabled."`
+	ServiceAccount            string        `env:"SCALER_SERVICE_ACCOUNT" placeholder:"NS:NAME" help:"The scaler's ServiceAccount (namespace:name); named in the message of a group whose namespace is not enabled."`
+	TrustUnlabelledNamespaces bool          `env:"SCALER_TRUST_UNLABELLED_NAMESPACES" help:"Take a namespace without a pod-security.kubernetes.io/enforce label to admit privileged runner pods (the cluster's default level is privileged)."`
+	AssignmentHold            time.Duration `env:"SCALER_ASSIGNMENT_HOLD" default:"10m" help:"How long the groups of one namespace keep a queued job that groups of other namespaces could also run, before it goes in turn to those (give every listener and why the same)."`
 	// The install-wide runner pod template (the chart's runnerTemplate,
 	// mounted from a ConfigMap) and the fields groups may not change.
 	RunnerTemplate       string   `env:"SCALER_RUNNER_TEMPLATE" placeholder:"PATH" type:"path" help:"YAML file with a pod template (metadata and spec) merged over the built-in runner pod and under each group's spec.template; empty for none."`
@@ -133,6 +134,9 @@ func (r *RunCmd) Validate() error {
 	}
 	if r.SpawnTTL <= 0 {
 		errs = append(errs, fmt.Errorf("--spawn-ttl must be positive, got %s", r.SpawnTTL))
+	}
+	if r.AssignmentHold <= 0 {
+		errs = append(errs, fmt.Errorf("--assignment-hold must be positive, got %s", r.AssignmentHold))
 	}
 	if r.GiteaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--gitea-timeout must be positive, got %s", r.GiteaTimeout))
@@ -414,6 +418,7 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		AllowedGiteaURLs:          r.allowedGiteaURLs(),
 		Tenancy:                   tenancy.Names{TenantClusterRole: r.TenantClusterRole, ServiceAccount: r.ServiceAccount},
 		TrustUnlabelledNamespaces: r.TrustUnlabelledNamespaces,
+		AssignmentHold:            r.AssignmentHold,
 	}, err
 }
 

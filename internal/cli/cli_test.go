@@ -90,6 +90,8 @@ func TestDefaults(t *testing.T) {
 	assert.Empty(t, r.RunnerTemplate, "no runner template")
 	assert.Empty(t, r.RunnerTemplatePinned)
 	assert.Equal(t, 5*time.Minute, r.SpawnTTL)
+	assert.Equal(t, 10*time.Minute, r.AssignmentHold, "the listeners' and why's default is scaler.DefaultAssignmentHold")
+	assert.Equal(t, scaler.DefaultAssignmentHold, r.AssignmentHold)
 	assert.Equal(t, 10*time.Second, r.GiteaTimeout)
 	assert.Equal(t, 30*time.Second, r.Interval)
 	assert.EqualValues(t, 600, r.RunnerJobTTL)
@@ -242,6 +244,7 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 		{name: "bad log format", args: []string{"--log-format", "xml"}, want: "--log-format must be one of"},
 		{name: "bad duration", args: []string{"--spawn-ttl", "soon"}, want: "--spawn-ttl"},
 		{name: "zero spawn ttl", args: []string{"--spawn-ttl", "0s"}, want: "--spawn-ttl must be positive"},
+		{name: "zero assignment hold", args: []string{"--assignment-hold", "0s"}, want: "--assignment-hold must be positive"},
 		{name: "zero interval with loop", args: []string{"--loop", "--interval", "0s"}, want: "--interval must be positive"},
 		{name: "workers", args: []string{"--workers", "0"}, want: "--workers must be between 1 and 64"},
 		{name: "selector", args: []string{"--selector", "a in ("}, want: `--selector "a in ("`},

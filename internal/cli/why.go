@@ -30,8 +30,9 @@ type WhyCmd struct {
 	GiteaTimeout  time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
 	GiteaCAFile   string        `env:"SCALER_GITEA_CA_FILE" placeholder:"PATH" help:"PEM bundle of CAs trusted for Gitea besides the system's."`
 	// A group's API token goes only where the listener would send it.
-	AllowedGiteaURLs []string `name:"allowed-gitea-urls" env:"SCALER_ALLOWED_GITEA_URLS" placeholder:"URL" help:"Gitea URLs a group's API token may be sent to, as run takes them (the chart's allowedGiteaURLs); required, unless --any-gitea-url."`
-	AnyGiteaURL      bool     `help:"Without --allowed-gitea-urls, send a group's token to any Gitea URL but loopback, link-local and metadata addresses, as a listener with an empty allowedGiteaURLs does."`
+	AllowedGiteaURLs []string      `name:"allowed-gitea-urls" env:"SCALER_ALLOWED_GITEA_URLS" placeholder:"URL" help:"Gitea URLs a group's API token may be sent to, as run takes them (the chart's allowedGiteaURLs); required, unless --any-gitea-url."`
+	AnyGiteaURL      bool          `help:"Without --allowed-gitea-urls, send a group's token to any Gitea URL but loopback, link-local and metadata addresses, as a listener with an empty allowedGiteaURLs does."`
+	AssignmentHold   time.Duration `env:"SCALER_ASSIGNMENT_HOLD" default:"10m" help:"The listeners' --assignment-hold, as run takes it."`
 
 	ref       why.Ref
 	transport *http.Transport
@@ -48,6 +49,9 @@ func (c *WhyCmd) Validate() error {
 	c.ref = ref
 	if c.GiteaTimeout <= 0 {
 		return fmt.Errorf("--gitea-timeout must be positive, got %s", c.GiteaTimeout)
+	}
+	if c.AssignmentHold <= 0 {
+		return fmt.Errorf("--assignment-hold must be positive, got %s", c.AssignmentHold)
 	}
 	for _, l := range c.DefaultLabels {
 		if strings.TrimSpace(l) == "" || strings.ContainsAny(l, " \t") || runnerlabels.Name(l) == "" {
@@ -97,6 +101,7 @@ func (c *WhyCmd) giteaFactory() scaler.GiteaFactory {
 func (c *WhyCmd) runWith(ctx context.Context, deps why.Deps, streams IO) int {
 	sc := c.config()
 	sc.Runner.DefaultLabels = c.DefaultLabels
+	sc.AssignmentHold = c.AssignmentHold
 	rep, err := why.Explain(ctx, deps, sc, c.ref)
 	if err != nil {
 		printError(streams.Err, err)

@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // admWants returns the "# want: <phrase>" lines of a testdata file: the
@@ -525,6 +526,73 @@ func TestPolicyRunnerGroupGuardrails(t *testing.T) {
 				assert.True(t, apierrors.IsForbidden(err), "a policy refusal is Forbidden: %v", err)
 				assert.Contains(t, err.Error(), refusal)
 				assert.Contains(t, err.Error(), "https://Gitea.example.com/gitea/, http://127.0.0.1:3000", "the message lists the allowed URLs")
+			})
+		}
+	})
+
+	// The namespace's grant (issue 19), through a binding of its own on a
+	// namespace the platform annotated: the guardrails policy reads the
+	// annotations from namespaceObject, so no parameter names the grant.
+	t.Run("a namespace's grant", func(t *testing.T) {
+		grantNS := b.namespace(ctx, t, "adm-grant", nil)
+		nsObj, err := b.kube.CoreV1().Namespaces().Get(ctx, grantNS, metav1.GetOptions{})
+		require.NoError(t, err)
+		nsObj.Annotations = map[string]string{
+			tenancy.AnnotationGrantedGiteaURLs:    "https://gitea.example.com",
+			tenancy.AnnotationGrantedRepositories: "Team-B, contoso/tools",
+		}
+		_, err = b.kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		grantBinding := binding.DeepCopy()
+		grantBinding.SetName("adm-e2e-grant-" + binding.GetName())
+		require.NoError(t, unstructured.SetNestedStringMap(grantBinding.Object,
+			map[string]string{corev1.LabelMetadataName: grantNS}, "spec", "matchResources", "namespaceSelector", "matchLabels"))
+		b.applyKept(ctx, t, grantBinding)
+		g := func(name, url string, spec map[string]any) *unstructured.Unstructured {
+			obj := group(name, 1, url)
+			obj.SetNamespace(grantNS)
+			for k, v := range spec {
+				require.NoError(t, unstructured.SetNestedField(obj.Object, v, "spec", k))
+			}
+			for _, k := range []string{"org", "user", "repo"} {
+				if _, set := spec[k]; !set {
+					unstructured.RemoveNestedField(obj.Object, "spec", k)
+				}
+			}
+			return obj
+		}
+		const refusal = "is not granted to namespace " // + grantNS
+		eventually(ctx, t, "the grant binding refusing another team's repository", func(ctx context.Context) (bool, error) {
+			err := b.admCreate(ctx, t, g("contoso-web", "https://gitea.example.com", map[string]any{"scope": "repo", "org": "contoso", "repo": "web"}), true)
+			if err == nil {
+				return false, errors.New("admitted")
+			}
+			return strings.Contains(err.Error(), refusal+grantNS), err
+		})
+		for name, tc := range map[string]struct {
+			url   string
+			spec  map[string]any
+			wants string
+		}{
+			"its own org":                          {"https://gitea.example.com", map[string]any{"scope": "org", "org": "team-b"}, ""},
+			"a repository of its own org":          {"https://gitea.example.com", map[string]any{"scope": "repo", "org": "TEAM-B", "repo": "x"}, ""},
+			"the one repository granted elsewhere": {"https://gitea.example.com", map[string]any{"scope": "repo", "org": "contoso", "repo": "Tools"}, ""},
+			"another team's repository":            {"https://gitea.example.com", map[string]any{"scope": "repo", "org": "contoso", "repo": "web"}, "repository contoso/web is not granted to namespace " + grantNS},
+			"the owner of a granted repository":    {"https://gitea.example.com", map[string]any{"scope": "org", "org": "contoso"}, "owner contoso is not granted"},
+			"a user of the same name as no grant":  {"https://gitea.example.com", map[string]any{"scope": "user", "user": "contoso"}, "owner contoso is not granted"},
+			"every repository":                     {"https://gitea.example.com", map[string]any{"scope": "global"}, "every repository (scope global) is not granted"},
+			"a Gitea not granted":                  {"https://other.example.com", map[string]any{"scope": "org", "org": "team-b"}, "spec.gitea.url https://other.example.com is not granted to namespace " + grantNS},
+		} {
+			t.Run(name, func(t *testing.T) {
+				err := b.admCreate(ctx, t, g("g-"+strings.ToLower(strings.NewReplacer(" ", "-", "'", "").Replace(name)), tc.url, tc.spec), true)
+				if tc.wants == "" {
+					require.NoError(t, err)
+					return
+				}
+				require.Error(t, err)
+				assert.True(t, apierrors.IsForbidden(err), "a policy refusal is Forbidden: %v", err)
+				assert.Contains(t, err.Error(), tc.wants)
+				assert.Contains(t, err.Error(), "set by the platform team")
 			})
 		}
 	})

@@ -38,6 +38,10 @@ func TestOverlappingGroupsAcrossListenersServeEachJobOnce(t *testing.T) {
 	}
 	t.Logf("both groups are %s; %s/%s is preferred to %s/%s", s.group, winner, s.group, loser, s.group)
 
+	// Both served first: a group no listener has served yet keeps no job.
+	b.waitServed(ctx, t, s.ns, s.group, dump)
+	b.waitServed(ctx, t, otherNS, s.group, dump)
+
 	keys, wf := numberedJobs("overlap", 3, s.label)
 	pushJobs(ctx, t, b, s.fx, "ci.yml", keys, wf...)
 	b.gitea.waitJobs(ctx, t, s.fx.repo, len(keys))

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,7 @@ var cannotServe = map[string]bool{
 	ReasonPodSecurityForbidsRunner: true,
 	ReasonSecretNotLabelled:        true,
 	ReasonSecretKeyNotDeclared:     true,
+	ReasonNotGranted:               true,
 }
 
 // assignment builds the pass's one answer to "which group serves this job"
@@ -42,8 +44,12 @@ var cannotServe = map[string]bool{
 // groups this pass serves and says so, since exactly-one across listeners
 // then holds only among those.
 //
-// A group this pass serves is judged by its validate step in this very pass
-// (runs, in the order of served); any other by what its last pass recorded.
+// Every group is judged alike, by its spec and what its own last pass
+// recorded (see Eligible), so that every listener and the why command give
+// one answer. A pass differs only where it already knows what a group it
+// serves is about to record: a failure no retry fixes (ineligible; outside
+// its namespace's grant: no part at all), or a first pass that validated
+// (eligible). A transient failure changes nothing, so it moves no job.
 func (s *Scaler) assignment(ctx context.Context, served []v1alpha1.RunnerGroup, runs []*groupRun) *assign.Rule {
 	all := served
 	if !s.servesEverything() {
@@ -54,19 +60,34 @@ func (s *Scaler) assignment(ctx context.Context, served []v1alpha1.RunnerGroup, 
 			all = append(listed, missingFrom(listed, served)...)
 		}
 	}
-	validated := make(map[string]bool, len(runs))
+	// What this pass's validate step found about the groups it serves,
+	// where it is news that their record will carry at the end of the pass.
+	excluded, judged := map[string]bool{}, map[string]bool{}
 	for _, g := range runs {
-		validated[GroupKey(g.rg)] = g.invalid == nil
-	}
-	groups := make([]assign.Group, 0, len(all))
-	for i := range all {
-		g := AssignGroup(&all[i], s.cfg.Runner.DefaultLabels)
-		if ok, here := validated[g.Key]; here {
-			g.Eligible = ok && all[i].Spec.MaxActiveRunners > 0
+		key, reason := GroupKey(g.rg), reasonOf(g.invalid)
+		switch {
+		case reason == ReasonNotGranted:
+			excluded[key] = true
+		case cannotServe[reason]:
+			judged[key] = false
+		case g.invalid == nil && g.rg.Status.LastCheckTime == nil:
+			// Served for the first time, now.
+			judged[key] = g.rg.Spec.MaxActiveRunners > 0
 		}
-		groups = append(groups, g)
 	}
-	return assign.New(groups)
+	kept := make([]v1alpha1.RunnerGroup, 0, len(all))
+	for i := range all {
+		if !excluded[GroupKey(&all[i])] {
+			kept = append(kept, all[i])
+		}
+	}
+	return assignmentRule(kept, s.RuleOptions(), judged)
+}
+
+// RuleOptions are the scaler's inputs to the assignment rule besides the
+// groups.
+func (s *Scaler) RuleOptions() RuleOptions {
+	return RuleOptions{DefaultLabels: s.cfg.Runner.DefaultLabels, Hold: s.cfg.AssignmentHold, Now: s.now}
 }
 
 // servesEverything is true when the pass's own listing is every group.
@@ -90,26 +111,55 @@ func missingFrom(listed, served []v1alpha1.RunnerGroup) []v1alpha1.RunnerGroup {
 	return out
 }
 
-// AssignmentRule is the rule as every listener computes it for groups it
-// does not serve itself: each group judged by its spec and its last
-// recorded pass. The why command uses it to give the answer the passes give.
-func AssignmentRule(all []v1alpha1.RunnerGroup, defaultLabels []string) *assign.Rule {
-	groups := make([]assign.Group, 0, len(all))
-	for i := range all {
-		groups = append(groups, AssignGroup(&all[i], defaultLabels))
-	}
-	return assign.New(groups)
+// RuleOptions are what the assignment rule needs besides the groups: the
+// scaler's default runner labels, the hold (Config.AssignmentHold; 0 never
+// turns) and the clock.
+type RuleOptions struct {
+	DefaultLabels []string
+	Hold          time.Duration
+	Now           func() time.Time
 }
 
-// AssignGroup is what the assignment rule knows of a group, with the
-// scaler's default runner labels.
+// AssignmentRule is the rule as every listener computes it: each group
+// judged by its spec and its last recorded pass (Eligible), a group whose
+// last pass found it outside its namespace's grant left out. The why
+// command uses it to give the answer the passes give.
+func AssignmentRule(all []v1alpha1.RunnerGroup, o RuleOptions) *assign.Rule {
+	return assignmentRule(all, o, nil)
+}
+
+// assignmentRule is AssignmentRule with the groups whose eligibility the
+// pass knows better than their record (judged).
+func assignmentRule(all []v1alpha1.RunnerGroup, o RuleOptions, judged map[string]bool) *assign.Rule {
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	at := now()
+	groups := make([]assign.Group, 0, len(all))
+	for i := range all {
+		if recordedReason(&all[i]) == ReasonNotGranted {
+			continue
+		}
+		g := AssignGroup(&all[i], o.DefaultLabels)
+		g.Eligible = Eligible(&all[i], at)
+		if ok, known := judged[g.Key]; known {
+			g.Eligible = ok
+		}
+		groups = append(groups, g)
+	}
+	return assign.New(groups).Holding(o.Hold, now)
+}
+
+// AssignGroup is what the assignment rule knows of a group's spec, with
+// the scaler's default runner labels; Eligible is left false (see
+// Eligible).
 func AssignGroup(rg *v1alpha1.RunnerGroup, defaultLabels []string) assign.Group {
 	g := assign.Group{
-		Key:      GroupKey(rg),
-		URL:      rg.Spec.Gitea.URL,
-		Scope:    rg.Spec.Scope,
-		Labels:   runnerlabels.ForGroup(&rg.Spec, defaultLabels),
-		Eligible: Eligible(rg),
+		Key:    GroupKey(rg),
+		URL:    rg.Spec.Gitea.URL,
+		Scope:  rg.Spec.Scope,
+		Labels: runnerlabels.ForGroup(&rg.Spec, defaultLabels),
 	}
 	if rg.Spec.Scope != v1alpha1.ScopeGlobal {
 		g.Owner = rg.Spec.Owner()
@@ -120,16 +170,41 @@ func AssignGroup(rg *v1alpha1.RunnerGroup, defaultLabels []string) assign.Group 
 	return g
 }
 
-// Eligible says whether a group can serve, judged only by what every
-// listener sees alike: its spec and what its own last pass recorded. A spec
-// changed since that pass (a fix, maybe) makes it eligible again at once.
-func Eligible(rg *v1alpha1.RunnerGroup) bool {
+// ServedWithin is how recent a group's status.lastCheckTime must be for
+// the group to count as served: a steady group's lastCheckTime is at most
+// StatusHeartbeat plus one pass interval old, so twice the heartbeat
+// tells a listener that stopped (uninstalled, its selector changed, its
+// CronJob suspended) from one that had nothing to change.
+const ServedWithin = 2 * StatusHeartbeat
+
+// Eligible says whether a group can serve at time now, judged only by
+// what every listener sees alike: its spec and what its own last pass
+// recorded. It cannot when it is paused or its spec is invalid; when no
+// listener has served it within ServedWithin (never, or not lately: issue
+// 25.3); or when its last pass, at its current generation, failed for a
+// reason no retry fixes (cannotServe), wherever in the pass it failed. A
+// spec changed since that pass (a fix, maybe) makes it eligible again at
+// once; a transient failure (a timeout) never makes it ineligible, so an
+// outage does not move jobs.
+func Eligible(rg *v1alpha1.RunnerGroup, now time.Time) bool {
 	if rg.Spec.MaxActiveRunners == 0 || rg.Spec.Validate() != nil {
 		return false
 	}
-	ready := meta.FindStatusCondition(rg.Status.Conditions, ConditionReady)
+	if last := rg.Status.LastCheckTime; last == nil || now.Sub(last.Time) > ServedWithin {
+		return false
+	}
 	stale := rg.Status.ObservedGeneration != rg.Generation
-	return ready == nil || ready.Status != metav1.ConditionFalse || stale || !cannotServe[ready.Reason]
+	return stale || !cannotServe[recordedReason(rg)]
+}
+
+// recordedReason is the reason of the group's Ready=False condition, or ""
+// when it is Ready or has none.
+func recordedReason(rg *v1alpha1.RunnerGroup) string {
+	ready := meta.FindStatusCondition(rg.Status.Conditions, ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse {
+		return ""
+	}
+	return ready.Reason
 }
 
 // GroupKey is "namespace/name", the key of a group in the assignment rule.

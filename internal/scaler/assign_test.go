@@ -88,15 +88,25 @@ func TestOverlappingGroupsServeEachJobOnce(t *testing.T) {
 		},
 		{
 			name:      "two listeners, each serving one of the groups by selector, agree",
-			groups:    []*v1alpha1.RunnerGroup{newGroup("gpu", 5, withLabels("gpu"), labelled("pool", "gpu")), newGroup("plain", 5, labelled("pool", "default"))},
+			groups:    []*v1alpha1.RunnerGroup{newGroup("gpu", 5, withLabels("gpu"), labelled("pool", "gpu"), servedAt(t0)), newGroup("plain", 5, labelled("pool", "default"), servedAt(t0))},
 			jobs:      []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest"), queuedIn(2, "acme/app", "gpu"), queuedIn(3, "acme/web", "ubuntu-latest")},
 			listeners: []string{"pool=gpu", "pool=default"},
 			want:      map[string]int{"gpu": 1, "plain": 2},
 		},
+		{
+			// Issue 25.3: until a listener has served the plain group, it
+			// keeps no job; and once it is served, the jobs it now owns
+			// get no second runner (issue 25.6).
+			name:      "a group no listener has served yet keeps nothing",
+			groups:    []*v1alpha1.RunnerGroup{newGroup("gpu", 5, withLabels("gpu"), labelled("pool", "gpu")), newGroup("plain", 5, labelled("pool", "default"))},
+			jobs:      []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest"), queuedIn(2, "acme/app", "gpu"), queuedIn(3, "acme/web", "ubuntu-latest")},
+			listeners: []string{"pool=gpu", "pool=default"},
+			want:      map[string]int{"gpu": 3},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, tt.groups...)
+			e := newServedEnv(t, tt.groups...)
 			e.gitea.snap = gitea.Snapshot{Queued: tt.jobs}
 			if len(tt.listeners) == 0 {
 				e.pass()
@@ -112,6 +122,9 @@ func TestOverlappingGroupsServeEachJobOnce(t *testing.T) {
 				got[j.Labels[v1alpha1.LabelRunnerGroupName]]++
 			}
 			assert.Equal(t, tt.want, got)
+			for id, n := range e.giteaJobsServed() {
+				assert.Equal(t, 1, n, "Gitea job %d has one runner", id)
+			}
 			for name, left := range tt.wantLeft {
 				assert.Equal(t, left, e.group(name).Status.JobsLeftToOtherGroups, "%s: jobsLeftToOtherGroups", name)
 			}

@@ -3,6 +3,7 @@ package scaler
 import (
 	"context"
 	"crypto/sha256"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
@@ -46,6 +48,15 @@ type gathered struct {
 	// runners are the runners listings the lifecycle steps ask for, one
 	// per listingKey.
 	runners shareOnce[listingKey, []gitea.Runner]
+	// ready delivers each listing's key as its answer comes in (issue
+	// 25.7: a group is served as soon as its own listing is in, whatever
+	// other targets' listings do); wait waits for every listing.
+	ready chan listingKey
+	wait  sync.WaitGroup
+	// byGiteaJob indexes the gathered runner Jobs of every namespace by
+	// their Gitea job ID, built on first use.
+	indexOnce  sync.Once
+	byGiteaJob map[int64][]*batchv1.Job
 }
 
 // namespaceView is a namespace's runner Jobs and pods, listed once.
@@ -56,8 +67,10 @@ type namespaceView struct {
 	podsErr error
 }
 
-// sharedListing is one Gitea listing and when it was asked.
+// sharedListing is one Gitea listing and when it was asked. The listing
+// is read in the background; done is closed once snap and err are set.
 type sharedListing struct {
+	done    chan struct{}
 	askedAt time.Time
 	snap    gitea.Snapshot
 	err     error
@@ -66,9 +79,10 @@ type sharedListing struct {
 // gather reads, before any group plans, what several groups would
 // otherwise each read: the state ConfigMaps, runner Jobs and pods of every
 // namespace once (three requests per namespace instead of three per
-// group), then every distinct Gitea listing once, up to
-// Config.GiteaConcurrency at a time. It keeps the order a lone group's
-// claim step reads in: the group's state ConfigMap, then the runner Jobs,
+// group), then starts every distinct Gitea listing once, up to
+// Config.GiteaConcurrency at a time, in the background: a group waits for
+// its own listing only, and is served as soon as it is in. It keeps the
+// order a lone group's claim step reads in: the group's state ConfigMap, then the runner Jobs,
 // then Gitea. A runner Job seen finished had its Gitea job finished before the
 // listing, so no listing shows as queued a job whose runner is gone; and
 // the state is written back only if no pass changed it since it was read.
@@ -116,17 +130,32 @@ func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
 	for i, n := range namespaces {
 		out.namespaces[n] = nsViews[i]
 	}
-	views := make([]*sharedListing, len(keys))
-	forEach(len(keys), s.cfg.GiteaConcurrency, func(i int) {
-		ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
-		defer cancel()
-		l := &sharedListing{askedAt: s.now()}
-		l.snap, l.err = clients[keys[i]].Snapshot(ctx, keys[i].target)
-		views[i] = l
-	})
-	for i, k := range keys {
-		out.listings[k] = views[i]
+	// The listings run in the background, up to GiteaConcurrency at a
+	// time, started in the order of runs (the pass's rotated order); each
+	// group waits for its own (see read), and the pass serves groups as
+	// their listings come in (servingOrder).
+	out.ready = make(chan listingKey, len(keys))
+	for _, k := range keys {
+		out.listings[k] = &sharedListing{done: make(chan struct{})}
 	}
+	out.wait.Add(len(keys))
+	slots := make(chan struct{}, max(s.cfg.GiteaConcurrency, 1))
+	go func() {
+		for _, k := range keys {
+			slots <- struct{}{}
+			go func() {
+				defer out.wait.Done()
+				defer func() { <-slots }()
+				ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
+				defer cancel()
+				l := out.listings[k]
+				l.askedAt = s.now()
+				l.snap, l.err = clients[k].Snapshot(ctx, k.target)
+				close(l.done)
+				out.ready <- k
+			}()
+		}
+	}()
 	return out
 }
 
@@ -197,6 +226,53 @@ func (s *Scaler) readNamespace(ctx context.Context, namespace string) *namespace
 	return v
 }
 
+// servingOrder delivers the indexes of runs as workers take them: each
+// time, the first group in the order of runs that waits for no listing
+// (its own is in, it failed to validate, or the pass did not gather), so
+// the pass's rotated order holds among the groups that can go, and no
+// group waits behind another's slow listing. When none can go, it waits
+// for the next listing. The channel is closed after the last group.
+func (d *gathered) servingOrder(runs []*groupRun) <-chan int {
+	order := make(chan int)
+	var arrived chan listingKey
+	if d != nil {
+		arrived = d.ready
+	}
+	canGo := func(i int) bool {
+		g := runs[i]
+		if d == nil || g.invalid != nil || d.listings[g.key] == nil {
+			return true
+		}
+		select {
+		case <-d.listings[g.key].done:
+			return true
+		default:
+			return false
+		}
+	}
+	go func() {
+		defer close(order)
+		left := make([]int, len(runs))
+		for i := range left {
+			left[i] = i
+		}
+		for len(left) > 0 {
+			pick := slices.IndexFunc(left, canGo)
+			if pick < 0 {
+				<-arrived
+				continue
+			}
+			select {
+			case order <- left[pick]:
+				left = slices.Delete(left, pick, pick+1)
+			case <-arrived:
+				// Look again: a group before it may go now.
+			}
+		}
+	}()
+	return order
+}
+
 // namespace is the pass's view of a namespace, nil when the pass did not
 // gather (Config.Naive) or the namespace was not gathered.
 func (d *gathered) namespace(ns string) *namespaceView {
@@ -212,6 +288,24 @@ func (d *gathered) listing(key listingKey) *sharedListing {
 		return nil
 	}
 	return d.listings[key]
+}
+
+// runnersFor are the gathered runner Jobs, of any group and namespace,
+// started for Gitea job id; none when the pass did not gather.
+func (d *gathered) runnersFor(id int64) []*batchv1.Job {
+	if d == nil {
+		return nil
+	}
+	d.indexOnce.Do(func() {
+		d.byGiteaJob = map[int64][]*batchv1.Job{}
+		for _, v := range d.namespaces {
+			for i := range v.jobs {
+				j := &v.jobs[i]
+				d.byGiteaJob[runnerjob.GiteaJobID(j)] = append(d.byGiteaJob[runnerjob.GiteaJobID(j)], j)
+			}
+		}
+	})
+	return d.byGiteaJob[id]
 }
 
 // groupJobs are the Jobs of one group among a namespace's runner Jobs.

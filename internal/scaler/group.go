@@ -180,7 +180,8 @@ func APIToken(ctx context.Context, kube kubernetes.Interface, rg *v1alpha1.Runne
 	return s.readSecretKey(ctx, map[string]*corev1.Secret{}, rg.Namespace, "authToken", rg.Spec.AuthToken.SecretRef, tenancy.UseAPI)
 }
 
-// tenantChecks refuses a group whose namespace is not enabled, or whose
+// tenantChecks refuses a group whose namespace is not enabled, whose
+// Gitea URL or scope is outside its namespace's grant, or whose
 // namespace's Pod Security would not admit its runner pod.
 func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	f := g.namespaces.facts(ctx, s, g.rg.Namespace)
@@ -190,7 +191,10 @@ func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	case len(f.missing) > 0:
 		return newGroupError(ReasonNamespaceNotEnabled, "%s", s.cfg.Tenancy.NotEnabledMessage(g.rg.Namespace, f.missing))
 	case f.nsErr != nil:
-		return newGroupError(ReasonKubernetesError, "cannot read namespace %s for its Pod Security labels: %w", g.rg.Namespace, f.nsErr)
+		return newGroupError(ReasonKubernetesError, "cannot read namespace %s for its Pod Security labels and grant: %w", g.rg.Namespace, f.nsErr)
+	}
+	if err := tenancy.CheckGrant(f.ns, g.rg.Spec.Gitea.URL, grantTarget(&g.rg.Spec)); err != nil {
+		return newGroupError(ReasonNotGranted, "%w", err)
 	}
 	// The runner pod as it would be created, with the group's template and
 	// the install's: its shape does not depend on the Gitea job. The
@@ -203,6 +207,12 @@ func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 		return newGroupError(ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	return nil
+}
+
+// grantTarget is what a group serves, as a namespace's grant names it.
+func grantTarget(spec *v1alpha1.RunnerGroupSpec) tenancy.Target {
+	t := TargetOf(spec)
+	return tenancy.Target{Scope: t.Scope, Owner: t.Owner, Repo: t.Repo}
 }
 
 // readSecretKey returns one key of a Secret in the group's namespace, for

@@ -68,7 +68,7 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 	for _, j := range snap.Queued {
 		switch {
 		case !g.runnerLabels.CanRun(j.Labels):
-		case !g.serves(j):
+		case !g.serves(j), s.startingElsewhere(g, j.ID):
 			obs.leftToOthers++
 		default:
 			obs.queued = append(obs.queued, j.ID)
@@ -102,6 +102,11 @@ func (s *Scaler) read(ctx context.Context, g *groupRun) ([]batchv1.Job, time.Tim
 	}
 	if ns, l := g.shared.namespace(rg.Namespace), g.shared.listing(g.key); ns != nil && l != nil && !g.sharedUsed {
 		g.sharedUsed = true
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, time.Time{}, gitea.Snapshot{}, giteaErr(ctx.Err())
+		}
 		switch {
 		case ns.jobsErr != nil:
 			return nil, time.Time{}, gitea.Snapshot{}, newGroupError(ReasonKubernetesError, "cannot list runner Jobs: %w", ns.jobsErr)
@@ -157,8 +162,45 @@ func (g *groupRun) serves(j gitea.Job) bool {
 		// The group's own listing returned it, so its owner is the group's.
 		repo = g.rg.Spec.Owner() + "/" + g.rg.Spec.Repo
 	}
-	owner := g.rule.Owner(g.rg.Spec.Gitea.URL, assign.Job{Repo: repo, Labels: j.Labels})
+	owner := g.rule.Owner(g.rg.Spec.Gitea.URL, assign.Job{Repo: repo, Labels: j.Labels, Created: j.Created})
 	return owner == "" || owner == GroupKey(g.rg)
+}
+
+// startingElsewhere reports whether another group's runner Job, started
+// for this Gitea job within the assignment hold, is still active: the job
+// had another owner (this group was paused, failing or not yet served, or
+// the job's turn came), and that runner may take it yet. Starting a second
+// runner for it would leave one idle (issue 25.6). Past the hold the other
+// runner has had its chance, as the assignment rule's turns say. Only the
+// namespaces this pass gathered are seen, and only runners of the group's
+// Gitea count: job IDs are per Gitea.
+func (s *Scaler) startingElsewhere(g *groupRun, id int64) bool {
+	instance := assign.Instance(g.rg.Spec.Gitea.URL)
+	for _, j := range g.shared.runnersFor(id) {
+		if assign.Instance(instanceURL(j)) != instance {
+			continue
+		}
+		// A Job without a creation time (never so from the API server)
+		// counts as just created.
+		young := j.CreationTimestamp.IsZero() || s.now().Sub(j.CreationTimestamp.Time) < s.cfg.AssignmentHold
+		if !ownedBy(j, g.rg) && runnerjob.IsActive(j) && young {
+			return true
+		}
+	}
+	return false
+}
+
+// instanceURL is the Gitea a runner Job's runner registers with (its
+// GITEA_INSTANCE_URL, which the scaler sets and templates may not).
+func instanceURL(j *batchv1.Job) string {
+	for _, c := range j.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == "GITEA_INSTANCE_URL" {
+				return e.Value
+			}
+		}
+	}
+	return ""
 }
 
 // ownJobs keeps the Jobs this group controls: a Job carrying the group's

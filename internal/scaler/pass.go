@@ -108,7 +108,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	rule := s.assignment(ctx, listed, runs)
 	shared := s.gather(ctx, runs)
 	var mu sync.Mutex
-	s.forEachGroup(len(groups), func(i int) {
+	forEachOf(shared.servingOrder(runs), s.cfg.Workers, func(i int) {
 		runs[i].rule, runs[i].shared = rule, shared
 		created, err := s.serveGroup(ctx, runs[i])
 		mu.Lock()
@@ -120,6 +120,9 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 			sum.Failed = append(sum.Failed, GroupKey(runs[i].rg))
 		}
 	})
+	if shared != nil {
+		shared.wait.Wait()
+	}
 	sort.Strings(sum.Failed)
 	return sum, nil
 }
@@ -206,6 +209,20 @@ func (s *Scaler) excluded(l map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// forEachOf calls fn for every index order delivers, on at most limit
+// goroutines (at least one), until order is closed.
+func forEachOf(order <-chan int, limit int, fn func(i int)) {
+	var wg sync.WaitGroup
+	for range max(limit, 1) {
+		wg.Go(func() {
+			for i := range order {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // forEachGroup calls fn for 0..n-1 on at most cfg.Workers goroutines.

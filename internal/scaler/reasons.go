@@ -69,6 +69,11 @@ const (
 	// token reaches the runner pod, an API token goes to Gitea, minting
 	// needs the owner's leave; tenancy.TokenKeyRefusal).
 	ReasonSecretKeyNotDeclared = "SecretKeyNotDeclared"
+	// ReasonNotGranted: the group's Gitea URL, scope, owner or repository
+	// is outside what the platform granted its namespace (the namespace's
+	// annotations, tenancy.CheckGrant); the group serves nothing and takes
+	// no part in the assignment rule.
+	ReasonNotGranted = "NotGranted"
 )
 
 // groupError is a failure of one group, with the condition reason it shows.

@@ -126,7 +126,19 @@ type Config struct {
 	// TrustUnlabelledNamespaces takes a namespace without a Pod Security
 	// enforce label to admit privileged runner pods.
 	TrustUnlabelledNamespaces bool
+	// AssignmentHold is how long the groups of one namespace keep a
+	// queued job that groups of other namespaces could also run, before
+	// it goes in turn to those (assign.Rule.Holding); 0 means
+	// DefaultAssignmentHold.
+	AssignmentHold time.Duration
 }
+
+// DefaultAssignmentHold is Config.AssignmentHold's default: longer than a
+// runner takes to start and take its job (image pull included), so a
+// group that can serve is never cut off; short enough that a group that
+// cannot (its runners register where the job cannot run) delays another
+// tenant's job by minutes, not for ever.
+const DefaultAssignmentHold = 10 * time.Minute
 
 // DefaultGroupTimeout is Config.GroupTimeout's default: room for a few
 // Gitea requests at their default 10 s timeout, and short against the 100 s
@@ -180,6 +192,8 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		return nil, errors.New("the group timeout must not be negative")
 	case cfg.RunnerIdleTimeout < 0 || cfg.RunnerStartTimeout < 0:
 		return nil, errors.New("the runner idle and start timeouts must not be negative")
+	case cfg.AssignmentHold < 0:
+		return nil, errors.New("the assignment hold must not be negative")
 	}
 	s := &Scaler{
 		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,
@@ -199,6 +213,9 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 	}
 	if s.cfg.GroupTimeout == 0 {
 		s.cfg.GroupTimeout = DefaultGroupTimeout
+	}
+	if s.cfg.AssignmentHold == 0 {
+		s.cfg.AssignmentHold = DefaultAssignmentHold
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -169,7 +169,11 @@ func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, 
 	if found == nil {
 		return rep, nil
 	}
-	rule := scaler.AssignmentRule(all, defaults)
+	hold := cfg.AssignmentHold
+	if hold == 0 {
+		hold = scaler.DefaultAssignmentHold
+	}
+	rule := scaler.AssignmentRule(all, scaler.RuleOptions{DefaultLabels: defaults, Hold: hold, Now: d.Now})
 	byKey := map[string]*v1alpha1.RunnerGroup{}
 	for i := range all {
 		byKey[scaler.GroupKey(&all[i])] = &all[i]
@@ -196,7 +200,7 @@ func findJob(ctx context.Context, d Deps, selected []v1alpha1.RunnerGroup, ref R
 	var inScope map[string]bool
 	if ref.Base != "" {
 		sameInstance, anyInstance := map[string]bool{}, map[string]bool{}
-		rule := scaler.AssignmentRule(selected, nil)
+		rule := scaler.AssignmentRule(selected, scaler.RuleOptions{})
 		for _, v := range rule.Explain(ref.Base, assign.Job{Repo: ref.Repository()}) {
 			sameInstance[v.Key] = v.SameInstance && v.InScope
 			anyInstance[v.Key] = v.InScope
@@ -294,7 +298,7 @@ func (rep *Report) explain(ctx context.Context, d Deps, rule *assign.Rule, group
 	rep.say("Gitea job %d in %s (runs-on: %s) is %s.", j.ID, orUnknown(j.Repo), strings.Join(j.Labels, ", "), rep.Job.Status)
 	var owner *assign.Verdict
 	var inScope []assign.Verdict
-	for _, v := range rule.Explain(f.base, assign.Job{Repo: j.Repo, Labels: j.Labels}) {
+	for _, v := range rule.Explain(f.base, assign.Job{Repo: j.Repo, Labels: j.Labels, Created: j.Created}) {
 		if !v.SameInstance {
 			continue
 		}
@@ -323,7 +327,7 @@ func (rep *Report) explain(ctx context.Context, d Deps, rule *assign.Rule, group
 	}
 	rep.Assigned = owner.Key
 	if len(rep.CouldServe) > 1 {
-		rep.say("Groups that can run it: %s; the assignment rule gives it to %s (most specific scope, then fewest labels, then name; a group that cannot serve comes last).", strings.Join(rep.CouldServe, ", "), owner.Key)
+		rep.say("Groups that can run it: %s; the assignment rule gives it to %s (most specific scope, then fewest labels, then name; a group that cannot serve, or that no listener has served lately, comes last; a job queued longer than the assignment hold goes in turn to the best group of each namespace that can run it).", strings.Join(rep.CouldServe, ", "), owner.Key)
 	} else {
 		rep.say("Group %s can run it and is assigned it.", owner.Key)
 	}

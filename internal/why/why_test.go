@@ -393,3 +393,25 @@ var runnerTokenLabel = map[string]string{tenancy.SecretLabel: "true"}
 // runnerTokenKeys declare what the token Secrets' keys hold
 // (tenancy.TokenKeyRefusal): why sends only a declared API key to Gitea.
 var runnerTokenKeys = map[string]string{tenancy.AnnotationAPIKeys: "api", tenancy.AnnotationRegistrationKeys: "reg"}
+
+// Issue 25.3 and 25.4: why judges a group as the passes do. A repo-scope
+// group that no listener has ever served (no status) keeps no job from the
+// org group that is served, in why's answer as in the passes'.
+func TestExplainGivesTheAnswerOfThePassesForAGroupNoListenerServes(t *testing.T) {
+	w := newWorld(t)
+	rg := group("web-repo", 5, nil, v1alpha1.RunnerGroupStatus{}, w.srv.URL)
+	rg.Spec.Scope, rg.Spec.Repo = v1alpha1.ScopeRepo, "web"
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rg)
+	require.NoError(t, err)
+	_, err = w.deps.Groups.(runnergroups.Client).Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Create(context.Background(), &unstructured.Unstructured{Object: m}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	rep := w.explain(t, "107")
+	assert.Equal(t, "ci/plain", rep.Assigned)
+	assert.Equal(t, []string{"ci/plain", "ci/gpu", "ci/web-repo", "ci/arm", "ci/big"}, rep.CouldServe, "the group never served comes after those that are, before those that cannot serve and are less specific")
+	for _, v := range rep.Groups {
+		if v.Group == "ci/web-repo" {
+			assert.False(t, v.Eligible)
+		}
+	}
+}

@@ -138,6 +138,8 @@ spec:
           value: {{ $s.runnerIdleTimeout | toString | quote }}
         - name: SCALER_RUNNER_START_TIMEOUT
           value: {{ $s.runnerStartTimeout | toString | quote }}
+        - name: SCALER_ASSIGNMENT_HOLD
+          value: {{ $s.assignmentHold | toString | quote }}
         {{- with $v.allowedGiteaURLs }}
         - name: SCALER_ALLOWED_GITEA_URLS
           value: {{ join "," . | quote }}
