@@ -40,13 +40,13 @@ var campaignBursts = [campaignRounds]int{3, 0, 2, 0, 4, 0, 0, 1, 3, 0, 2, 0, 0, 
 
 // campaignTally is what the campaign counts; every field must end 0.
 type campaignTally struct {
-	duplicates    map[int64]bool // Gitea jobs with more than one runner Job
+	duplicates    map[int64]bool // Gitea jobs with more than one active runner Job at one moment
 	overCap       int            // samples with a group over its cap
 	leftQueued    map[int64]bool // queued past the spawn TTL without a runner Job while a slot was free
 	surplusIdle   int            // runner Jobs left active once every job ended and the idle timeout passed
 	killed        map[int64]string
 	firstQueued   map[int64]time.Time
-	claimedByJobs map[int64]map[string]bool // Gitea job to runner Jobs, over the whole campaign
+	claimedByJobs map[int64]map[string]bool // Gitea job to the active runner Jobs of a sample that had more than one
 }
 
 // TestRacingCampaignWithRealRunners: two overlapping groups in one
@@ -61,8 +61,11 @@ type campaignTally struct {
 // while a slot was free, surplus idle runners at the end, and jobs that did
 // not succeed (their steps only echo, so a job that ends otherwise was
 // killed or cancelled: its runner was removed under it). All must be 0.
+//
+// It does not run in parallel with the other tests: its eight passes at
+// once and their runners load the machine enough to make other tests'
+// short Gitea timeouts fire.
 func TestRacingCampaignWithRealRunners(t *testing.T) {
-	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 12*time.Minute)
 
@@ -93,8 +96,13 @@ func TestRacingCampaignWithRealRunners(t *testing.T) {
 					wf[i].runsOn = []string{own}
 				}
 			}
-			g.pushWorkflow(ctx, t, g.admin, repo, fmt.Sprintf("r%02d.yml", round), workflow(wf...))
+			file := fmt.Sprintf("r%02d.yml", round)
+			g.pushWorkflow(ctx, t, g.admin, repo, file, ownPushWorkflow(file, wf...))
 			pushed += len(keys)
+			// Gitea reads a push's workflows when its queue gets to it: the
+			// next push waits until this one's jobs are listed (see
+			// measureLatency).
+			g.waitJobs(ctx, t, repo, pushed)
 		}
 		var wg sync.WaitGroup
 		results := make([]passResult, campaignRacers)
@@ -116,19 +124,19 @@ func TestRacingCampaignWithRealRunners(t *testing.T) {
 	for !settled && time.Now().Before(deadline) {
 		requireSanePass(t, b.pass(ctx, t, passOpts{namespaces: []string{ns}, args: passArgs}), "settling pass")
 		active, done := b.sampleCampaign(ctx, t, ns, repo, caps, &tally)
-		settled = done == pushed && active == 0
+		settled = done >= pushed && active == 0
 		if !settled {
 			sleepCtx(ctx, 2*time.Second)
 		}
 	}
 	active, done := b.sampleCampaign(ctx, t, ns, repo, caps, &tally)
-	if done == pushed {
+	if done >= pushed {
 		tally.surplusIdle = active
 	}
 
 	t.Logf("campaign result: jobs with more than one runner=%d, samples over the cap=%d, queued past the spawn TTL without a runner=%d, surplus idle runners=%d, jobs killed or cancelled=%d (%d of %d jobs ended)",
 		len(tally.duplicates), tally.overCap, len(tally.leftQueued), tally.surplusIdle, len(tally.killed), done, pushed)
-	require.Equal(t, pushed, done, "every job ended\n%s", dump())
+	require.GreaterOrEqual(t, done, pushed, "every job ended\n%s", dump())
 	require.Empty(t, tally.duplicates, "jobs with more than one runner Job: %s\n%s", describeClaims(tally.claimedByJobs), dump())
 	require.Zero(t, tally.overCap, "samples with a group over its cap\n%s", dump())
 	require.Empty(t, tally.leftQueued, "jobs left queued without a runner\n%s", dump())
@@ -139,9 +147,10 @@ func TestRacingCampaignWithRealRunners(t *testing.T) {
 // sampleCampaign reads the groups' runner Jobs and the repository's Gitea
 // jobs once and adds what it sees to the tally. It returns the active runner
 // Jobs and the Gitea jobs that have ended.
-func (b *bed) sampleCampaign(ctx context.Context, t *testing.T, ns string, repo giteasetup.Repo, caps map[string]int32, tally *campaignTally) (active, done int) {
+func (b *bed) sampleCampaign(ctx context.Context, t *testing.T, ns string, repo giteasetup.Repo, caps map[string]int32, tally *campaignTally) (running, done int) {
 	t.Helper()
 	claims := map[int64]bool{}
+	active := map[int64][]string{}
 	free := false
 	for group, limit := range caps {
 		jobs, err := b.runnerJobs(ctx, ns, group)
@@ -158,20 +167,28 @@ func (b *bed) sampleCampaign(ctx context.Context, t *testing.T, ns string, repo 
 			t.Logf("group %s has %d active runner Jobs, over its cap %d: %s", group, n, limit, jobNames(jobs))
 		}
 		free = free || n < limit
-		active += int(n)
+		running += int(n)
 		for id, js := range byGiteaJob(jobs) {
 			if id == 0 {
 				continue
 			}
 			claims[id] = true
-			if tally.claimedByJobs[id] == nil {
-				tally.claimedByJobs[id] = map[string]bool{}
+			for i := range js {
+				if runnerjob.IsActive(&js[i]) {
+					active[id] = append(active[id], group+"/"+js[i].Name)
+				}
 			}
-			for _, j := range js {
-				tally.claimedByJobs[id][ns+"/"+j.Name] = true
-			}
-			if len(tally.claimedByJobs[id]) > 1 {
-				tally.duplicates[id] = true
+		}
+	}
+	// A job's claim may pass to a new runner Job once the first one ended
+	// (its runner took another job of the group); two active at once is a
+	// duplicate.
+	for id, names := range active {
+		if len(names) > 1 {
+			tally.duplicates[id] = true
+			tally.claimedByJobs[id] = map[string]bool{}
+			for _, n := range names {
+				tally.claimedByJobs[id][n] = true
 			}
 		}
 	}
@@ -194,7 +211,14 @@ func (b *bed) sampleCampaign(ctx context.Context, t *testing.T, ns string, repo 
 			}
 		}
 	}
-	return active, done
+	return running, done
+}
+
+// ownPushWorkflow is workflow(jobs...) run only by the push that adds its
+// file: a later push of another file does not run it again.
+func ownPushWorkflow(file string, jobs ...wfJob) string {
+	_, body, _ := strings.Cut(workflow(jobs...), "jobs:\n")
+	return fmt.Sprintf("name: %s\non:\n  push:\n    paths: ['.gitea/workflows/%s']\njobs:\n%s", file, file, body)
 }
 
 // describeClaims is the campaign's claims for a failure message.

@@ -167,23 +167,29 @@ func workflow(jobs ...wfJob) string {
 // holdDir is the bed's directory of hold files (set when the bed connects).
 var holdDir string
 
+// stepStarted is the file a job's step leaves when it starts (jobSteps).
+func stepStarted(key string) string { return filepath.Join(holdDir, "started-"+key) }
+
 // holdBound is how long a held step waits at most (in 0.2 s sleeps), so a
 // runner whose test died ends by itself: the steered runner's old bound.
 const holdBound = 15 * 60 * 5
 
 // jobSteps are the steps of a workflow job with this key, run by Gitea's
 // real runner on the host (the bed's runners offer host labels only: there is
-// no Docker): while the job's hold file exists (bed.hold) the step waits, so
-// a test sees the job in progress on its runner; then it echoes its key. A
-// job's success in Gitea is the step's exit code.
+// no Docker): the step first leaves the file stepStarted(key), so a test
+// knows the runner really runs it (Gitea shows a job in_progress once it
+// hands it out, before the runner has it); while the job's hold file exists
+// (bed.hold) it waits, so a test sees the job in progress on its runner;
+// then it echoes its key. A job's success in Gitea is the step's exit code.
 func jobSteps(key string) string {
 	if holdDir == "" {
 		panic("jobSteps before the bed is connected")
 	}
 	hold := filepath.Join(holdDir, "name-"+key)
 	return fmt.Sprintf("    steps:\n      - run: |\n"+
+		"          touch '%s'\n"+
 		"          i=0; while [ -e '%s' ] && [ $i -lt %d ]; do sleep 0.2; i=$((i+1)); done\n"+
-		"          echo %s\n", hold, holdBound, key)
+		"          echo %s\n", stepStarted(key), hold, holdBound, key)
 }
 
 // repoJobs lists the repository's jobs as the admin.

@@ -191,10 +191,12 @@ func (b *bed) polWaitJobPod(ctx context.Context, t *testing.T, ns, job string, p
 }
 
 // polValues are baseValues with the chart's own scaler settings: these
-// tests are about what the chart installs by default.
+// tests are about what the chart installs by default. Only the default
+// runner labels stay the bed's (bedHostLabel): the chart's default labels
+// run jobs in Docker images, which the bed has none of.
 func polValues(watch ...string) map[string]any {
 	v := baseValues(watch...)
-	delete(v, "scaler")
+	v["scaler"] = map[string]any{"defaultLabels": []string{bedHostLabel}}
 	return v
 }
 

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -35,11 +36,18 @@ func TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost(t *testing.T) {
 	pushJobs(ctx, t, b, s.fx, "term.yml", []string{key}, wfJob{key: key, runsOn: []string{s.label}})
 	id := idsOf(b.gitea.waitJobs(ctx, t, s.fx.repo, 1), key)[key]
 
+	// Gitea shows the job in_progress as soon as it hands it out; the
+	// runner runs it once its step has started. (A runner stopped between
+	// the two drops the task it was given, and Gitea shows the job
+	// in_progress until its zombie-task timeout: what we saw first.)
 	var runner batchv1.Job
-	waitUntil(ctx, t, stepWait, "the held job in progress on its runner", s.dump, func(ctx context.Context) (bool, string, error) {
+	waitUntil(ctx, t, stepWait, "the held job's step running on its runner", s.dump, func(ctx context.Context) (bool, string, error) {
 		gj, err := b.giteaJob(ctx, s.fx.repo, id)
 		if err != nil || gj.Status != "in_progress" || gj.RunnerName == "" {
 			return false, fmt.Sprintf("job %s err=%v", gj.State(), err), nil
+		}
+		if _, err := os.Stat(stepStarted(key)); err != nil {
+			return false, "step not started", nil
 		}
 		jobs, err := b.runnerJobs(ctx, s.ns, s.group)
 		if err != nil {

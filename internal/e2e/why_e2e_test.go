@@ -76,10 +76,14 @@ func TestWhyExplainsServedBlockedUnmatchedAndWaitingJobs(t *testing.T) {
 	bin := filepath.Join(b.root, "bin", "gitea-runner-scaler")
 	run := func(args ...string) string {
 		t.Helper()
-		// why sends a group's token only where the listener would: the
-		// bed's allowed Gitea URLs, as a pass gets them.
-		cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", b.kubeconfig, "-n", s.ns,
-			"--allowed-gitea-urls", strings.Join(b.giteaURLsOf(ctx, t, []string{s.ns}), ","))...)
+		args = append(args, "--kubeconfig", b.kubeconfig, "-n", s.ns)
+		if args[0] == "why" {
+			// why sends a group's token only where the listener would: the
+			// bed's allowed Gitea URLs, as a pass gets them. (status asks
+			// Gitea nothing.)
+			args = append(args, "--allowed-gitea-urls", strings.Join(b.giteaURLsOf(ctx, t, []string{s.ns}), ","))
+		}
+		cmd := exec.CommandContext(ctx, bin, args...)
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%v: %s", args, redact(string(out)))
 		return string(out)
