@@ -40,13 +40,13 @@ var campaignBursts = [campaignRounds]int{3, 0, 2, 0, 4, 0, 0, 1, 3, 0, 2, 0, 0, 
 
 // campaignTally is what the campaign counts; every field must end 0.
 type campaignTally struct {
-	duplicates    map[int64]bool // Gitea jobs with more than one active runner Job at one moment
+	duplicates    map[int64]bool // Gitea jobs with two active runner Jobs at one moment whose runners took no job
 	overCap       int            // samples with a group over its cap
 	leftQueued    map[int64]bool // queued past the spawn TTL without a runner Job while a slot was free
 	surplusIdle   int            // runner Jobs left active once every job ended and the idle timeout passed
 	killed        map[int64]string
 	firstQueued   map[int64]time.Time
-	claimedByJobs map[int64]map[string]bool // Gitea job to the active runner Jobs of a sample that had more than one
+	claimedByJobs map[int64]map[string]bool // a duplicate's runner Jobs
 }
 
 // TestRacingCampaignWithRealRunners: two overlapping groups in one
@@ -149,8 +149,20 @@ func TestRacingCampaignWithRealRunners(t *testing.T) {
 // Jobs and the Gitea jobs that have ended.
 func (b *bed) sampleCampaign(ctx context.Context, t *testing.T, ns string, repo giteasetup.Repo, caps map[string]int32, tally *campaignTally) (running, done int) {
 	t.Helper()
+	gjobs, err := b.gitea.repoJobs(ctx, repo)
+	require.NoError(t, err)
+	// Runners that took a job: the claim of a runner Job whose runner took
+	// another job (Gitea hands a job to any matching runner) is served by a
+	// new runner Job, so two claims of one job are a duplicate only when
+	// neither runner has taken a job.
+	took := map[string]bool{}
+	for _, gj := range gjobs {
+		if gj.RunnerName != "" {
+			took[gj.RunnerName] = true
+		}
+	}
 	claims := map[int64]bool{}
-	active := map[int64][]string{}
+	waiting := map[int64][]string{}
 	free := false
 	for group, limit := range caps {
 		jobs, err := b.runnerJobs(ctx, ns, group)
@@ -174,16 +186,13 @@ func (b *bed) sampleCampaign(ctx context.Context, t *testing.T, ns string, repo 
 			}
 			claims[id] = true
 			for i := range js {
-				if runnerjob.IsActive(&js[i]) {
-					active[id] = append(active[id], group+"/"+js[i].Name)
+				if runnerjob.IsActive(&js[i]) && !took[runnerjob.RunnerNameOf(&js[i])] {
+					waiting[id] = append(waiting[id], group+"/"+js[i].Name)
 				}
 			}
 		}
 	}
-	// A job's claim may pass to a new runner Job once the first one ended
-	// (its runner took another job of the group); two active at once is a
-	// duplicate.
-	for id, names := range active {
+	for id, names := range waiting {
 		if len(names) > 1 {
 			tally.duplicates[id] = true
 			tally.claimedByJobs[id] = map[string]bool{}
@@ -192,8 +201,6 @@ func (b *bed) sampleCampaign(ctx context.Context, t *testing.T, ns string, repo 
 			}
 		}
 	}
-	gjobs, err := b.gitea.repoJobs(ctx, repo)
-	require.NoError(t, err)
 	now := time.Now()
 	for _, gj := range gjobs {
 		switch gj.Status {

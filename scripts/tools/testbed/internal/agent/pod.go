@@ -571,7 +571,8 @@ func (r *podRunner) runStandIn(ctx context.Context, c *containerRun) int32 {
 
 // runProcess runs one instance of a container as a local process in its own process
 // group, writing its output to the pod's log file. Stopping sends SIGTERM to the
-// group and SIGKILL after the grace period.
+// process, as the kubelet does to a container's main process, and SIGKILL to the
+// group after the grace period.
 func (r *podRunner) runProcess(ctx context.Context, c *containerRun, env *Env) int32 {
 	name := c.spec.c.Name
 	bin := Binaries{Scaler: r.a.cfg.ScalerBin, SteeredRunner: r.a.cfg.SteeredRunnerBin}
@@ -619,7 +620,10 @@ func (r *podRunner) runProcess(ctx context.Context, c *containerRun, env *Env) i
 	case <-ctx.Done():
 		_, grace := r.stopState()
 		r.log.Info("stopping container", "container", name, "pid", pid, "grace", grace)
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		// The kubelet signals a container's main process (its PID 1), not
+		// every process in it: a runner must see SIGTERM while its job's
+		// steps still run, to cancel and report them itself.
+		_ = syscall.Kill(pid, syscall.SIGTERM)
 		t := time.NewTimer(grace)
 		select {
 		case <-waitc:
