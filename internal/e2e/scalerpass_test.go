@@ -33,8 +33,9 @@ import (
 const (
 	// passGiteaTimeout is the scaler's --gitea-timeout in these passes:
 	// short, so that a Gitea that hangs costs a test seconds, not the
-	// default 10s.
-	passGiteaTimeout = 2 * time.Second
+	// default 10s, yet long enough for a healthy answer while the other
+	// tests' real runners load the machine (2s was not).
+	passGiteaTimeout = 5 * time.Second
 	// passDeadline bounds one pass; a pass that runs longer fails the test.
 	passDeadline = time.Minute
 )

@@ -70,7 +70,10 @@ func TestWhyExplainsServedBlockedUnmatchedAndWaitingJobs(t *testing.T) {
 			runningKey, waitingKey = second, first
 		}
 		state := fmt.Sprintf("%s; group %s", describeGiteaJobs(list), statusLine(rg))
-		return runningKey != "" && rg.Status.ActiveRunners == 1, state, nil
+		// Gitea shows a job in_progress before its runner runs it, and a
+		// pass may see the runner registered and not yet on the job: wait
+		// for a pass that recorded it busy, not idle.
+		return runningKey != "" && rg.Status.ActiveRunners == 1 && rg.Status.IdleRunners == 0, state, nil
 	})
 
 	bin := filepath.Join(b.root, "bin", "gitea-runner-scaler")
