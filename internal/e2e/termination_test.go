@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,12 +75,15 @@ func TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost(t *testing.T) {
 		return err == nil && gj.Status == "completed", gj.State(), nil
 	})
 	t.Logf("Gitea job %d of a runner whose pod got SIGTERM ended %s", id, ended.State())
-	logs, err := filepath.Glob(filepath.Join(b.dir, "logs", "pods", s.ns+"_"+runner.Name+"-*_runner.log"))
-	require.NoError(t, err)
-	require.Len(t, logs, 1, "the runner pod's log")
-	raw, err := os.ReadFile(logs[0])
-	require.NoError(t, err)
-	require.Contains(t, string(raw), "cancelled in progress jobs during shutdown", "the runner was stopped mid-job")
+	// The runner logs the cancel once it has reported it to Gitea.
+	waitUntil(ctx, t, stepWait, "the runner's log says it was stopped mid-job", s.dump, func(context.Context) (bool, string, error) {
+		logs, err := filepath.Glob(filepath.Join(b.dir, "logs", "pods", s.ns+"_"+runner.Name+"-*_runner.log"))
+		if err != nil || len(logs) != 1 {
+			return false, fmt.Sprintf("runner logs %v: %v", logs, err), nil
+		}
+		raw, err := os.ReadFile(logs[0])
+		return err == nil && strings.Contains(string(raw), "cancelled in progress jobs during shutdown"), "", nil
+	})
 	// What gitea-runner v1.0.8 reports for the job it cancelled at
 	// shutdown, on Gitea 1.26: success (its step was killed while it
 	// waited). Pinned, so that a runner or Gitea that reports it otherwise
