@@ -3,9 +3,6 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,16 +22,6 @@ func TestLifecycleDeletedGroupRegistrationIsRemoved(t *testing.T) {
 	b.faultGroup(ctx, t, ns, "keeper", fx, b.gitea.admin.URL(), 2, uniq("keeper"))
 
 	require.NoError(t, b.groups(ns).Delete(ctx, "idle", metav1.DeleteOptions{}))
-	waitUntil(ctx, t, 5*time.Minute, "runner "+runner+" of the deleted group removed from Gitea", nil, func(ctx context.Context) (bool, string, error) {
-		b.lifecyclePass(ctx, t, ns, time.Hour, 10*time.Minute)
-		r, ok := b.orgRunners(ctx, t, fx.spec.Org)[runner]
-		return !ok, fmt.Sprintf("runner %+v", r), nil
-	})
-	evs, err := b.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=RunnerReaped"})
-	require.NoError(t, err)
-	var said []string
-	for _, ev := range evs.Items {
-		said = append(said, ev.Message)
-	}
-	require.Contains(t, strings.Join(said, "\n"), "Removed runner "+runner+" from Gitea: RunnerGroup "+ns+"/idle that registered it is gone")
+	b.passUntilRunnerRemoved(ctx, t, ns, fx.spec.Org, runner, 5*time.Minute, "runner "+runner+" of the deleted group removed from Gitea")
+	require.Contains(t, b.reapedMessages(ctx, t, ns), "Removed runner "+runner+" from Gitea: RunnerGroup "+ns+"/idle that registered it is gone")
 }

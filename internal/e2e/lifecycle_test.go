@@ -170,16 +170,29 @@ func TestLifecycleOrphanRegistrationIsRemoved(t *testing.T) {
 
 	bg := metav1.DeletePropagationBackground
 	require.NoError(t, b.kube.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}))
-	waitUntil(ctx, t, 4*time.Minute, "runner "+runner+" removed from Gitea", nil, func(ctx context.Context) (bool, string, error) {
+	b.passUntilRunnerRemoved(ctx, t, ns, fx.spec.Org, runner, 4*time.Minute, "runner "+runner+" removed from Gitea")
+	require.Contains(t, b.reapedMessages(ctx, t, ns), "Removed runner "+runner+" from Gitea")
+}
+
+// passUntilRunnerRemoved runs lifecycle passes over ns (an hour's idle
+// timeout) until the org's runner is no longer registered in Gitea.
+func (b *bed) passUntilRunnerRemoved(ctx context.Context, t *testing.T, ns, org, runner string, timeout time.Duration, what string) {
+	t.Helper()
+	waitUntil(ctx, t, timeout, what, nil, func(ctx context.Context) (bool, string, error) {
 		b.lifecyclePass(ctx, t, ns, time.Hour, 10*time.Minute)
-		r, ok := b.orgRunners(ctx, t, fx.spec.Org)[runner]
+		r, ok := b.orgRunners(ctx, t, org)[runner]
 		return !ok, fmt.Sprintf("runner %+v", r), nil
 	})
+}
+
+// reapedMessages are the messages of ns's RunnerReaped events, a line each.
+func (b *bed) reapedMessages(ctx context.Context, t *testing.T, ns string) string {
+	t.Helper()
 	evs, err := b.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=RunnerReaped"})
 	require.NoError(t, err)
 	var said []string
 	for _, ev := range evs.Items {
 		said = append(said, ev.Message)
 	}
-	require.Contains(t, strings.Join(said, "\n"), "Removed runner "+runner+" from Gitea")
+	return strings.Join(said, "\n")
 }
