@@ -122,10 +122,10 @@ bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea 
 
 # The scale-up latency harness (internal/e2e/latency_test.go): 20 pushes
 # per mode (webhook; 10 needs: chains with the webhook; loop, a pass every
-# 10s; the chart's CronJob), one mode after the other, about 9 minutes;
-# LATENCY_MODES picks some. Take the e2e lock first:
+# 10s; the chart's CronJob; webhook and loop with a warm pool of 3), one
+# mode after the other, about 13 minutes; LATENCY_MODES picks some. Take the e2e lock first:
 #   flock /tmp/e2e.lock bash -c 'make bench-latency; rc=$$?; scripts/testbed down; exit $$rc'
-LATENCY_MODES ?= webhook|chain|loop|cronjob
+LATENCY_MODES ?= webhook|chain|loop|cronjob|webhook-warm|loop-warm
 
 .PHONY: bench-latency
 bench-latency: testbed-up ## Scale-up latency on the test bed with the real Gitea: push to runner Job and to in_progress, per mode.

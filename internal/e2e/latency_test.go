@@ -17,7 +17,13 @@
 //   - chain: the same scaler, each sample the second job of a `needs:`
 //     chain, queued as the first one's runner finishes;
 //   - loop: the chart's Deployment, one pass every latencyInterval;
-//   - cronjob: the chart's CronJob, one pass a minute (the chart's default).
+//   - cronjob: the chart's CronJob, one pass a minute (the chart's default);
+//   - webhook-warm and loop-warm: the webhook and loop modes with a warm
+//     pool (spec.minIdleRunners), whose registered runners ask Gitea for
+//     work at gitea-runner's own default pace (fetch_interval 2s, backing
+//     off to fetch_interval_max 5s while idle), not the bed's faster one:
+//     a warm runner takes a job within that pace, whatever the scaler's
+//     mode, and the scaler's mode decides how fast the pool is topped up.
 //
 // Each sample is one push of a workflow file that triggers only itself and
 // holds one job (two for a chain). Where the scaler polls (loop, cronjob), a job's wait
@@ -83,6 +89,16 @@ const (
 	// latencyWebhookPoll is the webhook mode's --interval: far beyond the
 	// measurement, so every runner Job it makes comes from a delivery.
 	latencyWebhookPoll = 10 * time.Minute
+	// latencyWarmPool is the warm modes' spec.minIdleRunners: enough that
+	// pushes 4.5 s apart (loop-warm) rarely find the pool empty between
+	// two passes 10 s apart.
+	latencyWarmPool = 3
+	// latencyWarmRunnerConfig is the warm modes' runner config:
+	// gitea-runner 1.0.8's defaults for its fetch pace (see
+	// internal/pkg/config in its source), written out, so the figures are
+	// those of a runner as users run it; the cache server is off, as on
+	// the whole bed.
+	latencyWarmRunnerConfig = "runner:\n  capacity: 1\n  fetch_interval: 2s\n  fetch_interval_max: 5s\ncache:\n  enabled: false\n"
 )
 
 // latencyMode is one way of running the scaler, and how its pushes are
@@ -97,10 +113,17 @@ type latencyMode struct {
 	// chain makes each sample the second job of a `needs:` chain: it is
 	// queued when the first job, on a runner of its own, has succeeded.
 	chain bool
+	// warm is the group's warm pool (spec.minIdleRunners); 0 for none.
+	// Its jobs are taken by runners that were started for no job, so
+	// the mode measures queued → in_progress, not the runner Job's
+	// creation.
+	warm int32
 	// goal is the README's promise for the p50 from push to runner Job;
 	// 0 for none.
 	goal     time.Duration
 	goalText string
+	// fullOnly leaves the mode out of the e2e suite's smoke run.
+	fullOnly bool
 	// setUp makes the scene and starts its scaler; the scaler stops when
 	// the test ends.
 	setUp func(ctx context.Context, t *testing.T, b *bed) latencyScene
@@ -122,12 +145,16 @@ func latencyModes(full bool) []latencyMode {
 	if !full {
 		interval, samples, chainSamples, cronSamples, cronPeriod = 4*time.Second, 3, 2, 1, 0
 	}
+	warmSamples := samples
+	if !full {
+		warmSamples = 2
+	}
 	return []latencyMode{
 		{
 			name: "webhook", samples: samples, spacing: 2 * time.Second,
 			goal: time.Second, goalText: "p50 < 1s",
 			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
-				return b.webhookLatencyScene(ctx, t, "lat-hook", int32(samples))
+				return b.webhookLatencyScene(ctx, t, "lat-hook", int32(samples), 0)
 			},
 		},
 		{
@@ -138,7 +165,7 @@ func latencyModes(full bool) []latencyMode {
 			// the next push's delivery does not serve it instead.
 			name: "chain", samples: chainSamples, spacing: 10 * time.Second, chain: true,
 			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
-				return b.webhookLatencyScene(ctx, t, "lat-chain", int32(2*chainSamples))
+				return b.webhookLatencyScene(ctx, t, "lat-chain", int32(2*chainSamples), 0)
 			},
 		},
 		{
@@ -147,25 +174,51 @@ func latencyModes(full bool) []latencyMode {
 			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
 				values := deploymentValues()
 				values["scaler"].(map[string]any)["interval"] = interval.String()
-				return b.chartLatencyScene(ctx, t, "lat-loop", int32(samples), values, true)
+				return b.chartLatencyScene(ctx, t, sceneOpts{name: "lat-loop", max: int32(samples), values: values}, true)
 			},
 		},
 		{
 			// The chart's schedule, every minute.
 			name: "cronjob", samples: cronSamples, period: cronPeriod, spacing: 2 * time.Second,
 			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
-				return b.chartLatencyScene(ctx, t, "lat-cron", int32(cronSamples), baseValues(), full)
+				return b.chartLatencyScene(ctx, t, sceneOpts{name: "lat-cron", max: int32(cronSamples), values: baseValues()}, full)
 			},
+		},
+		{
+			name: "webhook-warm", samples: warmSamples, spacing: 2 * time.Second, warm: latencyWarmPool,
+			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
+				return b.webhookLatencyScene(ctx, t, "lat-hook-warm", int32(warmSamples)+latencyWarmPool, latencyWarmPool)
+			},
+		},
+		{
+			// Only in full runs: the smoke's webhook-warm keeps the warm
+			// path of the harness from rotting.
+			name: "loop-warm", samples: samples, period: interval, warm: latencyWarmPool,
+			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {
+				values := deploymentValues()
+				values["scaler"].(map[string]any)["interval"] = interval.String()
+				return b.chartLatencyScene(ctx, t, sceneOpts{name: "lat-loop-warm", max: int32(samples) + latencyWarmPool,
+					values: values, minIdle: latencyWarmPool, runnerConfig: latencyWarmRunnerConfig}, true)
+			},
+			fullOnly: true,
 		},
 	}
 }
 
-// webhookLatencyScene is a group served by webhookScaler.
-func (b *bed) webhookLatencyScene(ctx context.Context, t *testing.T, name string, maxRunners int32) latencyScene {
+// webhookLatencyScene is a group served by webhookScaler, with a warm pool
+// of warm runners (and latencyWarmRunnerConfig) when warm > 0.
+func (b *bed) webhookLatencyScene(ctx context.Context, t *testing.T, name string, maxRunners, warm int32) latencyScene {
 	t.Helper()
 	ns := b.namespace(ctx, t, "e2e-"+name, nil)
 	s := latencyScene{ns: ns, group: name, label: uniq("e2e-" + name), fx: b.newOrgScope(ctx, t, uniq("e2e-"+name))}
-	b.faultGroup(ctx, t, ns, s.group, s.fx, b.gitea.admin.URL(), maxRunners, s.label)
+	b.tokenSecret(ctx, t, ns, groupSecret(name), s.fx.regToken, s.fx.apiToken)
+	spec := b.groupSpec(s.fx, groupSecret(name), maxRunners, s.label)
+	spec.Gitea.URL = b.gitea.admin.URL()
+	if warm > 0 {
+		spec.MinIdleRunners = warm
+		spec.Template = b.runnerConfig(ctx, t, ns, nil, latencyWarmRunnerConfig)
+	}
+	b.createGroup(ctx, t, ns, s.group, nil, spec)
 	b.webhookScaler(ctx, t, ns, s.group, s.fx, latencyWebhookPoll)
 	s.dump = func() string { return b.dumpNamespaces(ns) + b.gitea.jobsLine(s.fx.repo) }
 	return s
@@ -175,9 +228,9 @@ func (b *bed) webhookLatencyScene(ctx context.Context, t *testing.T, name string
 // the group's first pass done when firstPass asks for it: then the clock
 // starts only once the listener is at work. In cronjob mode that pass is
 // the first tick's.
-func (b *bed) chartLatencyScene(ctx context.Context, t *testing.T, name string, maxRunners int32, values map[string]any, firstPass bool) latencyScene {
+func (b *bed) chartLatencyScene(ctx context.Context, t *testing.T, o sceneOpts, firstPass bool) latencyScene {
 	t.Helper()
-	s := b.servedGroup(ctx, t, sceneOpts{name: name, max: maxRunners, values: values})
+	s := b.servedGroup(ctx, t, o)
 	if firstPass {
 		b.waitPasses(ctx, t, s.ns, s.group, 0, s.dump, nil)
 	}
@@ -199,6 +252,9 @@ func TestScaleUpLatency(t *testing.T) {
 	for i, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			if !full {
+				if m.fullOnly {
+					t.Skip("measured by make bench-latency only")
+				}
 				t.Parallel()
 			}
 			reports[i] = b.measureLatency(t, m)
@@ -222,7 +278,10 @@ func (b *bed) measureLatency(t *testing.T, m latencyMode) string {
 	}
 	ctx := testContext(t, 5*time.Minute+pushing+time.Duration(m.samples)*latencyListedWait)
 	s := m.setUp(ctx, t, b)
-	obs := newLatencyObserver(b.dir)
+	if m.warm > 0 {
+		b.waitWarmPool(ctx, t, s, m.warm)
+	}
+	obs := newLatencyObserver(b.dir, m.warm > 0)
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -262,8 +321,94 @@ func (b *bed) measureLatency(t *testing.T, m latencyMode) string {
 	wg.Wait()
 	// The promise behind the numbers: each job had one runner Job, ran on a
 	// runner of the group and succeeded.
+	if m.warm > 0 {
+		obs.takenWarm = b.expectCompletedOnPool(ctx, t, s, ids)
+		return obs.report(m)
+	}
 	b.expectCompleted(ctx, t, s.ns, s.group, s.fx.repo, ids, s.dump)
 	return obs.report(m)
+}
+
+// waitWarmPool waits until the group's warm runners are registered in
+// Gitea (and so asking it for work), so that the first sample finds the
+// pool warm as a steady state would. The group's status says so only at the
+// next pass, which the webhook modes do not make before the first push.
+func (b *bed) waitWarmPool(ctx context.Context, t *testing.T, s latencyScene, warm int32) {
+	t.Helper()
+	waitUntil(ctx, t, stepWait, fmt.Sprintf("%d warm runners registered", warm), s.dump, func(ctx context.Context) (bool, string, error) {
+		jobs, err := b.runnerJobs(ctx, s.ns, s.group)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		regs := b.orgRunners(ctx, t, s.fx.spec.Org)
+		registered := 0
+		for i := range jobs {
+			if _, ok := regs[runnerjob.RunnerNameOf(&jobs[i])]; ok {
+				registered++
+			}
+		}
+		return registered == int(warm), fmt.Sprintf("%d runner Jobs, %d registered", len(jobs), registered), nil
+	})
+}
+
+// expectCompletedOnPool waits until every sample succeeded on a runner of
+// the group, and fails when a job has two runner Jobs claiming it, when a
+// runner outside the group took one or when one runner took two. It
+// returns how many were taken by a runner that no job claimed (a warm
+// runner).
+func (b *bed) expectCompletedOnPool(ctx context.Context, t *testing.T, s latencyScene, ids map[string]int64) int {
+	t.Helper()
+	warm := 0
+	waitUntil(ctx, t, stepWait, fmt.Sprintf("Gitea jobs of %s succeeded on its runners", s.group), s.dump, func(ctx context.Context) (bool, string, error) {
+		jobs, err := b.runnerJobs(ctx, s.ns, s.group)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		gjobs, err := b.gitea.repoJobs(ctx, s.fx.repo)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		byName := map[string]batchv1.Job{}
+		for i := range jobs {
+			byName[runnerjob.RunnerNameOf(&jobs[i])] = jobs[i]
+		}
+		claims := byGiteaJob(jobs)
+		byID := map[int64]giteasetup.Job{}
+		for _, gj := range gjobs {
+			byID[gj.ID] = gj
+		}
+		took := map[string]string{}
+		warm = 0
+		done := 0
+		for key, id := range ids {
+			if n := len(claims[id]); n > 1 {
+				return false, "", fmt.Errorf("Gitea job %s (#%d) has %d runner Jobs: %v", key, id, n, jobNames(claims[id]))
+			}
+			gj := byID[id]
+			if gj.Status == "completed" && gj.Conclusion != "success" {
+				return false, "", fmt.Errorf("Gitea job %s (#%d) ended %s", key, id, gj.State())
+			}
+			if gj.RunnerName == "" {
+				continue
+			}
+			rj, ok := byName[gj.RunnerName]
+			if !ok {
+				return false, "", fmt.Errorf("Gitea job %s (#%d) was taken by runner %q, none of %s's runner Jobs", key, id, gj.RunnerName, s.group)
+			}
+			if other, dup := took[gj.RunnerName]; dup {
+				return false, "", fmt.Errorf("runner %s took two Gitea jobs, %s and %s", gj.RunnerName, other, key)
+			}
+			took[gj.RunnerName] = key
+			if runnerjob.GiteaJobID(&rj) != id {
+				warm++
+			}
+			if gj.State() == "completed/success" {
+				done++
+			}
+		}
+		return done == len(ids), fmt.Sprintf("%d of %d succeeded, %d on warm runners", done, len(ids), warm), nil
+	})
+	return warm
 }
 
 // pushGaps are the n pauses before each push. With a period: a random
@@ -333,6 +478,11 @@ type latencySample struct {
 // in_progress (from polling Gitea), and releases a job's hold once it is.
 type latencyObserver struct {
 	holdDir string
+	// warmPool admits runner Jobs that claim no Gitea job (a warm pool's).
+	warmPool bool
+	// takenWarm is how many samples a runner that claimed no job, or
+	// another job, took; set after the run.
+	takenWarm int
 
 	mu       sync.Mutex
 	byKey    map[string]*latencySample
@@ -342,8 +492,8 @@ type latencyObserver struct {
 	err      error
 }
 
-func newLatencyObserver(bedDir string) *latencyObserver {
-	return &latencyObserver{holdDir: filepath.Join(bedDir, "hold"), byKey: map[string]*latencySample{},
+func newLatencyObserver(bedDir string, warmPool bool) *latencyObserver {
+	return &latencyObserver{holdDir: filepath.Join(bedDir, "hold"), warmPool: warmPool, byKey: map[string]*latencySample{},
 		created: map[int64][]string{}, seenJobs: map[string]time.Time{}}
 }
 
@@ -370,6 +520,9 @@ func (o *latencyObserver) jobSeen(j *batchv1.Job, at time.Time) {
 	}
 	o.seenJobs[j.Name] = at
 	id := runnerjob.GiteaJobID(j)
+	if id == 0 && o.warmPool {
+		return
+	}
 	if id == 0 {
 		o.fail("runner Job %s claims no Gitea job (label %s=%q): this harness's groups keep no warm pool", j.Name, labelGiteaJob, j.Labels[labelGiteaJob])
 		return
@@ -486,7 +639,7 @@ func (o *latencyObserver) progress() (map[string]int64, bool, error) {
 				s.runnerJob = o.seenJobs[names[0]]
 			}
 		}
-		done = done && !s.running.IsZero() && !s.runnerJob.IsZero()
+		done = done && !s.running.IsZero() && (o.warmPool || !s.runnerJob.IsZero())
 	}
 	return ids, done, nil
 }
@@ -523,14 +676,24 @@ func (o *latencyObserver) running() int {
 func (o *latencyObserver) report(m latencyMode) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	spans := []struct {
+	type span struct {
 		name     string
 		from, to func(*latencySample) time.Time
-	}{
+	}
+	spans := []span{
 		{"push → queued", pushedAt, queuedAt},
 		{"queued → runner Job", queuedAt, runnerJobAt},
 		{"push → runner Job", pushedAt, runnerJobAt},
 		{"push → in_progress", pushedAt, runningAt},
+	}
+	if o.warmPool {
+		// A warm runner exists before its job: the runner Job's
+		// creation says nothing about the job's wait.
+		spans = []span{
+			{"push → queued", pushedAt, queuedAt},
+			{"queued → in_progress", queuedAt, runningAt},
+			{"push → in_progress", pushedAt, runningAt},
+		}
 	}
 	var sb strings.Builder
 	goal := "no goal"
@@ -555,6 +718,9 @@ func (o *latencyObserver) report(m latencyMode) string {
 		}
 	}
 	fmt.Fprintf(&sb, "  %-16s %s\n", "", goal)
+	if o.warmPool {
+		fmt.Fprintf(&sb, "  %-16s taken by a warm runner: %d of %d (pool of %d)\n", "", o.takenWarm, len(o.order), m.warm)
+	}
 	return sb.String()
 }
 
