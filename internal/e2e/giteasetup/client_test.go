@@ -109,6 +109,12 @@ func TestRequests(t *testing.T) {
 			want:     request{method: "POST", uri: "/api/v1/repos/acme/app/actions/runners/registration-token"},
 			wantBack: "reg-4",
 		},
+		"enable an organisation's runner again": {
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return nil, c.SetRunnerDisabled(ctx, OrgRunners("acme"), 7, false)
+			},
+			want: request{method: "PATCH", uri: "/api/v1/orgs/acme/actions/runners/7", body: map[string]any{"disabled": false}},
+		},
 		"push a workflow": {
 			call: func(ctx context.Context, c *Client) (any, error) {
 				return nil, c.PushWorkflow(ctx, repo, "ci.yml", workflow)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -164,4 +165,14 @@ func (c *Client) CreateRepoHook(ctx context.Context, r Repo, url, secret string)
 		"events": []string{"workflow_job"},
 		"config": map[string]string{"url": url, "content_type": "json", "secret": secret},
 	}, nil)
+}
+
+// SetRunnerDisabled disables or enables the scope's runner id (Gitea 1.26's
+// PATCH …/actions/runners/{id}), as the scaler's reaper disables one and as
+// an admin could enable it again.
+func (c *Client) SetRunnerDisabled(ctx context.Context, scope Runners, id int64, disabled bool) error {
+	if scope.path == "" {
+		return errors.New("no runner scope given")
+	}
+	return c.call(ctx, http.MethodPatch, scope.path+"/"+strconv.FormatInt(id, 10), map[string]any{"disabled": disabled}, nil)
 }
