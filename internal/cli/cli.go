@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
@@ -61,7 +60,7 @@ type CLI struct {
 
 // RunCmd is `gitea-runner-scaler run`.
 type RunCmd struct {
-	Kubeconfig      string        `env:"KUBECONFIG" placeholder:"PATH" help:"Kubeconfig file; empty uses the pod's in-cluster config, then ~/.kube/config."`
+	KubeFlags       `embed:""`
 	Namespace       []string      `short:"n" env:"SCALER_NAMESPACES" placeholder:"NS" help:"Namespace to serve (repeat, or comma-separated in the env var); empty serves all namespaces."`
 	Selector        string        `env:"SCALER_SELECTOR" placeholder:"SELECTOR" help:"Label selector over RunnerGroups: 'team=infra,tier in (gpu)', or a JSON LabelSelector such as '{\"matchLabels\":{\"team\":\"infra\"}}'."`
 	ExcludeSelector []string      `env:"SCALER_EXCLUDE_SELECTORS" sep:";" placeholder:"SELECTOR" help:"Skip RunnerGroups this selector matches, in either form of --selector (repeat, or ';'-separated in the env var): those belong to another listener."`
@@ -370,10 +369,11 @@ func serveMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (stop func(
 
 // kubeConfig is the Kubernetes client config, at the flags' rate.
 func (r *RunCmd) kubeConfig() (*rest.Config, error) {
-	cfg, err := restConfig(r.Kubeconfig)
+	target, err := r.load()
 	if err != nil {
 		return nil, err
 	}
+	cfg := target.config
 	cfg.QPS, cfg.Burst = float32(r.KubeQPS), r.KubeBurst
 	return cfg, nil
 }
@@ -521,26 +521,3 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 // userAgent names this binary and its version in every request it sends,
 // to Kubernetes and to Gitea.
 func userAgent() string { return "gitea-runner-scaler/" + Version }
-
-// restConfig loads an explicit kubeconfig, else the in-cluster config, else
-// the usual ~/.kube/config, so the same binary serves a pod and a laptop;
-// its requests carry userAgent.
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	cfg, err := loadRestConfig(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.UserAgent = userAgent()
-	return cfg, nil
-}
-
-func loadRestConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	if cfg, err := rest.InClusterConfig(); err == nil {
-		return cfg, nil
-	}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
-}

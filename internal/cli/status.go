@@ -19,8 +19,9 @@ import (
 // names, same environment variables), for the read-only commands: with the
 // listener's environment they show what that listener serves.
 type Selection struct {
-	Kubeconfig      string   `env:"KUBECONFIG" placeholder:"PATH" help:"Kubeconfig file; empty uses the pod's in-cluster config, then ~/.kube/config."`
-	Namespace       []string `short:"n" env:"SCALER_NAMESPACES" placeholder:"NS" help:"Namespace to look at (repeat, or comma-separated in the env var); empty means all namespaces."`
+	KubeFlags       `embed:""`
+	Namespace       []string `short:"n" env:"SCALER_NAMESPACES" placeholder:"NS" help:"Namespace to look at (repeat, or comma-separated in the env var); empty means the kubeconfig context's namespace for status, all namespaces for why and inside the listener's pod."`
+	AllNamespaces   bool     `short:"A" help:"Look at every namespace, whatever --namespace says."`
 	Selector        string   `env:"SCALER_SELECTOR" placeholder:"SELECTOR" help:"Label selector over RunnerGroups, in either form run takes."`
 	ExcludeSelector []string `env:"SCALER_EXCLUDE_SELECTORS" sep:";" placeholder:"SELECTOR" help:"Leave out RunnerGroups this selector matches (repeat, or ';'-separated in the env var)."`
 }
@@ -37,6 +38,20 @@ func (s *Selection) Validate() error {
 	}
 	s.Namespace = compact(s.Namespace)
 	return nil
+}
+
+// namespacesFor settles the namespaces to look at as kubectl does: -A all,
+// else --namespace, else the kubeconfig context's namespace when
+// contextDefault (status, like kubectl get). Inside a pod, with the
+// in-cluster config, an empty --namespace means all, as it does for the
+// listener whose environment the command then reads.
+func (s *Selection) namespacesFor(t kubeTarget, contextDefault bool) {
+	switch {
+	case s.AllNamespaces:
+		s.Namespace = nil
+	case len(s.Namespace) == 0 && contextDefault && t.namespace != "":
+		s.Namespace = []string{t.namespace}
+	}
 }
 
 func (s *Selection) config() scaler.Config {
@@ -56,12 +71,13 @@ type StatusCmd struct {
 }
 
 func (c *StatusCmd) run(streams IO) int {
-	cfg, err := restConfig(c.Kubeconfig)
+	target, err := c.load()
 	if err != nil {
 		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot load Kubernetes client config: %v\n", err)
 		return ExitFailed
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	c.namespacesFor(target, true)
+	dyn, err := dynamic.NewForConfig(target.config)
 	if err != nil {
 		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
 		return ExitFailed

@@ -72,11 +72,15 @@ func (c *WhyCmd) Validate() error {
 }
 
 func (c *WhyCmd) run(streams IO) int {
-	cfg, err := restConfig(c.Kubeconfig)
+	target, err := c.load()
 	if err != nil {
 		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot load Kubernetes client config: %v\n", err)
 		return ExitFailed
 	}
+	// Which group serves a job is decided across namespaces, so why looks
+	// at all of them unless told otherwise, whatever the context says.
+	c.namespacesFor(target, false)
+	cfg := target.config
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)

@@ -72,7 +72,7 @@ func (s *Scaler) assignment(ctx context.Context, served []v1alpha1.RunnerGroup, 
 			judged[key] = false
 		case g.invalid == nil && g.rg.Status.LastCheckTime == nil:
 			// Served for the first time, now.
-			judged[key] = g.rg.Spec.MaxActiveRunners > 0
+			judged[key] = !g.rg.Spec.Paused()
 		}
 	}
 	kept := make([]v1alpha1.RunnerGroup, 0, len(all))
@@ -187,7 +187,7 @@ const ServedWithin = 2 * StatusHeartbeat
 // once; a transient failure (a timeout) never makes it ineligible, so an
 // outage does not move jobs.
 func Eligible(rg *v1alpha1.RunnerGroup, now time.Time) bool {
-	if rg.Spec.MaxActiveRunners == 0 || rg.Spec.Validate() != nil {
+	if rg.Spec.Paused() || rg.Spec.Validate() != nil {
 		return false
 	}
 	if last := rg.Status.LastCheckTime; last == nil || now.Sub(last.Time) > ServedWithin {

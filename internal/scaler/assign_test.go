@@ -62,6 +62,12 @@ func TestOverlappingGroupsServeEachJobOnce(t *testing.T) {
 			want:   map[string]int{"all": 1},
 		},
 		{
+			name:   "a suspended org group does not take jobs away from a global group",
+			groups: []*v1alpha1.RunnerGroup{newGroup("all", 5, global), newGroup("acme", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Suspend = true })},
+			jobs:   []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest")},
+			want:   map[string]int{"all": 1},
+		},
+		{
 			name:   "an org group whose Secret is missing does not take jobs away",
 			groups: []*v1alpha1.RunnerGroup{newGroup("all", 5, global), newGroup("acme", 5, failedWith(ReasonSecretNotFound), func(rg *v1alpha1.RunnerGroup) { rg.Spec.AuthToken.SecretRef.Name = "missing" })},
 			jobs:   []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest")},

@@ -121,12 +121,12 @@ func (s *Scaler) makePlan(g *groupRun, claims state.Claims, obs *observation, ho
 	p := plan.Make(plan.Input{
 		Now:        s.now(),
 		ClaimTTL:   s.cfg.SpawnTTL,
-		MaxActive:  int(g.rg.Spec.MaxActiveRunners),
+		MaxActive:  int(g.rg.Spec.RunnerCap()),
 		Jobs:       jobs,
 		Claims:     claims,
 		Queued:     obs.queued,
 		NewJobName: func() string { return s.newJobName(g.rg.Name) },
-		MinIdle:    int(g.rg.Spec.MinIdleRunners),
+		MinIdle:    int(g.rg.Spec.WarmPool()),
 		Hold:       hold,
 	})
 	g.log.Debug("planned", "queued", len(obs.queued), "leftToOthers", obs.leftToOthers, "blocked", obs.blocked, "running", obs.running,

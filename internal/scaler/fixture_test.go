@@ -267,6 +267,19 @@ func (e *env) group(name string) *v1alpha1.RunnerGroup {
 	return &rg
 }
 
+// editGroupSpec changes a group of ns as a user's update would: its spec
+// through edit, and a new generation.
+func (e *env) editGroupSpec(name string, edit func(*v1alpha1.RunnerGroup)) {
+	e.t.Helper()
+	rg := e.group(name)
+	edit(rg)
+	rg.Generation++
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rg)
+	require.NoError(e.t, err)
+	_, err = e.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Update(context.Background(), &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+	require.NoError(e.t, err)
+}
+
 func (e *env) claims(group string) state.Claims {
 	e.t.Helper()
 	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), state.ConfigMapName(group), metav1.GetOptions{})

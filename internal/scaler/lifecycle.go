@@ -197,7 +197,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		errs = append(errs, fmt.Errorf("cannot list the runners of %s: %w", TargetOf(&g.rg.Spec), listErr))
 	case listed:
 		reap := plan.ReapIdle(plan.IdleInput{Now: s.now(), Timeout: s.cfg.RunnerIdleTimeout,
-			Surplus: obs.surplus, MinIdle: int(g.rg.Spec.MinIdleRunners), Demand: len(obs.queued), Runners: idle})
+			Surplus: obs.surplus, MinIdle: int(g.rg.Spec.WarmPool()), Demand: len(obs.queued), Runners: idle})
 		errs = append(errs, s.reapRunners(ctx, g, runners, byName, regs, reap, unable, obs, rep)...)
 		errs = append(errs, s.removeOrphans(ctx, g, runners, all, obs, rep)...)
 		errs = append(errs, s.removeLeftBehind(ctx, g, runners, all, rep)...)

@@ -67,7 +67,7 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 	st.Conditions = append([]metav1.Condition(nil), rg.Status.Conditions...)
 	st.ObservedGeneration = rg.Generation
 	if obs != nil {
-		observed(&st, obs, created, int(rg.Spec.MinIdleRunners))
+		observed(&st, obs, created, int(rg.Spec.WarmPool()))
 	}
 	// SetStatusCondition keeps the old transition time when the status did
 	// not change, and takes ours when it did.
@@ -170,6 +170,8 @@ func scalingCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, 
 		Message: fmt.Sprintf("%d of %d runners active", st.ActiveRunners, rg.Spec.MaxActiveRunners),
 	}
 	switch {
+	case rg.Spec.Suspend:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPaused, "spec.suspend is true: the group starts no runners"
 	case rg.Spec.MaxActiveRunners == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPaused, "maxActiveRunners is 0: the group starts no runners"
 	case obs != nil && obs.lifecycle != nil && len(obs.lifecycle.stuck) > 0:

@@ -33,6 +33,33 @@ func TestPausedGroupStartsNothing(t *testing.T) {
 	assert.Equal(t, ReasonPaused, scaling.Reason)
 }
 
+// spec.suspend pauses a group as a cap of 0 does, keeping the cap and the
+// warm pool in the spec for when it is resumed; resumed, it serves again.
+func TestSuspendedGroupStartsNothingAndKeepsItsCap(t *testing.T) {
+	rg := newGroup("ci", 5)
+	rg.Spec.MinIdleRunners = 2
+	rg.Spec.Suspend = true
+	e := newEnv(t, rg)
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+
+	sum := e.pass()
+
+	assert.NoError(t, sum.Err())
+	assert.Empty(t, e.jobs(), "no runner for the job, no warm pool")
+	got := e.group("ci")
+	assert.EqualValues(t, 5, got.Spec.MaxActiveRunners)
+	assert.EqualValues(t, 0, got.Status.WarmRunners)
+	scaling := meta.FindStatusCondition(got.Status.Conditions, ConditionScalingActive)
+	require.NotNil(t, scaling)
+	assert.Equal(t, metav1.ConditionFalse, scaling.Status)
+	assert.Equal(t, ReasonPaused, scaling.Reason)
+	assert.Contains(t, scaling.Message, "spec.suspend")
+
+	e.editGroupSpec("ci", func(rg *v1alpha1.RunnerGroup) { rg.Spec.Suspend = false })
+	e.pass()
+	assert.Len(t, e.jobs(), 3, "resumed: a runner for the job and the warm pool of 2")
+}
+
 func TestGiteaFailureKeepsLastObservation(t *testing.T) {
 	e := newEnv(t, newGroup("ci", 5))
 	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}

@@ -421,9 +421,13 @@ func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup,
 	case rg.Status.IdleRunners > 0:
 		rep.Verdict = VerdictIdleRunner
 		rep.say("At its last pass %s had %d idle runner(s) (%d kept by its warm pool): Gitea gives a queued job to an idle runner whose labels fit when that runner next asks, so this job needs no new runner.", key, rg.Status.IdleRunners, rg.Status.WarmRunners)
-	case rg.Spec.MaxActiveRunners == 0:
+	case rg.Spec.Paused():
 		rep.Verdict = VerdictGroupPaused
-		rep.say("%s is paused (maxActiveRunners: 0) and is the only group that can run it, so it waits until the group is resumed.", key)
+		how := "maxActiveRunners: 0"
+		if rg.Spec.Suspend {
+			how = "spec.suspend: true"
+		}
+		rep.say("%s is paused (%s) and is the only group that can run it, so it waits until the group is resumed.", key, how)
 	case ready != nil && ready.Status == metav1.ConditionFalse:
 		rep.Verdict = VerdictGroupFailing
 		rep.say("%s's last pass failed: %s: %s. Fix that and the next pass starts a runner (see `status` and the README's troubleshooting by reason).", key, ready.Reason, ready.Message)

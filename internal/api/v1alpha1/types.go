@@ -55,9 +55,11 @@ const (
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.spec['org','user']`,description="Organization or user the runners register at, or the repository's owner for scope repo."
 // +kubebuilder:printcolumn:name="Repo",type=string,JSONPath=".spec.repo",description="Repository the runners register at (scope repo only)."
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=".status.activeRunners",description="Runner Jobs of this group that have not finished."
-// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=".spec.maxActiveRunners",description="Most runner Jobs this group may have at once; 0 pauses the group."
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=".spec.maxActiveRunners",description="Most runner Jobs this group may have at once; 0 (or spec.suspend) pauses the group."
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=".status.queuedJobs",description="Queued Gitea jobs that this group's labels can serve."
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Status of the Ready condition."
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,description="Reason of the Ready condition: what to look up in the troubleshooting table when it is not Reconciled."
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,priority=1,JSONPath=".spec.suspend",description="Whether spec.suspend pauses the group."
 // +kubebuilder:printcolumn:name="Warm",type=integer,priority=1,JSONPath=".status.warmRunners",description="Idle runners the warm pool keeps ready (at most spec.minIdleRunners)."
 // +kubebuilder:printcolumn:name="Running",type=integer,priority=1,JSONPath=".status.runningJobs",description="Gitea jobs in progress on this group's runners."
 // +kubebuilder:printcolumn:name="Blocked",type=integer,priority=1,JSONPath=".status.blockedJobs",description="Matching Gitea jobs that wait for their needs or an approval."
@@ -179,6 +181,14 @@ type RunnerGroupSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	MaxActiveRunners int32 `json:"maxActiveRunners"`
+
+	// Suspend pauses the group without losing its cap and warm pool: while
+	// true the group starts no runner Jobs and keeps no warm pool (its
+	// idle runners are reaped after the idle timeout), runners that run a
+	// job finish it, and it holds no job away from another group, as with
+	// maxActiveRunners 0. Default false.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 
 	// MinIdleRunners is the warm pool: the scaler keeps this many idle
 	// runners registered beyond the queued jobs, so a job starts without

@@ -103,6 +103,29 @@ func (s *RunnerGroupSpec) Owner() string {
 	return s.User
 }
 
+// Paused says the group starts no runners: spec.suspend, or a cap of 0.
+func (s *RunnerGroupSpec) Paused() bool {
+	return s.Suspend || s.MaxActiveRunners == 0
+}
+
+// RunnerCap is the most runner Jobs the group may have now: its cap, or 0
+// while it is suspended (which keeps spec.maxActiveRunners for later).
+func (s *RunnerGroupSpec) RunnerCap() int32 {
+	if s.Suspend {
+		return 0
+	}
+	return s.MaxActiveRunners
+}
+
+// WarmPool is the warm pool the group keeps now: spec.minIdleRunners, or
+// none while it is suspended.
+func (s *RunnerGroupSpec) WarmPool() int32 {
+	if s.Suspend {
+		return 0
+	}
+	return s.MinIdleRunners
+}
+
 // UsesDefaultLabels reports whether the scaler's default labels are added
 // to the group's own: unless spec.defaultLabels is false.
 func (s *RunnerGroupSpec) UsesDefaultLabels() bool {

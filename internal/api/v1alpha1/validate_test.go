@@ -132,3 +132,24 @@ func TestRegistrationTokenRef(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// One rule for a paused group: a cap of 0 or spec.suspend, which keeps the
+// cap and the warm pool in the spec for when the group is resumed.
+func TestPausedGroupsStartNothingAndKeepNoWarmPool(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		spec          v1alpha1.RunnerGroupSpec
+		paused        bool
+		cap, warmPool int32
+	}{
+		{name: "serving", spec: v1alpha1.RunnerGroupSpec{MaxActiveRunners: 5, MinIdleRunners: 2}, cap: 5, warmPool: 2},
+		{name: "a cap of 0", spec: v1alpha1.RunnerGroupSpec{MaxActiveRunners: 0}, paused: true},
+		{name: "suspended", spec: v1alpha1.RunnerGroupSpec{MaxActiveRunners: 5, MinIdleRunners: 2, Suspend: true}, paused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.paused, tc.spec.Paused())
+			assert.Equal(t, tc.cap, tc.spec.RunnerCap())
+			assert.Equal(t, tc.warmPool, tc.spec.WarmPool())
+		})
+	}
+}
