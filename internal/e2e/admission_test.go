@@ -262,6 +262,7 @@ func TestAdmissionRunnerGroupStatus(t *testing.T) {
 		assert.EqualValues(t, 5, cells["Max"])
 		assert.EqualValues(t, 7, cells["Queued"])
 		assert.Equal(t, "True", cells["Ready"])
+		assert.Equal(t, "Polled", cells["Reason"], "the Ready condition's reason, to look up when it is not Reconciled")
 		assert.Contains(t, cells, "Age")
 	})
 

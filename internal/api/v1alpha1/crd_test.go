@@ -301,6 +301,8 @@ func TestCRDPrinterColumns(t *testing.T) {
 		"Max":     {".spec.maxActiveRunners", "integer", 0, all("5")},
 		"Queued":  {".status.queuedJobs", "integer", 0, all("7")},
 		"Ready":   {`.status.conditions[?(@.type=="Ready")].status`, "string", 0, all("True")},
+		"Reason":  {`.status.conditions[?(@.type=="Ready")].reason`, "string", 0, all("Polled")},
+		"Suspend": {".spec.suspend", "boolean", 1, all("")},
 		"Running": {".status.runningJobs", "integer", 1, all("2")},
 		"Blocked": {".status.blockedJobs", "integer", 1, all("1")},
 		"Age":     {".metadata.creationTimestamp", "date", 0, all(now.UTC().Format("2006-01-02T15:04:05Z"))},
