@@ -25,6 +25,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -99,27 +100,36 @@ type api struct {
 
 // load parses the package's non-test, non-generated files.
 func load(dir string) (*api, error) {
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
-		n := fi.Name()
-		return !strings.HasSuffix(n, "_test.go") && !strings.HasPrefix(n, "zz_generated")
-	}, parser.ParseComments)
+	// Every .go file but tests and generated code; go/parser's ParseDir is
+	// deprecated, and this package has no build tags to consider.
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	if len(pkgs) != 1 {
-		return nil, fmt.Errorf("%s holds %d packages, want 1", dir, len(pkgs))
-	}
-	a := &api{types: map[string]*typeDecl{}, imports: map[string]string{}, consts: map[string][]string{}}
-	var names []string
-	for n := range pkgs {
-		names = append(names, n)
-	}
-	files := pkgs[names[0]].Files
+	fset := token.NewFileSet()
+	files := map[string]*ast.File{}
 	var paths []string
-	for p := range files {
-		paths = append(paths, p)
+	pkgName := ""
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") || strings.HasPrefix(n, "zz_generated") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.ParseComments)
+		if err != nil {
+			return nil, err
+		}
+		if pkgName != "" && f.Name.Name != pkgName {
+			return nil, fmt.Errorf("%s holds packages %s and %s, want one", dir, pkgName, f.Name.Name)
+		}
+		pkgName = f.Name.Name
+		files[n] = f
+		paths = append(paths, n)
 	}
+	if pkgName == "" {
+		return nil, fmt.Errorf("%s has no Go files", dir)
+	}
+	a := &api{version: pkgName, types: map[string]*typeDecl{}, imports: map[string]string{}, consts: map[string][]string{}}
 	sort.Strings(paths)
 	for _, p := range paths {
 		f := files[p]
@@ -151,7 +161,6 @@ func load(dir string) (*api, error) {
 				a.collectConsts(gd)
 			}
 		}
-		a.version = pkgs[names[0]].Name
 	}
 	if a.group == "" {
 		return nil, fmt.Errorf("%s has no +groupName marker in its package doc", dir)

@@ -146,7 +146,7 @@ func parseChart(raw []byte) (chartMeta, error) {
 		return m, fmt.Errorf("cannot parse Chart.yaml: %w", err)
 	}
 	if m.Name == "" || m.Version == "" {
-		return m, errors.New("Chart.yaml has no name or version")
+		return m, errors.New("no name or version in Chart.yaml")
 	}
 	return m, nil
 }
