@@ -63,10 +63,11 @@ $(CONTROLLER_GEN):
 	  sigs.k8s.io/controller-tools/cmd/controller-gen
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Write the CRD (crds/ and the chart's copy) and DeepCopy methods from internal/api/v1alpha1.
+generate: $(CONTROLLER_GEN) ## Write the CRD (crds/ and the chart's copy), its API reference and DeepCopy methods from internal/api/v1alpha1.
 	$(CONTROLLER_GEN) object crd:headerFile=scripts/tools/controller-gen/crd-header.yaml,generateEmbeddedObjectMeta=true paths=./internal/api/... output:crd:dir=crds
 	cd scripts/tools/controller-gen && go run -mod=readonly ./finishcrd $(CURDIR)/crds/*.yaml
 	$(CHART)/hack/sync-crds.sh
+	$(APIDOC)
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail when make generate changes, adds or removes a committed file.
@@ -77,8 +78,33 @@ verify-generated: generate ## Fail when make generate changes, adds or removes a
 	  exit 1; \
 	fi
 
+# Generated docs: the chart README's values table and facts (chartdoc, from
+# values.yaml's "## " comments and Chart.yaml) and the RunnerGroup API
+# reference next to the CRD (apidoc, from the Go types' doc comments and
+# markers). verify-docs fails when they differ from git.
+DOCS := $(CHART)/README.md crds/README.md
+APIDOC := cd scripts/tools/docs && go run -mod=readonly ./apidoc -pkg $(CURDIR)/internal/api/v1alpha1 -kind RunnerGroup -out $(CURDIR)/crds/README.md
+
+.PHONY: docs
+docs: ## Write the chart README's generated parts (from values.yaml, Chart.yaml) and crds/README.md (the RunnerGroup API reference).
+	cd scripts/tools/docs && go run -mod=readonly ./chartdoc $(CURDIR)/$(CHART)
+	$(APIDOC)
+
+.PHONY: verify-docs
+verify-docs: docs ## Fail when make docs changes a committed file.
+	@if ! git diff --exit-code -- $(DOCS) || [ -n "$$(git status --porcelain -- $(DOCS))" ]; then \
+	  git status --short -- $(DOCS); \
+	  echo "verify-docs: the files above differ from what make docs writes from values.yaml, Chart.yaml and internal/api/v1alpha1;"; \
+	  echo "verify-docs: run make docs and commit the result (edit the comments in those sources, not the generated text)."; \
+	  exit 1; \
+	fi
+
+.PHONY: check-links
+check-links: ## Every relative link and #anchor in every *.md of the repository resolves (GitHub's anchor rules).
+	cd scripts/tools/docs && go run -mod=readonly ./mdlinks $(CURDIR)
+
 .PHONY: lint
-lint: $(STATICCHECK) ## gofmt, go vet (with and without the e2e tag), staticcheck.
+lint: $(STATICCHECK) verify-docs check-links ## gofmt, go vet (with and without the e2e tag), staticcheck, generated docs, Markdown links.
 	@out=$$(gofmt -l $$(git ls-files '*.go') ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	go vet -tags e2e ./...
@@ -87,11 +113,13 @@ lint: $(STATICCHECK) ## gofmt, go vet (with and without the e2e tag), staticchec
 	cd scripts/tools/testbed && go vet ./...
 	cd scripts/tools/controller-gen && go vet ./...
 	cd scripts/tools/image && go vet ./...
+	cd scripts/tools/docs && go vet ./...
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes only).
 	go test -count=1 ./...
 	cd scripts/tools/testbed && go test -count=1 ./...
+	cd scripts/tools/docs && go test -count=1 ./...
 
 .PHONY: test-chart
 test-chart: ## helm lint --strict, helm unittest and the chart's checks.

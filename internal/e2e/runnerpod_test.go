@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,8 +198,7 @@ func TestRunnerRecipesAgainstPodSecurity(t *testing.T) {
 	b := getBed(t)
 	ctx := testContext(t, 2*time.Minute)
 	recipes := readRecipes(t, filepath.Join(b.root, "internal", "e2e", "testdata", "runner-recipes"))
-	readme, err := os.ReadFile(filepath.Join(b.root, "README.md"))
-	require.NoError(t, err)
+	readme := allMarkdown(t, b.root)
 
 	// The RuntimeClass admission plugin refuses a pod whose class does not
 	// exist; the bed has no sysbox, but admission only needs the object.
@@ -224,7 +224,7 @@ func TestRunnerRecipesAgainstPodSecurity(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			if r.name != "default" {
 				indented := "template:\n  " + strings.ReplaceAll(strings.TrimSuffix(r.body, "\n"), "\n", "\n  ") + "\n"
-				assert.Contains(t, string(readme), indented, "the README shows recipe %s as tested", r.name)
+				assert.Contains(t, readme, indented, "the docs show recipe %s as tested", r.name)
 			}
 			for level, ns := range levels {
 				rg := &v1alpha1.RunnerGroup{
@@ -307,4 +307,32 @@ func TestPodSecurityPreCheckAgreesWithTheAPIServer(t *testing.T) {
 			assert.Contains(t, ours, `Pod Security "baseline:latest"`, "the scaler refuses it in an unlabelled namespace")
 		})
 	}
+}
+
+// allMarkdown is every Markdown file of the repository, concatenated: the
+// docs are split over several files by topic and sections move between
+// them, so a check that the docs show something looks in all of them.
+func allMarkdown(t *testing.T, root string) string {
+	t.Helper()
+	var all strings.Builder
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		all.Write(raw)
+		all.WriteString("\n")
+		return nil
+	})
+	require.NoError(t, err)
+	return all.String()
 }

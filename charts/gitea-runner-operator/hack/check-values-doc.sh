@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Fails when values.yaml and the README's values table name different keys,
-# or when a key in values.yaml has no "##" comment above it.
-# The checker is Go (scripts/tools/helm/valuesdoc) so it needs nothing beyond
-# the Go toolchain; it lives in the tools module, not the main module, because
-# it parses YAML with comments (go.yaml.in/yaml/v3).
+# Fails when README.md's generated parts (the values table, the chart's
+# facts) differ from what values.yaml and Chart.yaml give, or when a key in
+# values.yaml has no "##" comment above it. `make docs` rewrites them.
+# The generator is Go (scripts/tools/docs/chartdoc), a tool module of its
+# own, so it needs nothing beyond the Go toolchain.
 set -euo pipefail
 
 chart_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 repo_root="$(cd "${chart_dir}/../.." && pwd)"
 
-cd "${repo_root}/scripts/tools/helm"
-go run -mod=readonly ./valuesdoc "${chart_dir}"
+cd "${repo_root}/scripts/tools/docs"
+go run -mod=readonly ./chartdoc -check "${chart_dir}"
+echo "check-values-doc.sh: README.md's values table is what values.yaml's comments give"
