@@ -27,6 +27,9 @@ var (
 	ErrForbidden = errors.New("forbidden")
 	// ErrNotFound: Gitea answered 404 (unknown org, user or repository).
 	ErrNotFound = errors.New("not found")
+	// ErrUnsupportedVersion: Gitea answered 404 for an Actions route and
+	// says it is older than MinVersion, which has none.
+	ErrUnsupportedVersion = errors.New("unsupported Gitea version")
 	// ErrServer: Gitea answered 5xx or another status we do not expect, or
 	// the request failed before any answer (connection refused, DNS).
 	ErrServer = errors.New("server error")

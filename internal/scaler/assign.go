@@ -25,6 +25,7 @@ var cannotServe = map[string]bool{
 	ReasonGiteaUnauthorized:         true,
 	ReasonGiteaForbidden:            true,
 	ReasonGiteaNotFound:             true,
+	ReasonGiteaVersionUnsupported:   true,
 	ReasonStateNotOwned:             true,
 	ReasonRegistrationTokenNotOwned: true,
 	// Fixed by the platform or the namespace's owner, not by a retry.

@@ -141,6 +141,13 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 			giteaErr:   &gitea.APIError{Kind: gitea.ErrUnauthorized, URL: "/api/v1/orgs/other/actions/jobs", Status: 401, Message: "invalid username, password or token"},
 			wantReason: ReasonGiteaUnauthorized, wantMsg: "cannot list Gitea jobs of org other at https://gitea.example.com",
 		},
+		{
+			name:   "Gitea is older than the scaler reads",
+			broken: newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "other" }),
+			giteaErr: &gitea.APIError{Kind: gitea.ErrUnsupportedVersion, URL: "/api/v1/orgs/other/actions/jobs", Status: 404,
+				Message: "Gitea 1.25 is older than 1.26, the oldest release whose Actions jobs and runners API the scaler reads; upgrade Gitea"},
+			wantReason: ReasonGiteaVersionUnsupported, wantMsg: "Gitea 1.25 is older than 1.26",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,13 +25,16 @@ const (
 	ReasonGiteaUnauthorized = "GiteaUnauthorized"
 	ReasonGiteaForbidden    = "GiteaForbidden"
 	ReasonGiteaNotFound     = "GiteaNotFound"
-	ReasonGiteaTimeout      = "GiteaTimeout"
-	ReasonGiteaBadResponse  = "GiteaBadResponse"
-	ReasonGiteaUnavailable  = "GiteaUnavailable"
-	ReasonKubernetesError   = "KubernetesError"
-	ReasonGroupTimeout      = "GroupTimeout"
-	ReasonStateConflict     = "StateConflict"
-	ReasonStateNotOwned     = "StateNotOwned"
+	// ReasonGiteaVersionUnsupported: Gitea answered 404 for an Actions
+	// route and says it is older than gitea.MinVersion.
+	ReasonGiteaVersionUnsupported = "GiteaVersionUnsupported"
+	ReasonGiteaTimeout            = "GiteaTimeout"
+	ReasonGiteaBadResponse        = "GiteaBadResponse"
+	ReasonGiteaUnavailable        = "GiteaUnavailable"
+	ReasonKubernetesError         = "KubernetesError"
+	ReasonGroupTimeout            = "GroupTimeout"
+	ReasonStateConflict           = "StateConflict"
+	ReasonStateNotOwned           = "StateNotOwned"
 	// ReasonRegistrationTokenNotOwned: the group has no
 	// spec.registrationToken and a Secret <group>-registration-token
 	// exists that the group does not own, so none is minted.
@@ -188,6 +191,8 @@ func giteaReason(err error) string {
 		return ReasonGiteaUnauthorized
 	case errors.Is(err, gitea.ErrForbidden):
 		return ReasonGiteaForbidden
+	case errors.Is(err, gitea.ErrUnsupportedVersion):
+		return ReasonGiteaVersionUnsupported
 	case errors.Is(err, gitea.ErrNotFound):
 		return ReasonGiteaNotFound
 	case errors.Is(err, gitea.ErrTimeout):
