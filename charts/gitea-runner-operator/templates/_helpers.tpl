@@ -279,6 +279,24 @@ no Helm release (applied apart, e.g. kubectl apply -f crds/)
 {{- end -}}
 
 {{/*
+Fails when turning crds.install off would make Helm delete the CRD: it
+carries this release's ownership metadata and no helm.sh/resource-policy:
+keep (see templates/crd.yaml). lookup is empty under `helm template`.
+*/}}
+{{- define "gitea-runner-operator.crdDropGuard" -}}
+{{- $name := (.Files.Get "files/crds/gitea.bpg.pw_runnergroups.yaml" | fromYaml).metadata.name | default "runnergroups.gitea.bpg.pw" -}}
+{{- $live := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" $name -}}
+{{- if $live -}}
+{{- $ann := $live.metadata.annotations | default dict -}}
+{{- $labels := $live.metadata.labels | default dict -}}
+{{- $ours := and (eq (get $ann "meta.helm.sh/release-name") .Release.Name) (eq (get $ann "meta.helm.sh/release-namespace") .Release.Namespace) (eq (get $labels "app.kubernetes.io/managed-by") "Helm") -}}
+{{- if and $ours (ne (get $ann "helm.sh/resource-policy") "keep") -}}
+{{- fail (printf "crds.install=false: CRD %s belongs to this release and lacks the annotation helm.sh/resource-policy: keep, so Helm would delete it, and with it every RunnerGroup in the cluster. To keep it and manage it apart, run: kubectl annotate crd %s helm.sh/resource-policy=keep; then run this upgrade again. To delete it and every RunnerGroup on purpose: kubectl delete crd %s" $name $name $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Name of the ConfigMap that holds runnerTemplate.
 */}}
 {{- define "gitea-runner-operator.runnerTemplateName" -}}
