@@ -174,16 +174,26 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each.
 	  echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; done
 
-test: verify-generated lint test-unit fuzz test-image test-chart test-e2e test-demo ## Everything CI runs.
+test: verify-generated lint test-unit fuzz test-image test-chart testbed-fresh test-e2e test-demo ## Everything CI runs.
+
+# make test owns its bed: it starts one from empty data, so whatever make
+# demo or an interrupted earlier run left (releases, namespaces, the CRD's
+# owner, Gitea orgs) cannot decide the result. The tools stay cached.
+.PHONY: testbed-fresh
+testbed-fresh: ## Stop the test bed, wipe its data (not the tool cache) and start it again.
+	scripts/testbed up --fresh
 
 # The README's `make demo`, checked: scripts/demo up on the running bed (no
 # second testbed up, which may restart the agent) checks what it promises and
 # fails when it falls short; demo down --keep-testbed then removes all it made,
 # whatever the result, and the caller stops the bed. No terminal is needed.
+# It first removes what an earlier make demo or an interrupted run left of
+# the demo (release, namespaces, Gitea org), so it starts from its own state.
 DEMO_CHECK_TIMEOUT ?= 5m
 
 .PHONY: test-demo
 test-demo: testbed-up ## The demo on the test bed: fails unless it shows what the README promises.
+	scripts/demo down --keep-testbed </dev/null
 	t0=$$(date +%s); rc=0; DEMO_TESTBED_UP=0 DEMO_TIMEOUT=150 timeout --kill-after=10s $(DEMO_CHECK_TIMEOUT) scripts/demo up </dev/null || rc=$$?; \
 	  scripts/demo down --keep-testbed </dev/null; echo "test-demo: up and down took $$(( $$(date +%s) - t0 ))s"; exit $$rc
 

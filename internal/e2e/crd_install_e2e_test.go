@@ -4,13 +4,17 @@ package e2e
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
 const (
@@ -122,6 +126,98 @@ func TestChartInstallsOverAnExistingCRD(t *testing.T) {
 	})
 }
 
+// TestTurningCRDInstallOffKeepsEveryRunnerGroup upgrades a release that
+// installed the CRD to crds.install=false, as a platform team that starts
+// managing CRDs apart does. Helm deletes what a release no longer renders
+// unless the live object says helm.sh/resource-policy: keep, and deleting
+// the CRD deletes every RunnerGroup. So, on the real API server and Helm:
+//
+//  1. with keep (crds.keep, the default) the upgrade succeeds, the CRD
+//     leaves the release and the RunnerGroup is the same object after it;
+//  2. without keep (crds.keep=false, or the annotation removed by hand) the
+//     chart refuses the upgrade with the command that keeps the CRD, and the
+//     RunnerGroup is still there.
+//
+// The CRD is the bed's, shared by every test: see
+// TestChartInstallsOverAnExistingCRD. Should the guard ever fail to refuse,
+// the cleanup applies crds/ again so the tests after this one still run.
+func TestTurningCRDInstallOffKeepsEveryRunnerGroup(t *testing.T) {
+	b := getBed(t)
+	ctx := testContext(t, 4*time.Minute)
+	ns := b.namespace(ctx, t, "e2e-crd-off", nil)
+	t.Cleanup(func() {
+		ctx, cancel := cleanupContext()
+		defer cancel()
+		if err := b.ensureCRD(ctx); err != nil {
+			t.Errorf("give the bed its CRD back: %v", err)
+		}
+		b.disownCRD(t)
+	})
+	const rel = "crdoff"
+	b.disownCRD(t)
+	b.ownCRD(ctx, t, rel, ns)
+	// No watched namespace: no pass serves the group, which only has to exist.
+	values := baseValues()
+	values["crds"] = map[string]any{"install": true, "keep": true}
+	out, err := b.tryHelmInstall(ctx, t, ns, rel, valuesFile(t, values))
+	require.NoError(t, err, out)
+	require.Contains(t, out, notesInstalled)
+
+	rg := b.createGroup(ctx, t, ns, "kept", nil, v1alpha1.RunnerGroupSpec{
+		Scope:            v1alpha1.ScopeOrg,
+		Org:              "acme",
+		Gitea:            v1alpha1.GiteaSpec{URL: bedGiteaURL},
+		MaxActiveRunners: 1,
+		AuthToken:        v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "acme-tokens", Key: "api"}},
+	})
+	chart := filepath.Join(b.root, "charts", chartName)
+	upgradeInstallOff := func() (string, error) {
+		off := baseValues()
+		off["crds"] = map[string]any{"install": false}
+		return b.helm(ctx, "upgrade", rel, chart, "--namespace", ns, "--values", valuesFile(t, off))
+	}
+	sameGroup := func(t *testing.T) {
+		t.Helper()
+		got, err := b.group(ctx, ns, "kept")
+		require.NoError(t, err, "the RunnerGroup must outlive the upgrade")
+		require.Equal(t, rg.UID, got.UID, "the RunnerGroup was deleted and made again")
+	}
+
+	t.Run("with keep the CRD leaves the release and stays", func(t *testing.T) {
+		out, err := upgradeInstallOff()
+		require.NoError(t, err, redact(out))
+		manifest, err := b.helm(ctx, "get", "manifest", rel, "--namespace", ns)
+		require.NoError(t, err, manifest)
+		require.NotContains(t, manifest, crdInManifestRE, "the release must no longer hold the CRD")
+		sameGroup(t)
+	})
+
+	t.Run("without keep the upgrade is refused", func(t *testing.T) {
+		// Back to a revision that holds the CRD, then take keep away as
+		// crds.keep=false or a hand edit would.
+		out, err := b.helm(ctx, "upgrade", rel, chart, "--namespace", ns, "--values", valuesFile(t, values))
+		require.NoError(t, err, redact(out))
+		setKeep := func(v string) error {
+			_, err := b.dyn.Resource(crdGVR).Patch(ctx, crdName, types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"helm.sh/resource-policy":`+v+`}}}`), metav1.PatchOptions{})
+			return err
+		}
+		// Before the release's uninstall, whose last revision holds the CRD.
+		t.Cleanup(func() {
+			if err := setKeep(`"keep"`); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("put keep back on the CRD: %v", err)
+			}
+		})
+		require.NoError(t, setKeep("null"))
+
+		out, err = upgradeInstallOff()
+		require.Error(t, err, "helm upgrade with crds.install=false must be refused:\n%s", redact(out))
+		require.Contains(t, out, "crds.install=false: CRD "+crdName+" belongs to this release and lacks the annotation helm.sh/resource-policy: keep")
+		require.Contains(t, out, "kubectl annotate crd "+crdName+" helm.sh/resource-policy=keep")
+		sameGroup(t)
+	})
+}
+
 // ownCRD gives the bed's CRD the Helm ownership metadata of release name in
 // ns: the commands the chart's NOTES print to hand it to a release.
 func (b *bed) ownCRD(ctx context.Context, t *testing.T, name, ns string) {
@@ -132,14 +228,17 @@ func (b *bed) ownCRD(ctx context.Context, t *testing.T, name, ns string) {
 }
 
 // disownCRD strips Helm's ownership metadata from the bed's CRD, back to
-// the state ensureCRD leaves it in: applied apart. The patch is the same
+// the state ensureCRD leaves it in: applied apart, and kept. The patch is the same
 // whatever the CRD carries, so it is safe to run before and after.
 func (b *bed) disownCRD(t *testing.T) {
 	t.Helper()
 	ctx, cancel := cleanupContext()
 	defer cancel()
-	// The chart's labels go too: the release that added them is gone.
-	patch := `{"metadata":{"annotations":{"` + annReleaseName + `":null,"` + annReleaseNs + `":null,"helm.sh/resource-policy":null},` +
+	// The chart's labels go too: the release that added them is gone. keep
+	// stays, or is set: a release whose manifest still holds the CRD (the
+	// demo's, or one a killed test left) would otherwise delete it, and
+	// every RunnerGroup, when it next drops it (make demo, then make test).
+	patch := `{"metadata":{"annotations":{"` + annReleaseName + `":null,"` + annReleaseNs + `":null,"helm.sh/resource-policy":"keep"},` +
 		`"labels":{"` + labelHelmManagedBy + `":null,"app.kubernetes.io/instance":null,"app.kubernetes.io/name":null,` +
 		`"app.kubernetes.io/part-of":null,"app.kubernetes.io/version":null,"helm.sh/chart":null}}}`
 	_, err := b.dyn.Resource(crdGVR).Patch(ctx, crdName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})

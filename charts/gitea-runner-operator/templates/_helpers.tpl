@@ -91,7 +91,90 @@ container in runnerTemplate that sets SSL_CERT_DIR itself keeps its own.
 {{- $_ := set $spec "containers" $containers -}}
 {{- $_ := set $tpl "spec" $spec -}}
 {{- end -}}
+{{- include "gitea-runner-operator.runnerPodShorthands" (dict "root" . "tpl" $tpl) -}}
 {{- toYaml $tpl -}}
+{{- end -}}
+
+{{/*
+Adds runnerPod and proxy to the runner template $tpl, in place. They are
+the platform team's like runnerTemplate, so they join its layer: where
+runnerTemplate names the same annotation, pull Secret or env variable, its
+own wins; nodeSelector, tolerations and affinity, which a pod takes whole,
+are set in one place or the render fails (neither silently wins). A
+group's spec.template then merges over the result by the runner pod merge
+rules, and runnerTemplatePinned can pin these fields as any other.
+Argument: dict "root" $ "tpl" <the runner template, a dict>.
+*/}}
+{{- define "gitea-runner-operator.runnerPodShorthands" -}}
+{{- $tpl := .tpl -}}
+{{- $rp := .root.Values.runnerPod | default dict -}}
+{{- $proxyEnv := include "gitea-runner-operator.proxyEnv" .root | fromJsonArray -}}
+{{- if or $rp.annotations $rp.imagePullSecrets $rp.nodeSelector $rp.tolerations $rp.affinity $proxyEnv -}}
+{{- $spec := get $tpl "spec" | default dict -}}
+{{- with $rp.annotations -}}
+{{- $meta := get $tpl "metadata" | default dict -}}
+{{- $_ := set $meta "annotations" (merge (get $meta "annotations" | default dict) .) -}}
+{{- $_ := set $tpl "metadata" $meta -}}
+{{- end -}}
+{{- with $rp.imagePullSecrets -}}
+{{- $merged := dict "list" (deepCopy .) -}}
+{{- include "gitea-runner-operator.mergeByKey" (dict "into" $merged "field" "list" "over" (get $spec "imagePullSecrets" | default list) "key" "name") -}}
+{{- $_ := set $spec "imagePullSecrets" $merged.list -}}
+{{- end -}}
+{{- range $field := list "nodeSelector" "tolerations" "affinity" -}}
+{{- with get $rp $field -}}
+{{- if get $spec $field -}}
+{{- fail (printf "runnerPod.%s: runnerTemplate.spec.%s is set too; set it in one place (a pod takes it whole, so one would silently lose)" $field $field) -}}
+{{- end -}}
+{{- $_ := set $spec $field . -}}
+{{- end -}}
+{{- end -}}
+{{- with $proxyEnv -}}
+{{- $containers := list -}}
+{{- $found := false -}}
+{{- range (get $spec "containers" | default list) -}}
+{{- if eq .name "runner" -}}
+{{- $found = true -}}
+{{- $own := dict -}}
+{{- range (get . "env" | default list) -}}{{- $_ := set $own .name true -}}{{- end -}}
+{{- $env := get . "env" | default list -}}
+{{- range $proxyEnv -}}
+{{- if not (hasKey $own .name) -}}{{- $env = append $env . -}}{{- end -}}
+{{- end -}}
+{{- $_ := set . "env" $env -}}
+{{- end -}}
+{{- $containers = append $containers . -}}
+{{- end -}}
+{{- if not $found -}}
+{{- $containers = append $containers (dict "name" "runner" "env" $proxyEnv) -}}
+{{- end -}}
+{{- $_ := set $spec "containers" $containers -}}
+{{- end -}}
+{{- $_ := set $tpl "spec" $spec -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The proxy's env, as a JSON list ([] without a proxy): HTTP_PROXY,
+HTTPS_PROXY and NO_PROXY, each also in lower case (Go reads either; curl
+and many tools in CI jobs read only the lower-case names). NO_PROXY starts
+with the API server's in-cluster address: client-go reads the same
+variables, and $(KUBERNETES_SERVICE_HOST), which the kubelet expands from
+the service environment of every pod, is the address it dials in-cluster.
+*/}}
+{{- define "gitea-runner-operator.proxyEnv" -}}
+{{- $p := .Values.proxy | default dict -}}
+{{- $env := list -}}
+{{- if or $p.httpProxy $p.httpsProxy -}}
+{{- $no := concat (list "$(KUBERNETES_SERVICE_HOST)" "kubernetes.default.svc") ($p.noProxy | default list) | join "," -}}
+{{- range $pair := list (list "HTTP_PROXY" $p.httpProxy) (list "HTTPS_PROXY" $p.httpsProxy) (list "NO_PROXY" $no) -}}
+{{- with last $pair -}}
+{{- $env = append $env (dict "name" (first $pair) "value" .) -}}
+{{- $env = append $env (dict "name" (lower (first $pair)) "value" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $env -}}
 {{- end -}}
 
 {{/* The scaler image tag: image.tag, else the chart's appVersion. */}}
@@ -274,6 +357,24 @@ release {{ $rel }} in namespace {{ $relNs }}
 {{- else -}}
 no Helm release (applied apart, e.g. kubectl apply -f crds/)
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Fails when turning crds.install off would make Helm delete the CRD: it
+carries this release's ownership metadata and no helm.sh/resource-policy:
+keep (see templates/crd.yaml). lookup is empty under `helm template`.
+*/}}
+{{- define "gitea-runner-operator.crdDropGuard" -}}
+{{- $name := (.Files.Get "files/crds/gitea.bpg.pw_runnergroups.yaml" | fromYaml).metadata.name | default "runnergroups.gitea.bpg.pw" -}}
+{{- $live := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" $name -}}
+{{- if $live -}}
+{{- $ann := $live.metadata.annotations | default dict -}}
+{{- $labels := $live.metadata.labels | default dict -}}
+{{- $ours := and (eq (get $ann "meta.helm.sh/release-name") .Release.Name) (eq (get $ann "meta.helm.sh/release-namespace") .Release.Namespace) (eq (get $labels "app.kubernetes.io/managed-by") "Helm") -}}
+{{- if and $ours (ne (get $ann "helm.sh/resource-policy") "keep") -}}
+{{- fail (printf "crds.install=false: CRD %s belongs to this release and lacks the annotation helm.sh/resource-policy: keep, so Helm would delete it, and with it every RunnerGroup in the cluster. To keep it and manage it apart, run: kubectl annotate crd %s helm.sh/resource-policy=keep; then run this upgrade again. To delete it and every RunnerGroup on purpose: kubectl delete crd %s" $name $name $name) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

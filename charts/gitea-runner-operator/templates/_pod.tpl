@@ -18,13 +18,26 @@ Argument: dict "root" $ "listener" <an entry of gitea-runner-operator.listeners>
 {{- $s := $v.scaler -}}
 {{- $ca := include "gitea-runner-operator.giteaCA" .root | fromYaml -}}
 {{- $rt := include "gitea-runner-operator.runnerTemplate" .root | fromYaml -}}
+{{- $lp := $v.listenerPod | default dict -}}
+{{- $proxyEnv := include "gitea-runner-operator.proxyEnv" .root | fromJsonArray -}}
+{{- /* A proxy resolves a group's Gitea host itself, past the scaler's dial
+check: only a list of allowed Gitea URLs keeps tokens from loopback and
+metadata addresses (the same rule as a proxy set in listenerTemplate). */ -}}
+{{- if and $proxyEnv (not $v.allowedGiteaURLs) -}}
+{{- fail "proxy: a proxy needs allowedGiteaURLs (the proxy, not the scaler, resolves a group's Gitea host, so only a list keeps API tokens from loopback and metadata addresses)" -}}
+{{- end -}}
 metadata:
   labels:
     {{- include "gitea-runner-operator.listenerLabels" (dict "root" .root "listener" .listener.name) | nindent 4 }}
-  {{- with $rt }}
+  {{- if or $rt $lp.annotations }}
   annotations:
+    {{- with $lp.annotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+    {{- with $rt }}
     # A changed runnerTemplate restarts a looping scaler, which reads it once.
     checksum/runner-template: {{ toYaml . | sha256sum | quote }}
+    {{- end }}
   {{- end }}
 spec:
   serviceAccountName: {{ include "gitea-runner-operator.serviceAccountName" .root | quote }}
@@ -40,7 +53,19 @@ spec:
     seccompProfile:
       type: RuntimeDefault
   nodeSelector:
-    kubernetes.io/os: linux
+    {{- toYaml (merge (deepCopy ($lp.nodeSelector | default dict)) (dict "kubernetes.io/os" "linux")) | nindent 4 }}
+  {{- with $lp.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $lp.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $lp.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   {{- if or $ca $rt }}
   volumes:
   {{- end }}
@@ -161,6 +186,9 @@ spec:
         {{- with $v.runnerTemplatePinned }}
         - name: SCALER_RUNNER_TEMPLATE_PINNED
           value: {{ join "," . | quote }}
+        {{- end }}
+        {{- with $proxyEnv }}
+        {{- toYaml . | nindent 8 }}
         {{- end }}
       {{- if or $ca $rt }}
       volumeMounts:
