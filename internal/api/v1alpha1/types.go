@@ -210,7 +210,8 @@ type RunnerGroupSpec struct {
 	// into the runner container (image, resources, securityContext and the
 	// like replace, env and volumeMounts are added by name); other
 	// containers and initContainers are added; volumes are added by name.
-	// Refused here: GITEA_INSTANCE_URL and GITEA_RUNNER_* env, restartPolicy,
+	// Refused here: GITEA_INSTANCE_URL and GITEA_RUNNER_* env, CONFIG_FILE in
+	// the runner container (spec.runnerConfig configures the runner), restartPolicy,
 	// the scaler's labels (gitea.bpg.pw/* and app.kubernetes.io/name,
 	// component, managed-by), and references to Secrets or ServiceAccounts
 	// (serviceAccountName, secret volumes and projections, secretKeyRef,
