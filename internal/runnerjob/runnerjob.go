@@ -390,8 +390,11 @@ func reserve(pod *corev1.PodTemplateSpec, rg *v1alpha1.RunnerGroup, name string,
 		}
 		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == podtemplate.ConfigFileEnv })
 		c.Env = append(ours, c.Env...)
+		// A template's mount at the config's directory or below it (a
+		// subPath mount on config.yaml) would shadow the scaler's file.
 		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
-			return m.Name == ConfigVolume || path.Clean(m.MountPath) == ConfigDir
+			p := path.Clean(m.MountPath)
+			return m.Name == ConfigVolume || p == ConfigDir || strings.HasPrefix(p, ConfigDir+"/")
 		})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: ConfigVolume, MountPath: ConfigDir, ReadOnly: true})
 	}

@@ -408,7 +408,7 @@ func TestBuildMountsTheRenderedConfig(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 		Containers: []corev1.Container{{Name: "runner", Env: []corev1.EnvVar{{Name: "CONFIG_FILE", Value: "/etc/mine/config.yaml"}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "mine", MountPath: "/etc/gitea-runner/"}}}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "mine", MountPath: "/etc/gitea-runner/"}, {Name: "mine", MountPath: "/etc/gitea-runner/config.yaml", SubPath: "c.yaml"}}}},
 		Volumes: []corev1.Volume{
 			{Name: "mine", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			{Name: "gitea-runner-config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "other"}}}},
