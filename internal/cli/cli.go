@@ -28,6 +28,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
@@ -111,6 +112,10 @@ type RunCmd struct {
 	// mounted from a ConfigMap) and the fields groups may not change.
 	RunnerTemplate       string   `env:"SCALER_RUNNER_TEMPLATE" placeholder:"PATH" type:"path" help:"YAML file with a pod template (metadata and spec) merged over the built-in runner pod and under each group's spec.template; empty for none."`
 	RunnerTemplatePinned []string `env:"SCALER_RUNNER_TEMPLATE_PINNED" placeholder:"FIELD" help:"Fields a group's spec.template may not set, spec.<pod field> or runner.<container field>, e.g. spec.runtimeClassName,runner.image (repeat, or comma-separated)."`
+	// The install-wide layers of every group's runner config (the chart's
+	// runnerConfig.defaults and runnerConfig.pinned), as JSON or YAML text.
+	RunnerConfigDefaults string `env:"SCALER_RUNNER_CONFIG_DEFAULTS" placeholder:"YAML" help:"Runner config (gitea/runner's keys, the subset of spec.runnerConfig) merged under each group's spec.runnerConfig; empty for none."`
+	RunnerConfigPinned   string `env:"SCALER_RUNNER_CONFIG_PINNED" placeholder:"YAML" help:"Runner config merged over each group's spec.runnerConfig; a group that sets one of its fields fails with InvalidRunnerConfig; empty for none."`
 
 	// giteaTransport sends every Gitea request: built once by Validate
 	// from --gitea-ca-file and the proxy variables, shared by all clients.
@@ -233,6 +238,12 @@ func (r *RunCmd) runnerOptions() (runnerjob.Options, error) {
 		return opts, fmt.Errorf("--runner-template-pinned: %w", err)
 	}
 	opts.Pinned = pinned
+	if opts.Config.Defaults, err = runnerconfig.ParseLayer([]byte(r.RunnerConfigDefaults), "--runner-config-defaults"); err != nil {
+		return opts, err
+	}
+	if opts.Config.Pinned, err = runnerconfig.ParseLayer([]byte(r.RunnerConfigPinned), "--runner-config-pinned"); err != nil {
+		return opts, err
+	}
 	if r.RunnerTemplate == "" {
 		return opts, nil
 	}
@@ -440,6 +451,7 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 		"groupTimeout", r.GroupTimeout, "giteaCAFile", r.GiteaCAFile, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,
 		"runnerTemplate", r.RunnerTemplate, "runnerTemplatePinned", cfg.Runner.Pinned.String(),
+		"runnerConfigDefaults", runnerconfig.String(cfg.Runner.Config.Defaults), "runnerConfigPinned", runnerconfig.String(cfg.Runner.Config.Pinned),
 		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces)
 	if len(r.AllowedGiteaURLs) == 0 {
 		deps.Log.Warn("no allowed Gitea URLs: a RunnerGroup may send its API token to any host but loopback, link-local and metadata addresses; set --allowed-gitea-urls")

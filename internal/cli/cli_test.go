@@ -276,6 +276,8 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 			want: `env GITEA_RUNNER_LABELS in container "runner" is reserved`},
 		{name: "runner template over the runner's state", env: map[string]string{"SCALER_RUNNER_TEMPLATE": writeFile(t, "spec:\n  containers:\n  - name: runner\n    volumeMounts:\n    - name: x\n      mountPath: /data\n")},
 			want: "would keep act_runner's state file"},
+		{name: "runner config with a typo", env: map[string]string{"SCALER_RUNNER_CONFIG_DEFAULTS": "runner:\n  fetch_intervall: 1s\n"}, want: `--runner-config-defaults: json: unknown field "fetch_intervall"`},
+		{name: "pinned runner config that the scaler owns", env: map[string]string{"SCALER_RUNNER_CONFIG_PINNED": `{"runner":{"capacity":3}}`}, want: "--runner-config-pinned.runner.capacity must be 1"},
 		{name: "unknown pinned field", env: map[string]string{"SCALER_RUNNER_TEMPLATE_PINNED": "spec.runtimeClassName,spec.nodeSelectors"}, want: `--runner-template-pinned: pinned field "spec.nodeSelectors": the pod spec has no field "nodeSelectors"`},
 	}
 	for _, tt := range tests {
@@ -326,6 +328,22 @@ spec:
 	assert.Equal(t, "ci", cfg.Runner.Template.Labels["tier"])
 	assert.Equal(t, "mirror.example.com/act_runner:0.2.13-dind-rootless", cfg.Runner.Template.Spec.Containers[0].Image)
 	assert.Equal(t, []string{"spec.runtimeClassName", "runner.image"}, []string(cfg.Runner.Pinned))
+}
+
+// The chart passes runnerConfig.defaults and runnerConfig.pinned as JSON in
+// the environment; the scaler reads both into its runner options.
+func TestRunnerConfigFlags(t *testing.T) {
+	t.Setenv("SCALER_RUNNER_CONFIG_DEFAULTS", `{"runner":{"fetch_interval":"500ms","envs":{"HTTP_PROXY":"http://proxy"}}}`)
+	t.Setenv("SCALER_RUNNER_CONFIG_PINNED", "container:\n  docker_host: '-'\n")
+	r, err := parse(t)
+	require.NoError(t, err)
+	cfg, err := r.scalerConfig()
+	require.NoError(t, err)
+	require.NotNil(t, cfg.Runner.Config.Defaults)
+	assert.Equal(t, "500ms", *cfg.Runner.Config.Defaults.Runner.FetchInterval)
+	assert.Equal(t, map[string]string{"HTTP_PROXY": "http://proxy"}, cfg.Runner.Config.Defaults.Runner.Envs)
+	require.NotNil(t, cfg.Runner.Config.Pinned)
+	assert.Equal(t, "-", *cfg.Runner.Config.Pinned.Container.DockerHost)
 }
 
 func TestVersionAndHelp(t *testing.T) {

@@ -41,6 +41,7 @@ func baseValues(watch ...string) map[string]any {
 		"crds":             map[string]any{"install": false},
 		"watchNamespaces":  watch,
 		"allowedGiteaURLs": []string{bedGiteaURL},
+		"runnerConfig":     map[string]any{"defaults": bedRunnerConfig()},
 		"scaler": map[string]any{
 			"logFormat":     "text",
 			"logLevel":      "debug",
@@ -48,6 +49,19 @@ func baseValues(watch ...string) map[string]any {
 			"defaultLabels": []string{bedHostLabel},
 		},
 	}
+}
+
+// bedRunnerConfig is the install-wide runner config of the bed's releases
+// and passes (runnerConfig.defaults, --runner-config-defaults): the runner
+// reads the config the scaler renders, not the bed's own
+// (.testbed/gitea-runner-config.yaml), so the bed's polling goes here.
+// The runner's defaults ask every 2s and back off to 5s when idle; the bed
+// asks every 500ms, up to 1s, so a test waits on its own steps rather than
+// on polls. (The runner's own cache server, which listens on every
+// interface, is off in the rendered config unless a group has a shared
+// cache.)
+func bedRunnerConfig() map[string]any {
+	return map[string]any{"runner": map[string]any{"fetch_interval": "500ms", "fetch_interval_max": "1s"}}
 }
 
 // deploymentValues run the listener as a Deployment that passes every 2s.

@@ -96,6 +96,7 @@ func TestRunnerPodFollowsTheTemplates(t *testing.T) {
 	assert.ElementsMatch(t, []corev1.VolumeMount{
 		{Name: runnerjob.DockerDataVolume, MountPath: runnerjob.DockerDataDir},
 		{Name: "cache", MountPath: "/cache"},
+		{Name: runnerjob.ConfigVolume, MountPath: runnerjob.ConfigDir, ReadOnly: true},
 	}, runner.VolumeMounts)
 	assert.Equal(t, "cache-proxy", sidecar.Name)
 	assert.Equal(t, sidecarImage, sidecar.Image)

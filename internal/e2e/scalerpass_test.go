@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -132,6 +133,11 @@ func (b *bed) startPass(ctx context.Context, t *testing.T, o passOpts) *passRun 
 	}
 	if !slices.ContainsFunc(o.args, func(a string) bool { return strings.HasPrefix(a, "--allowed-gitea-urls") }) {
 		args = append(args, "--allowed-gitea-urls", strings.Join(b.giteaURLsOf(ctx, t, o.namespaces), ","))
+	}
+	if !slices.ContainsFunc(o.args, func(a string) bool { return strings.HasPrefix(a, "--runner-config-defaults") }) {
+		raw, err := json.Marshal(bedRunnerConfig())
+		require.NoError(t, err)
+		args = append(args, "--runner-config-defaults", string(raw))
 	}
 	args = append(args, o.args...)
 	pctx, cancel := context.WithTimeout(ctx, cmp.Or(o.deadline, passDeadline))

@@ -7,16 +7,11 @@ package e2e
 
 import (
 	"context"
-	"slices"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
 // sceneOpts says how servedGroup sets the scene up.
@@ -41,11 +36,8 @@ type sceneOpts struct {
 	minIdle int32
 	// mintToken leaves spec.registrationToken out: the scaler mints it.
 	mintToken bool
-	// runnerConfig, when set, is the runner's config.yaml: the scene puts it
-	// in a ConfigMap of the group's namespace and the group's template
-	// mounts it and names it in CONFIG_FILE, as a user configures Gitea's
-	// runner today.
-	runnerConfig string
+	// runnerConfig is the group's spec.runnerConfig; nil for none.
+	runnerConfig *v1alpha1.RunnerConfig
 }
 
 // scene is what servedGroup made.
@@ -90,9 +82,7 @@ func (b *bed) servedGroup(ctx context.Context, t *testing.T, o sceneOpts) scene 
 	b.tokenSecret(ctx, t, s.ns, secret, s.fx.regToken, s.fx.apiToken)
 	spec := b.groupSpec(s.fx, secret, o.max, s.label)
 	spec.Template = o.template
-	if o.runnerConfig != "" {
-		spec.Template = b.runnerConfig(ctx, t, s.ns, o.template, o.runnerConfig)
-	}
+	spec.RunnerConfig = o.runnerConfig
 	spec.MinIdleRunners = o.minIdle
 	if o.mintToken {
 		spec.RegistrationToken = nil
@@ -100,34 +90,4 @@ func (b *bed) servedGroup(ctx context.Context, t *testing.T, o sceneOpts) scene 
 	s.rg = b.createGroup(ctx, t, s.ns, s.group, nil, spec)
 	s.dump = func() string { return b.dumpNamespaces(namespaces...) + b.gitea.jobsLine(s.fx.repo) }
 	return s
-}
-
-// runnerConfigMount is where runnerConfig mounts the runner's config.
-const runnerConfigMount = "/etc/gitea-runner"
-
-// runnerConfig creates the ConfigMap "runner-config" with config.yaml in ns
-// and returns template (or a new one) with the runner container mounting it
-// and CONFIG_FILE naming it: the image's run.sh passes CONFIG_FILE to
-// gitea-runner register and daemon.
-func (b *bed) runnerConfig(ctx context.Context, t *testing.T, ns string, template *corev1.PodTemplateSpec, config string) *corev1.PodTemplateSpec {
-	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "runner-config", Namespace: ns}, Data: map[string]string{"config.yaml": config}}
-	_, err := b.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
-	require.NoError(t, err)
-	out := &corev1.PodTemplateSpec{}
-	if template != nil {
-		out = template.DeepCopy()
-	}
-	idx := slices.IndexFunc(out.Spec.Containers, func(c corev1.Container) bool { return c.Name == runnerjob.ContainerName })
-	if idx < 0 {
-		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: runnerjob.ContainerName})
-		idx = len(out.Spec.Containers) - 1
-	}
-	c := &out.Spec.Containers[idx]
-	c.Env = append(c.Env, corev1.EnvVar{Name: "CONFIG_FILE", Value: runnerConfigMount + "/config.yaml"})
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "runner-config", MountPath: runnerConfigMount, ReadOnly: true})
-	out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: "runner-config", VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "runner-config"}},
-	}})
-	return out
 }

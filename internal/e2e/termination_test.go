@@ -23,8 +23,10 @@ import (
 // TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost: a runner
 // Job deleted while its Gitea job runs (what a node drain, an eviction or a
 // user's kubectl delete does) sends Gitea's real runner SIGTERM through the
-// pod's deletion. The runner, with its default shutdown_timeout of 0,
-// cancels the job and reports it, so Gitea records the job as ended, not
+// pod's deletion. The runner waits its shutdown_timeout for the job (the
+// scaler sets it to the pod's grace less 30s: 1m30s for the built-in 120s,
+// README "Runner configuration"; the held step outlasts it), then cancels
+// the job and reports it, so Gitea records the job as ended, not
 // running for ever (gitea-runner v1.0.8 reports it as a success: pinned
 // below); and the looping scaler's next passes start no second runner for
 // it (the job is not queued again) while a job pushed after it is served as

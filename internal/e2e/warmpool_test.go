@@ -11,7 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/ptr"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -28,7 +30,7 @@ func TestWarmPoolServesTheNextJobWithoutANewPod(t *testing.T) {
 	// runners that ask every 200ms, without backing off while idle, win over
 	// one that must still start, register and ask. The group's runner
 	// config says so, as a user would tune Gitea's runner for a warm pool.
-	config := "runner:\n  capacity: 1\n  fetch_interval: 200ms\n  fetch_interval_max: 200ms\ncache:\n  enabled: false\n"
+	config := &v1alpha1.RunnerConfig{Runner: &v1alpha1.RunnerRunnerConfig{FetchInterval: ptr.To("200ms"), FetchIntervalMax: ptr.To("200ms")}}
 	s := b.servedGroup(ctx, t, sceneOpts{name: "warm", max: 3, minIdle: 2, runnerConfig: config})
 
 	var warm []string

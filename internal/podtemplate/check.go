@@ -28,6 +28,12 @@ func IsReservedEnv(name string) bool {
 	return name == "GITEA_INSTANCE_URL" || strings.HasPrefix(name, "GITEA_RUNNER_")
 }
 
+// ConfigFileEnv names the runner's config file in the runner image's
+// entrypoint (run.sh): the scaler sets it in the runner container to the
+// config it renders, so the rights checks on that config cannot be
+// bypassed with a file of the template's.
+const ConfigFileEnv = "CONFIG_FILE"
+
 // CheckReserved reports what a template sets that the scaler reserves:
 // restartPolicy, the GITEA_* env in any container, the scaler's labels. It
 // applies to the install-wide runnerTemplate and to a group's template
@@ -44,6 +50,13 @@ func CheckReserved(t *corev1.PodTemplateSpec) error {
 		for _, e := range c.Env {
 			if IsReservedEnv(e.Name) {
 				errs = append(errs, fmt.Errorf("env %s in container %q is reserved: the scaler sets it", e.Name, c.Name))
+			}
+		}
+	}
+	for _, c := range t.Spec.Containers {
+		for _, e := range c.Env {
+			if c.Name == RunnerContainer && e.Name == ConfigFileEnv {
+				errs = append(errs, fmt.Errorf("env %s in container %q is reserved: the scaler sets it to the config it renders from runnerConfig", e.Name, c.Name))
 			}
 		}
 	}

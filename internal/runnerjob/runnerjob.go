@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 )
 
@@ -66,7 +68,24 @@ const (
 	RunnerStateDir = "/data"
 	// suffixLen is the length of the random part of a Job name.
 	suffixLen = 5
+	// ConfigVolume is the runner pod's volume of the group's rendered
+	// runner config (the ConfigMap ConfigMapName), mounted read-only at
+	// ConfigDir in the runner container; CONFIG_FILE names ConfigPath.
+	ConfigVolume = "gitea-runner-config"
+	// ConfigDir is where the runner container sees its config.
+	ConfigDir = "/etc/gitea-runner"
+	// ConfigKey is the config's key in the ConfigMap and its file name.
+	ConfigKey = "config.yaml"
+	// ConfigPath is the runner's CONFIG_FILE.
+	ConfigPath = ConfigDir + "/" + ConfigKey
 )
+
+// ConfigMapName names the ConfigMap that holds the runner config the scaler
+// renders for the group named group; the group owns it. RunnerGroup names
+// are at most 50 characters, so the name stays a valid ConfigMap name.
+func ConfigMapName(group string) string {
+	return group + "-runner-config"
+}
 
 // Options are the scaler-wide settings of runner Jobs.
 type Options struct {
@@ -80,6 +99,9 @@ type Options struct {
 	// Pinned are the fields a group's spec.template may not set (the
 	// chart's runnerTemplatePinned).
 	Pinned podtemplate.Pinned
+	// Config are the platform's layers of every group's runner config
+	// (the chart's runnerConfig).
+	Config runnerconfig.Layers
 }
 
 // DefaultOptions are the settings the scaler uses when no flag changes them.
@@ -357,11 +379,53 @@ func reserve(pod *corev1.PodTemplateSpec, rg *v1alpha1.RunnerGroup, name string,
 	}
 	strip(pod.Spec.Containers)
 	strip(pod.Spec.InitContainers)
+	// The runner reads the config the scaler renders (ConfigMapName), and
+	// no other: a config of a template's would skip the checks on
+	// spec.runnerConfig (runnerconfig.NeedsPrivileged).
+	ours = append(ours, corev1.EnvVar{Name: podtemplate.ConfigFileEnv, Value: ConfigPath})
 	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == ContainerName {
-			pod.Spec.Containers[i].Env = append(ours, pod.Spec.Containers[i].Env...)
+		c := &pod.Spec.Containers[i]
+		if c.Name != ContainerName {
+			continue
 		}
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == podtemplate.ConfigFileEnv })
+		c.Env = append(ours, c.Env...)
+		// A template's mount at the config's directory or below it (a
+		// subPath mount on config.yaml) would shadow the scaler's file.
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			p := path.Clean(m.MountPath)
+			return m.Name == ConfigVolume || p == ConfigDir || strings.HasPrefix(p, ConfigDir+"/")
+		})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: ConfigVolume, MountPath: ConfigDir, ReadOnly: true})
 	}
+	pod.Spec.Volumes = slices.DeleteFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == ConfigVolume })
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: ConfigVolume, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(rg.Name)},
+			Items:                []corev1.KeyToPath{{Key: ConfigKey, Path: ConfigKey}},
+		},
+	}})
+}
+
+// Grace is the grace period of a runner pod: what the kubelet gives it
+// after SIGTERM before it kills it.
+func Grace(pod *corev1.PodTemplateSpec) time.Duration {
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds * time.Second
+}
+
+// Config renders the runner config of the group's runner pods: the
+// platform's layers and spec.runnerConfig (runnerconfig.Merge), with a
+// shutdown_timeout that follows the grace period of the pod Build makes.
+func Config(rg *v1alpha1.RunnerGroup, opts Options, cache runnerconfig.Cache) ([]byte, error) {
+	job, err := Build(rg, NewName(rg.Name), 1, opts)
+	if err != nil {
+		return nil, err
+	}
+	merged := runnerconfig.Merge(opts.Config.Defaults, rg.Spec.RunnerConfig, opts.Config.Pinned)
+	return runnerconfig.Render(merged, Grace(&job.Spec.Template), cache)
 }
 
 // checkStateDir refuses a runner container with a volume mounted where the

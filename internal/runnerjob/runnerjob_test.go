@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 )
 
 func group() *v1alpha1.RunnerGroup {
@@ -134,12 +135,15 @@ func TestBuildDefaults(t *testing.T) {
 		assert.Contains(t, c.Resources.Requests, r)
 		assert.Contains(t, c.Resources.Limits, r)
 	}
-	require.Len(t, spec.Volumes, 1)
+	require.Len(t, spec.Volumes, 2)
 	v := spec.Volumes[0]
 	assert.Equal(t, "docker-data", v.Name)
 	require.NotNil(t, v.EmptyDir)
 	assert.Equal(t, "20Gi", v.EmptyDir.SizeLimit.String())
-	assert.Equal(t, []corev1.VolumeMount{{Name: "docker-data", MountPath: "/home/rootless/.local/share/docker"}}, c.VolumeMounts)
+	assert.Equal(t, []corev1.VolumeMount{
+		{Name: "docker-data", MountPath: "/home/rootless/.local/share/docker"},
+		{Name: "gitea-runner-config", MountPath: "/etc/gitea-runner", ReadOnly: true},
+	}, c.VolumeMounts)
 	limit := c.Resources.Limits[corev1.ResourceEphemeralStorage]
 	assert.Equal(t, 1, limit.Cmp(*v.EmptyDir.SizeLimit), "the ephemeral-storage limit leaves room beyond Docker's data")
 	require.NotNil(t, spec.AutomountServiceAccountToken)
@@ -393,4 +397,78 @@ func TestBuildCarriesTheChartsGiteaCAIntoTheRunner(t *testing.T) {
 	assert.Equal(t, "corp-ca", vols["gitea-ca"].ConfigMap.Name)
 	assert.True(t, *vols["gitea-ca"].ConfigMap.Optional, "a namespace without the bundle still runs runners")
 	assert.Contains(t, vols, "cache")
+}
+
+// TestBuildMountsTheRenderedConfig: the runner reads the config the scaler
+// renders for the group (its ConfigMap, mounted read-only, named in
+// CONFIG_FILE), whatever a template says: a CONFIG_FILE, a volume of the
+// same name or a mount at the same path of a template's would skip the
+// checks on spec.runnerConfig.
+func TestBuildMountsTheRenderedConfig(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "runner", Env: []corev1.EnvVar{{Name: "CONFIG_FILE", Value: "/etc/mine/config.yaml"}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "mine", MountPath: "/etc/gitea-runner/"}, {Name: "mine", MountPath: "/etc/gitea-runner/config.yaml", SubPath: "c.yaml"}}}},
+		Volumes: []corev1.Volume{
+			{Name: "mine", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "gitea-runner-config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "other"}}}},
+		},
+	}}
+	j, err := Build(group(), "ci-x2v7k", 1, opts)
+	require.NoError(t, err)
+	spec := j.Spec.Template.Spec
+	c := spec.Containers[0]
+	assert.Equal(t, corev1.EnvVar{Name: "CONFIG_FILE", Value: "/etc/gitea-runner/config.yaml"}, env(c)["CONFIG_FILE"])
+	n := 0
+	for _, e := range c.Env {
+		if e.Name == "CONFIG_FILE" {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "one CONFIG_FILE, the scaler's")
+	var mounts []corev1.VolumeMount
+	for _, m := range c.VolumeMounts {
+		if strings.HasPrefix(m.MountPath, "/etc/gitea-runner") {
+			mounts = append(mounts, m)
+		}
+	}
+	assert.Equal(t, []corev1.VolumeMount{{Name: "gitea-runner-config", MountPath: "/etc/gitea-runner", ReadOnly: true}}, mounts)
+	var cfg []corev1.Volume
+	for _, v := range spec.Volumes {
+		if v.Name == "gitea-runner-config" {
+			cfg = append(cfg, v)
+		}
+	}
+	require.Len(t, cfg, 1)
+	require.NotNil(t, cfg[0].ConfigMap)
+	assert.Equal(t, "ci-runner-config", cfg[0].ConfigMap.Name)
+}
+
+// TestConfigFollowsTheGrace is issue 22.3: the runner's shutdown_timeout
+// follows the grace period of the pod the group's runners get, whichever
+// layer sets it.
+func TestConfigFollowsTheGrace(t *testing.T) {
+	tests := map[string]struct {
+		install, group *int64
+		want           string
+	}{
+		"the built-in grace, 120s":         {want: "shutdown_timeout: 1m30s"},
+		"the platform's, 3h":               {install: ptr.To[int64](3 * 3600), want: "shutdown_timeout: 2h59m30s"},
+		"the group's, over the platform's": {install: ptr.To[int64](3 * 3600), group: ptr.To[int64](40), want: "shutdown_timeout: 20s"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			opts := DefaultOptions()
+			if tc.install != nil {
+				opts.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{TerminationGracePeriodSeconds: tc.install}}
+			}
+			rg := group()
+			if tc.group != nil {
+				rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{TerminationGracePeriodSeconds: tc.group}}
+			}
+			out, err := Config(rg, opts, runnerconfig.Cache{})
+			require.NoError(t, err)
+			assert.Contains(t, string(out), tc.want)
+		})
+	}
 }

@@ -28,6 +28,8 @@ var cannotServe = map[string]bool{
 	ReasonGiteaVersionUnsupported:   true,
 	ReasonStateNotOwned:             true,
 	ReasonRegistrationTokenNotOwned: true,
+	ReasonInvalidRunnerConfig:       true,
+	ReasonRunnerConfigNotOwned:      true,
 	// Fixed by the platform or the namespace's owner, not by a retry.
 	ReasonNamespaceNotEnabled:      true,
 	ReasonGiteaURLNotAllowed:       true,

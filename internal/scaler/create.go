@@ -30,6 +30,16 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim) (
 	created := 0
 	if len(claims) > 0 {
 		s.recordOwner(ctx, g)
+		if err := s.ensureRunnerConfig(ctx, g); err != nil {
+			// No runner without its config: the claims go, so the next
+			// pass tries again at once.
+			cleanup, cancel := detached(ctx)
+			defer cancel()
+			if rerr := s.release(cleanup, g, claims); rerr != nil {
+				g.log.Warn("cannot release claims; they expire after the spawn TTL", "error", rerr)
+			}
+			return 0, err
+		}
 	}
 	for _, c := range claims {
 		if err := ctx.Err(); err != nil {

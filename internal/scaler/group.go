@@ -16,6 +16,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
@@ -130,6 +131,9 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 	if err := runnerjob.CheckTemplate(g.rg, s.cfg.Runner); err != nil {
 		return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
 	}
+	if err := runnerconfig.CheckGroup(spec.RunnerConfig, s.cfg.Runner.Config.Pinned); err != nil {
+		return newGroupError(ReasonInvalidRunnerConfig, "%w", err)
+	}
 	if err := s.cfg.AllowedGiteaURLs.Check(spec.Gitea.URL); err != nil {
 		return newGroupError(ReasonGiteaURLNotAllowed, "spec.gitea.url: %w; the platform team lists the allowed Gitea URLs (chart value allowedGiteaURLs)", err)
 	}
@@ -204,6 +208,13 @@ func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 		return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
 	}
 	if why := tenancy.PodSecurity(f.ns, &job.Spec.Template, s.cfg.TrustUnlabelledNamespaces); why != "" {
+		return newGroupError(ReasonPodSecurityForbidsRunner, "%s", why)
+	}
+	// What the runner config gives job containers is judged by the same
+	// level: a privileged job container goes only where a privileged
+	// runner pod would.
+	merged := runnerconfig.Merge(s.cfg.Runner.Config.Defaults, g.rg.Spec.RunnerConfig, s.cfg.Runner.Config.Pinned)
+	if why := tenancy.RunnerConfigRights(f.ns, runnerconfig.NeedsPrivileged(merged), s.cfg.TrustUnlabelledNamespaces); why != "" {
 		return newGroupError(ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	return nil

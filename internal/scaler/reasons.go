@@ -19,12 +19,20 @@ const (
 	// ReasonInvalidTemplate: spec.template sets a reserved or pinned
 	// field, references a Secret or ServiceAccount, or mounts a volume
 	// over the runner's state directory.
-	ReasonInvalidTemplate   = "InvalidTemplate"
-	ReasonSecretNotFound    = "SecretNotFound"
-	ReasonSecretKeyMissing  = "SecretKeyMissing"
-	ReasonGiteaUnauthorized = "GiteaUnauthorized"
-	ReasonGiteaForbidden    = "GiteaForbidden"
-	ReasonGiteaNotFound     = "GiteaNotFound"
+	ReasonInvalidTemplate = "InvalidTemplate"
+	// ReasonInvalidRunnerConfig: spec.runnerConfig sets a field the
+	// scaler owns or the platform pinned, or a value the runner would
+	// refuse.
+	ReasonInvalidRunnerConfig = "InvalidRunnerConfig"
+	// ReasonRunnerConfigNotOwned: a ConfigMap <group>-runner-config
+	// exists that the group does not own, so no runner config is written
+	// and no runner Job created.
+	ReasonRunnerConfigNotOwned = "RunnerConfigNotOwned"
+	ReasonSecretNotFound       = "SecretNotFound"
+	ReasonSecretKeyMissing     = "SecretKeyMissing"
+	ReasonGiteaUnauthorized    = "GiteaUnauthorized"
+	ReasonGiteaForbidden       = "GiteaForbidden"
+	ReasonGiteaNotFound        = "GiteaNotFound"
 	// ReasonGiteaVersionUnsupported: Gitea answered 404 for an Actions
 	// route and says it is older than gitea.MinVersion.
 	ReasonGiteaVersionUnsupported = "GiteaVersionUnsupported"

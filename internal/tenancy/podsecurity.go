@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	psaapi "k8s.io/pod-security-admission/api"
@@ -43,20 +44,9 @@ var evaluator = func() policy.Evaluator {
 // scaler. trustUnlabelled (a platform decision) takes the default to be
 // privileged instead.
 func PodSecurity(ns *corev1.Namespace, tmpl *corev1.PodTemplateSpec, trustUnlabelled bool) string {
-	_, labelled := ns.Labels[LabelEnforce]
-	if !labelled && trustUnlabelled {
+	lv, labelled := enforced(ns, trustUnlabelled)
+	if lv.Level == psaapi.LevelPrivileged {
 		return ""
-	}
-	lv := psaapi.LevelVersion{Level: psaapi.LevelBaseline, Version: psaapi.LatestVersion()}
-	if labelled {
-		// Labels Pod Security cannot parse make it enforce restricted at
-		// the latest version; PolicyToEvaluate says the same.
-		p, _ := psaapi.PolicyToEvaluate(ns.Labels, psaapi.Policy{
-			Enforce: psaapi.LevelVersion{Level: psaapi.LevelPrivileged, Version: psaapi.LatestVersion()},
-			Audit:   psaapi.LevelVersion{Level: psaapi.LevelPrivileged, Version: psaapi.LatestVersion()},
-			Warn:    psaapi.LevelVersion{Level: psaapi.LevelPrivileged, Version: psaapi.LatestVersion()},
-		})
-		lv = p.Enforce
 	}
 	result := policy.AggregateCheckResults(evaluator.EvaluatePod(lv, &tmpl.ObjectMeta, &tmpl.Spec))
 	switch {
@@ -71,4 +61,50 @@ func PodSecurity(ns *corev1.Namespace, tmpl *corev1.PodTemplateSpec, trustUnlabe
 			"change the runner template, run the group in a namespace labelled %s=%s, or have a cluster admin relabel this one",
 			ns.Name, lv.Level, lv.Version, result.ForbiddenDetail(), LabelEnforce, LevelPrivileged)
 	}
+}
+
+// enforced is the level and version the scaler holds a namespace's runner
+// pods to, and whether the namespace says it: its enforce label; without
+// one, baseline (the cluster's default level, which the API does not show,
+// is privileged unless the cluster says otherwise), or privileged when the
+// platform trusts unlabelled namespaces.
+func enforced(ns *corev1.Namespace, trustUnlabelled bool) (psaapi.LevelVersion, bool) {
+	_, labelled := ns.Labels[LabelEnforce]
+	if !labelled {
+		if trustUnlabelled {
+			return psaapi.LevelVersion{Level: psaapi.LevelPrivileged, Version: psaapi.LatestVersion()}, false
+		}
+		return psaapi.LevelVersion{Level: psaapi.LevelBaseline, Version: psaapi.LatestVersion()}, false
+	}
+	// Labels Pod Security cannot parse make it enforce restricted at the
+	// latest version; PolicyToEvaluate says the same.
+	p, _ := psaapi.PolicyToEvaluate(ns.Labels, psaapi.Policy{
+		Enforce: psaapi.LevelVersion{Level: psaapi.LevelPrivileged, Version: psaapi.LatestVersion()},
+		Audit:   psaapi.LevelVersion{Level: psaapi.LevelPrivileged, Version: psaapi.LatestVersion()},
+		Warn:    psaapi.LevelVersion{Level: psaapi.LevelPrivileged, Version: psaapi.LatestVersion()},
+	})
+	return p.Enforce, true
+}
+
+// RunnerConfigRights says why ns must not get a runner config that gives
+// job containers what needs lists (runnerconfig.NeedsPrivileged), or ""
+// when it may: such a config goes only where the scaler would create a
+// privileged runner pod, a namespace whose level is privileged.
+func RunnerConfigRights(ns *corev1.Namespace, needs []string, trustUnlabelled bool) string {
+	if len(needs) == 0 {
+		return ""
+	}
+	lv, labelled := enforced(ns, trustUnlabelled)
+	if lv.Level == psaapi.LevelPrivileged {
+		return ""
+	}
+	what := strings.Join(needs, "; ")
+	if !labelled {
+		return fmt.Sprintf("the runner config gives job containers what only a namespace labelled %s=%s allows, and namespace %s has no %s label: %s; "+
+			"a cluster admin who accepts that labels it: kubectl label namespace %s %s=%s (or the platform sets scaler.trustUnlabelledNamespaces)",
+			LabelEnforce, LevelPrivileged, ns.Name, LabelEnforce, what, ns.Name, LabelEnforce, LevelPrivileged)
+	}
+	return fmt.Sprintf("namespace %s enforces Pod Security level %q, and the runner config gives job containers what only level privileged allows: %s; "+
+		"remove it from spec.runnerConfig (or the chart's runnerConfig), or run the group in a namespace labelled %s=%s",
+		ns.Name, lv.Level, what, LabelEnforce, LevelPrivileged)
 }

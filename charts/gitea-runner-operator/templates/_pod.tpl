@@ -190,6 +190,14 @@ spec:
         {{- with $proxyEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+        {{- with ($v.runnerConfig | default dict).defaults }}
+        - name: SCALER_RUNNER_CONFIG_DEFAULTS
+          value: {{ toJson . | quote }}
+        {{- end }}
+        {{- with ($v.runnerConfig | default dict).pinned }}
+        - name: SCALER_RUNNER_CONFIG_PINNED
+          value: {{ toJson . | quote }}
+        {{- end }}
       {{- if or $ca $rt }}
       volumeMounts:
         {{- if $ca }}

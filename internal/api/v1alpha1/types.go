@@ -220,7 +220,8 @@ type RunnerGroupSpec struct {
 	// into the runner container (image, resources, securityContext and the
 	// like replace, env and volumeMounts are added by name); other
 	// containers and initContainers are added; volumes are added by name.
-	// Refused here: GITEA_INSTANCE_URL and GITEA_RUNNER_* env, restartPolicy,
+	// Refused here: GITEA_INSTANCE_URL and GITEA_RUNNER_* env, CONFIG_FILE in
+	// the runner container (spec.runnerConfig configures the runner), restartPolicy,
 	// the scaler's labels (gitea.bpg.pw/* and app.kubernetes.io/name,
 	// component, managed-by), and references to Secrets or ServiceAccounts
 	// (serviceAccountName, secret volumes and projections, secretKeyRef,
@@ -241,8 +242,19 @@ type RunnerGroupSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.volumes) || self.spec.volumes.all(v, !has(v.hostPath) && !has(v.gcePersistentDisk) && !has(v.awsElasticBlockStore) && !has(v.gitRepo) && !has(v.nfs) && !has(v.iscsi) && !has(v.glusterfs) && !has(v.persistentVolumeClaim) && !has(v.rbd) && !has(v.flexVolume) && !has(v.cinder) && !has(v.cephfs) && !has(v.flocker) && !has(v.fc) && !has(v.azureFile) && !has(v.vsphereVolume) && !has(v.quobyte) && !has(v.azureDisk) && !has(v.photonPersistentDisk) && !has(v.portworxVolume) && !has(v.scaleIO) && !has(v.storageos) && !has(v.csi))",message="spec.template.spec.volumes may use only emptyDir, configMap, downwardAPI, projected, ephemeral and image volumes: the other types name a Secret that the kubelet hands to a driver, a host path, or storage that exists apart from the pod; the platform team can add them in the chart's runnerTemplate",fieldPath=".spec.volumes",reason=FieldValueForbidden
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.volumes) || self.spec.volumes.all(v, !has(v.projected) || !has(v.projected.sources) || v.projected.sources.all(p, !has(p.clusterTrustBundle) && !has(p.podCertificate)))",message="spec.template.spec.volumes may project only configMap and downwardAPI sources",fieldPath=".spec.volumes",reason=FieldValueForbidden
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.volumes) || self.spec.volumes.all(v, !has(v.ephemeral) || !has(v.ephemeral.volumeClaimTemplate) || (!has(v.ephemeral.volumeClaimTemplate.spec.dataSource) && !has(v.ephemeral.volumeClaimTemplate.spec.dataSourceRef)))",message="spec.template.spec.volumes must not give an ephemeral volume a dataSource or dataSourceRef: it would copy existing storage into the runner pod",fieldPath=".spec.volumes",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.containers) || self.spec.containers.all(c, c.name != 'runner' || !has(c.env) || c.env.all(e, e.name != 'CONFIG_FILE'))",message="spec.template must not set env CONFIG_FILE in the runner container: the scaler sets it to the config it renders from spec.runnerConfig; configure the runner there",fieldPath=".spec",reason=FieldValueForbidden
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.automountServiceAccountToken)",message="spec.template.spec.automountServiceAccountToken is reserved: runner pods get no ServiceAccount token (the namespace's default one would reach every runner) unless the platform's runnerTemplate says so",fieldPath=".spec",reason=FieldValueForbidden
 	Template *corev1.PodTemplateSpec `json:"template,omitempty"`
+
+	// RunnerConfig is the group's part of the runner's config.yaml
+	// (gitea/runner's keys): job env, job timeout, polling, how job
+	// containers start. The scaler merges it over the chart's
+	// runnerConfig.defaults and under runnerConfig.pinned, adds what it
+	// owns (capacity 1, shutdown_timeout from the pod's grace period, the
+	// cache), and mounts the result into every runner pod (CONFIG_FILE).
+	// The README's "Runner configuration" section has the table.
+	// +optional
+	RunnerConfig *RunnerConfig `json:"runnerConfig,omitempty"`
 }
 
 // GiteaSpec locates the Gitea instance.

@@ -1,0 +1,84 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+)
+
+// TestGroupRunnerConfigReachesTheRunner is issue 20 item 3 for the runner
+// config, with Gitea's real runner: a value set in spec.runnerConfig
+// (runner.envs) is seen by a job's step; the config the runner reads is the
+// one the scaler rendered into the group's ConfigMap, with shutdown_timeout
+// following the runner pod's grace period and the install-wide defaults
+// under the group's; and a value the scaler owns is refused at admission,
+// naming the field.
+func TestGroupRunnerConfigReachesTheRunner(t *testing.T) {
+	t.Parallel()
+	b := getBed(t)
+	ctx := testContext(t, 6*time.Minute)
+	proof := uniq("rc-proof")
+	s := b.servedGroup(ctx, t, sceneOpts{name: "rconf", max: 2, runnerConfig: &v1alpha1.RunnerConfig{
+		Runner: &v1alpha1.RunnerRunnerConfig{Envs: map[string]string{"RC_PROOF": proof}, Timeout: ptr.To("20m")},
+	}})
+
+	key := jobKey("rconf")
+	seen := filepath.Join(holdDir, "rconf-"+key)
+	wf := fmt.Sprintf("name: e2e\non: [push]\njobs:\n  %s:\n    runs-on: [%s]\n    steps:\n      - run: printf '%%s' \"$RC_PROOF\" > '%s'\n", key, s.label, seen)
+	b.gitea.pushWorkflow(ctx, t, s.fx.pushAs, s.fx.repo, "rconf.yml", wf)
+	id := idsOf(b.gitea.waitJobs(ctx, t, s.fx.repo, 1), key)[key]
+	waitUntil(ctx, t, stepWait, "the job done", s.dump, func(ctx context.Context) (bool, string, error) {
+		gj, err := b.giteaJob(ctx, s.fx.repo, id)
+		return err == nil && gj.State() == "completed/success", gj.State(), nil
+	})
+	got, err := os.ReadFile(seen)
+	require.NoError(t, err, "the step wrote what it saw")
+	assert.Equal(t, proof, string(got), "runner.envs of spec.runnerConfig reached the job's step")
+
+	// The runner read the scaler's config: the group's values, the bed's
+	// install-wide polling under them, and what the scaler owns.
+	cm, err := b.kube.CoreV1().ConfigMaps(s.ns).Get(ctx, runnerjob.ConfigMapName(s.group), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, cm.OwnerReferences, 1)
+	assert.Equal(t, types.UID(s.rg.UID), cm.OwnerReferences[0].UID, "the group owns its runner config")
+	var rendered map[string]map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(cm.Data[runnerjob.ConfigKey]), &rendered))
+	assert.Equal(t, map[string]any{
+		"capacity": 1, "shutdown_timeout": "1m30s", "timeout": "20m",
+		"fetch_interval": "500ms", "fetch_interval_max": "1s",
+		"envs": map[string]any{"RC_PROOF": proof},
+	}, rendered["runner"], "the built-in grace is 120s: shutdown_timeout leaves 30s to cancel and report")
+	assert.Equal(t, map[string]any{"enabled": false}, rendered["cache"])
+
+	// What the scaler owns is refused at admission, by name.
+	for field, cfg := range map[string]*v1alpha1.RunnerConfig{
+		"spec.runnerConfig.runner.capacity must be 1":                      {Runner: &v1alpha1.RunnerRunnerConfig{Capacity: ptr.To[int32](2)}},
+		"spec.runnerConfig.runner.shutdown_timeout is owned by the scaler": {Runner: &v1alpha1.RunnerRunnerConfig{ShutdownTimeout: ptr.To("1h")}},
+	} {
+		rg, err := b.group(ctx, s.ns, s.group)
+		require.NoError(t, err)
+		rg.Spec.RunnerConfig = cfg
+		obj, cerr := runtime.DefaultUnstructuredConverter.ToUnstructured(rg)
+		require.NoError(t, cerr)
+		_, err = b.groups(s.ns).Update(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
+		require.Error(t, err, "admission refuses %s", field)
+		assert.Contains(t, err.Error(), field)
+	}
+}
