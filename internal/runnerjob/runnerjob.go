@@ -150,6 +150,34 @@ func IsJobName(group, name string) bool {
 	return true
 }
 
+// Scope names one Gitea runners listing: a Gitea URL and a target, e.g.
+// "https://gitea.example.com org acme", "https://gitea.example.com repo
+// acme/app", "https://gitea.example.com global".
+func Scope(url, scope, owner, repo string) string {
+	where := url + " " + scope
+	if owner != "" {
+		where += " " + owner
+	}
+	if repo != "" {
+		where += "/" + repo
+	}
+	return where
+}
+
+// ScopeOf is where a group's runners register now (Scope).
+func ScopeOf(spec *v1alpha1.RunnerGroupSpec) string {
+	owner := spec.Owner()
+	if spec.Scope == v1alpha1.ScopeGlobal {
+		owner = ""
+	}
+	return Scope(spec.Gitea.URL, string(spec.Scope), owner, spec.Repo)
+}
+
+// ScopeOfJob is where a runner Job's runner registers (Scope), from its
+// annotation; "" for a Job made before the annotation, whose runner
+// registered where its group is now.
+func ScopeOfJob(j *batchv1.Job) string { return j.Annotations[v1alpha1.AnnotationRunnerScope] }
+
 // RunnerNameOf is the name a runner Job's runner registered with: its
 // annotation, or, for a Job made before runner names carried the owner tag,
 // the Job's own name.
@@ -223,7 +251,10 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 			Labels:    jobLabels,
 			// The scaler reads the runner's name back from here, to tell
 			// which Gitea runner is this Job's.
-			Annotations:     map[string]string{v1alpha1.AnnotationRunnerName: RunnerName(rg, name)},
+			Annotations: map[string]string{
+				v1alpha1.AnnotationRunnerName:  RunnerName(rg, name),
+				v1alpha1.AnnotationRunnerScope: ScopeOf(&rg.Spec),
+			},
 			OwnerReferences: []metav1.OwnerReference{rg.ControllerRef()},
 		},
 		Spec: batchv1.JobSpec{
