@@ -6,6 +6,7 @@
 package runnerjob
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -54,10 +55,17 @@ const (
 	// evicts the pod, instead of the node's disk filling up.
 	DefaultDockerDataSizeLimit = "20Gi"
 	// DefaultTerminationGracePeriodSeconds is how long a runner pod has
-	// after SIGTERM (a deleted Job, a drained node) for act_runner to
-	// cancel its task and report the result and the last log lines to
-	// Gitea, so the job shows as cancelled instead of hanging as running.
-	DefaultTerminationGracePeriodSeconds = 120
+	// after SIGTERM (a deleted Job, a drained node, an eviction) before it
+	// is killed: the runner's job timeout (gitea-runner's runner.timeout
+	// and Gitea's own ENDLESS_TASK_TIMEOUT are both 3h by default), so a
+	// runner whose shutdown_timeout lets its job finish is not killed
+	// mid-job, plus ReportGraceSeconds for it to report the result and
+	// the last log lines to Gitea. A runner that has no job exits at once
+	// on SIGTERM, so the bound costs nothing when it is idle.
+	DefaultTerminationGracePeriodSeconds = 3*60*60 + ReportGraceSeconds
+	// ReportGraceSeconds is the part of the grace period left for the
+	// runner to cancel its task and report it after its shutdown_timeout.
+	ReportGraceSeconds = 120
 	// DefaultTTLSecondsAfterFinished is how long a finished Job stays for
 	// inspection before the TTL controller deletes it.
 	DefaultTTLSecondsAfterFinished = 600
@@ -73,6 +81,10 @@ type Options struct {
 	Image                   string
 	DefaultLabels           []string
 	TTLSecondsAfterFinished int32
+	// TerminationGracePeriodSeconds is the built-in pod's grace period
+	// (the chart's scaler.runnerTerminationGracePeriodSeconds); templates
+	// may replace it.
+	TerminationGracePeriodSeconds int64
 	// Template is the install-wide runner template (the chart's
 	// runnerTemplate), merged over the built-in pod and under each group's
 	// spec.template; nil for none.
@@ -85,9 +97,10 @@ type Options struct {
 // DefaultOptions are the settings the scaler uses when no flag changes them.
 func DefaultOptions() Options {
 	return Options{
-		Image:                   DefaultImage,
-		DefaultLabels:           runnerlabels.DefaultLabels,
-		TTLSecondsAfterFinished: DefaultTTLSecondsAfterFinished,
+		Image:                         DefaultImage,
+		DefaultLabels:                 runnerlabels.DefaultLabels,
+		TTLSecondsAfterFinished:       DefaultTTLSecondsAfterFinished,
+		TerminationGracePeriodSeconds: DefaultTerminationGracePeriodSeconds,
 	}
 }
 
@@ -311,7 +324,7 @@ func DefaultPod(opts Options) corev1.PodTemplateSpec {
 			// would only hand CI jobs the namespace's default
 			// ServiceAccount.
 			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](DefaultTerminationGracePeriodSeconds),
+			TerminationGracePeriodSeconds: ptr.To(cmp.Or(opts.TerminationGracePeriodSeconds, DefaultTerminationGracePeriodSeconds)),
 			Containers: []corev1.Container{{
 				Name:  ContainerName,
 				Image: opts.Image,
