@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 )
@@ -177,13 +178,15 @@ func Scope(url, scope, owner, repo string) string {
 	return where
 }
 
-// ScopeOf is where a group's runners register now (Scope).
+// ScopeOf is where a group's runners register now (Scope), with the
+// Gitea URL normalised (assign.Instance): a URL spelt another way is the
+// same place, not a move.
 func ScopeOf(spec *v1alpha1.RunnerGroupSpec) string {
 	owner := spec.Owner()
 	if spec.Scope == v1alpha1.ScopeGlobal {
 		owner = ""
 	}
-	return Scope(spec.Gitea.URL, string(spec.Scope), owner, spec.Repo)
+	return Scope(assign.Instance(spec.Gitea.URL), string(spec.Scope), owner, spec.Repo)
 }
 
 // ScopeOfJob is where a runner Job's runner registers (Scope), from its

@@ -147,3 +147,21 @@ func TestRegistrationsLeftInAGroupsFormerScopeAreRemoved(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []ledger.Place{placeOf(&rg.Spec)}, entries[tag].Places(), "nothing of the group is left in its former scope")
 }
+
+// TestAGroupWhoseURLIsSpeltAnotherWayHasNotMoved: a Gitea URL spelt
+// another way (case, default port, trailing slash) is the same place; its
+// runners are judged where the group is.
+func TestAGroupWhoseURLIsSpeltAnotherWayHasNotMoved(t *testing.T) {
+	before := newGroup("ci", 3, func(o *v1alpha1.RunnerGroup) { o.Spec.Gitea.URL = "HTTPS://Gitea.Example.com:443/" })
+	rg := newGroup("ci", 3)
+	e, g, set := lifecycleEnv(t, rg)
+	j := e.addRunner(before, "ci-aaaaa", 1, 20*time.Minute, runnerRunningSince(t0.Add(-19*time.Minute)))
+	g.register(runnerjob.RunnerNameOf(j), true)
+	e.gitea.snap.Queued = []gitea.Job{queued(2, "ubuntu-latest")}
+
+	sum := e.pass(set)
+
+	assert.Zero(t, sum.Created, "its registered runner takes the queued job")
+	assert.Contains(t, jobNamesOf(e), "ci-aaaaa")
+	assert.Equal(t, placeOf(&rg.Spec), placeOf(&before.Spec))
+}
