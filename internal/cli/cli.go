@@ -77,7 +77,10 @@ type RunCmd struct {
 	GiteaCAFile     string        `env:"SCALER_GITEA_CA_FILE" placeholder:"PATH" help:"PEM bundle of CAs trusted for Gitea besides the system's (a Gitea behind a private CA). HTTPS_PROXY, HTTP_PROXY and NO_PROXY are honoured."`
 	Workers         int           `env:"SCALER_WORKERS" default:"4" help:"RunnerGroups served at once."`
 	RunnerJobTTL    int32         `env:"SCALER_RUNNER_JOB_TTL" default:"600" help:"ttlSecondsAfterFinished of runner Jobs."`
-	GroupTimeout    time.Duration `env:"SCALER_GROUP_TIMEOUT" default:"30s" help:"Time one RunnerGroup's part of a pass may take; must be longer than --gitea-timeout."`
+	// runnerjob.DefaultTerminationGracePeriodSeconds: the runner's 3h job
+	// timeout and 2 minutes to report.
+	RunnerTerminationGracePeriod int64         `env:"SCALER_RUNNER_TERMINATION_GRACE_PERIOD" default:"10920" placeholder:"SECONDS" help:"terminationGracePeriodSeconds of the built-in runner pod: how long a runner may finish its job after SIGTERM (a drain, an eviction, a deleted Job); keep it above the runner's shutdown_timeout. runnerTemplate and a group's spec.template may set another."`
+	GroupTimeout                 time.Duration `env:"SCALER_GROUP_TIMEOUT" default:"30s" help:"Time one RunnerGroup's part of a pass may take; must be longer than --gitea-timeout."`
 	// 2 MiB is gitea.DefaultMaxResponseBytes; see there why.
 	GiteaMaxResponseBytes int64 `env:"SCALER_GITEA_MAX_RESPONSE_BYTES" default:"2097152" placeholder:"BYTES" help:"Largest answer read from Gitea; a larger one fails its group (GiteaBadResponse)."`
 	// A group costs about 5 requests in a pass that creates nothing (its
@@ -184,6 +187,9 @@ func (r *RunCmd) Validate() error {
 	if r.RunnerJobTTL < 0 {
 		errs = append(errs, fmt.Errorf("--runner-job-ttl must be 0 or more, got %d", r.RunnerJobTTL))
 	}
+	if r.RunnerTerminationGracePeriod < 1 {
+		errs = append(errs, fmt.Errorf("--runner-termination-grace-period must be at least 1 second, got %d: a runner pod killed at once cannot report its job to Gitea", r.RunnerTerminationGracePeriod))
+	}
 	if r.GiteaCAFile != "" {
 		t, err := gitea.NewTransport(r.GiteaCAFile)
 		if err != nil {
@@ -230,6 +236,7 @@ func (r *RunCmd) runnerOptions() (runnerjob.Options, error) {
 	opts := runnerjob.DefaultOptions()
 	opts.Image = r.RunnerImage
 	opts.TTLSecondsAfterFinished = r.RunnerJobTTL
+	opts.TerminationGracePeriodSeconds = r.RunnerTerminationGracePeriod
 	if len(r.DefaultLabels) > 0 {
 		opts.DefaultLabels = r.DefaultLabels
 	}

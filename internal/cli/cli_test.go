@@ -36,6 +36,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
@@ -95,6 +96,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 10*time.Second, r.GiteaTimeout)
 	assert.Equal(t, 30*time.Second, r.Interval)
 	assert.EqualValues(t, 600, r.RunnerJobTTL)
+	assert.EqualValues(t, runnerjob.DefaultTerminationGracePeriodSeconds, r.RunnerTerminationGracePeriod, "the runner's 3h job timeout and 2 minutes to report")
 	assert.Equal(t, 4, r.Workers)
 	assert.Equal(t, "json", r.LogFormat)
 	assert.Equal(t, "info", r.LogLevel)
@@ -254,6 +256,8 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 		{name: "bad default label", args: []string{"--default-labels", "has space"}, want: `invalid label "has space"`},
 		{name: "bad env value", env: map[string]string{"SCALER_WORKERS": "many"}, want: "--workers"},
 		{name: "negative job ttl", args: []string{"--runner-job-ttl=-1"}, want: "--runner-job-ttl must be 0 or more"},
+		{name: "no termination grace", env: map[string]string{"SCALER_RUNNER_TERMINATION_GRACE_PERIOD": "0"},
+			want: "--runner-termination-grace-period must be at least 1 second, got 0: a runner pod killed at once cannot report its job to Gitea"},
 		{name: "group timeout not above the Gitea timeout", args: []string{"--group-timeout", "10s", "--gitea-timeout", "10s"},
 			want: "--group-timeout (10s) must be longer than --gitea-timeout (10s)"},
 		{name: "group timeout from env below the Gitea timeout", env: map[string]string{"SCALER_GITEA_TIMEOUT": "1m"},

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,19 +25,52 @@ import (
 // ConfigMapName is the ledger's ConfigMap in each namespace.
 const ConfigMapName = "gitea-runner-registrations"
 
+// MaxFormerly bounds the former places kept per group, newest first: each
+// costs the group's passes one runners listing until no registration of
+// it is left there.
+const MaxFormerly = 4
+
 // maxAttempts bounds the retries of a write that lost a race.
 const maxAttempts = 4
 
 // Entry is one group that registered runners: its name, Gitea URL and
 // target (scope, owner, repo), which say whose runners listing holds its
-// registrations.
+// registrations, and the places it registered runners in before its
+// spec moved it (Formerly): runners registered there stay there, and only
+// the ledger still says where to look for them.
 type Entry struct {
-	Group string `json:"group"`
+	Group    string  `json:"group"`
+	URL      string  `json:"url"`
+	Scope    string  `json:"scope"`
+	Owner    string  `json:"owner,omitempty"`
+	Repo     string  `json:"repo,omitempty"`
+	Formerly []Place `json:"formerly,omitempty"`
+}
+
+// Place is a Gitea URL and target: one runners listing.
+type Place struct {
 	URL   string `json:"url"`
 	Scope string `json:"scope"`
 	Owner string `json:"owner,omitempty"`
 	Repo  string `json:"repo,omitempty"`
 }
+
+// Place is where the group registers its runners now.
+func (e Entry) Place() Place { return Place{URL: e.URL, Scope: e.Scope, Owner: e.Owner, Repo: e.Repo} }
+
+// Places are where the group registers runners now, then where it did.
+func (e Entry) Places() []Place { return append([]Place{e.Place()}, e.Formerly...) }
+
+// entry is the group's entry at place p, with the places it had before.
+func entry(group string, p Place, formerly []Place) Entry {
+	if len(formerly) == 0 {
+		formerly = nil
+	}
+	return Entry{Group: group, URL: p.URL, Scope: p.Scope, Owner: p.Owner, Repo: p.Repo, Formerly: formerly}
+}
+
+// Has says whether the entry names the group at place p now.
+func (e Entry) Has(group string, p Place) bool { return e.Group == group && e.Place() == p }
 
 // Entries maps owner tags to their group.
 type Entries map[string]Entry
@@ -71,26 +105,44 @@ func decode(cm *corev1.ConfigMap) Entries {
 	return out
 }
 
-// Record writes the entry under tag, unless it is there already.
-func (s Store) Record(ctx context.Context, namespace, tag string, e Entry) error {
+// Record writes that the group of tag registers its runners at place p,
+// unless the ledger says so already. A place the group had before is kept
+// among its Formerly.
+func (s Store) Record(ctx context.Context, namespace, tag, group string, p Place) error {
 	return s.change(ctx, namespace, func(cur Entries) bool {
-		if cur[tag] == e {
+		e, ok := cur[tag]
+		if ok && e.Has(group, p) {
 			return false
 		}
-		cur[tag] = e
+		var formerly []Place
+		if ok && e.Group == group {
+			formerly = slices.DeleteFunc(e.Places(), func(q Place) bool { return q == p })
+			formerly = formerly[:min(len(formerly), MaxFormerly)]
+		}
+		cur[tag] = entry(group, p, formerly)
 		return true
 	})
 }
 
-// Forget removes the tags from the ledger.
-func (s Store) Forget(ctx context.Context, namespace string, tags []string) error {
+// Forget removes place p from the entries of the tags: no registration of
+// theirs is left there. An entry with no place left goes; one whose
+// current place goes moves to its first former one (only a deleted
+// group's current place is forgotten).
+func (s Store) Forget(ctx context.Context, namespace string, p Place, tags []string) error {
 	return s.change(ctx, namespace, func(cur Entries) bool {
 		changed := false
 		for _, t := range tags {
-			if _, ok := cur[t]; ok {
-				delete(cur, t)
-				changed = true
+			e, ok := cur[t]
+			if !ok || !slices.Contains(e.Places(), p) {
+				continue
 			}
+			changed = true
+			left := slices.DeleteFunc(e.Places(), func(q Place) bool { return q == p })
+			if len(left) == 0 {
+				delete(cur, t)
+				continue
+			}
+			cur[t] = entry(e.Group, left[0], left[1:])
 		}
 		return changed
 	})

@@ -6,6 +6,7 @@
 package runnerjob
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
@@ -56,10 +58,17 @@ const (
 	// evicts the pod, instead of the node's disk filling up.
 	DefaultDockerDataSizeLimit = "20Gi"
 	// DefaultTerminationGracePeriodSeconds is how long a runner pod has
-	// after SIGTERM (a deleted Job, a drained node) for act_runner to
-	// cancel its task and report the result and the last log lines to
-	// Gitea, so the job shows as cancelled instead of hanging as running.
-	DefaultTerminationGracePeriodSeconds = 120
+	// after SIGTERM (a deleted Job, a drained node, an eviction) before it
+	// is killed: the runner's job timeout (gitea-runner's runner.timeout
+	// and Gitea's own ENDLESS_TASK_TIMEOUT are both 3h by default), so a
+	// runner whose shutdown_timeout lets its job finish is not killed
+	// mid-job, plus ReportGraceSeconds for it to report the result and
+	// the last log lines to Gitea. A runner that has no job exits at once
+	// on SIGTERM, so the bound costs nothing when it is idle.
+	DefaultTerminationGracePeriodSeconds = 3*60*60 + ReportGraceSeconds
+	// ReportGraceSeconds is the part of the grace period left for the
+	// runner to cancel its task and report it after its shutdown_timeout.
+	ReportGraceSeconds = 120
 	// DefaultTTLSecondsAfterFinished is how long a finished Job stays for
 	// inspection before the TTL controller deletes it.
 	DefaultTTLSecondsAfterFinished = 600
@@ -92,6 +101,10 @@ type Options struct {
 	Image                   string
 	DefaultLabels           []string
 	TTLSecondsAfterFinished int32
+	// TerminationGracePeriodSeconds is the built-in pod's grace period
+	// (the chart's scaler.runnerTerminationGracePeriodSeconds); templates
+	// may replace it.
+	TerminationGracePeriodSeconds int64
 	// Template is the install-wide runner template (the chart's
 	// runnerTemplate), merged over the built-in pod and under each group's
 	// spec.template; nil for none.
@@ -107,9 +120,10 @@ type Options struct {
 // DefaultOptions are the settings the scaler uses when no flag changes them.
 func DefaultOptions() Options {
 	return Options{
-		Image:                   DefaultImage,
-		DefaultLabels:           runnerlabels.DefaultLabels,
-		TTLSecondsAfterFinished: DefaultTTLSecondsAfterFinished,
+		Image:                         DefaultImage,
+		DefaultLabels:                 runnerlabels.DefaultLabels,
+		TTLSecondsAfterFinished:       DefaultTTLSecondsAfterFinished,
+		TerminationGracePeriodSeconds: DefaultTerminationGracePeriodSeconds,
 	}
 }
 
@@ -171,6 +185,36 @@ func IsJobName(group, name string) bool {
 	}
 	return true
 }
+
+// Scope names one Gitea runners listing: a Gitea URL and a target, e.g.
+// "https://gitea.example.com org acme", "https://gitea.example.com repo
+// acme/app", "https://gitea.example.com global".
+func Scope(url, scope, owner, repo string) string {
+	where := url + " " + scope
+	if owner != "" {
+		where += " " + owner
+	}
+	if repo != "" {
+		where += "/" + repo
+	}
+	return where
+}
+
+// ScopeOf is where a group's runners register now (Scope), with the
+// Gitea URL normalised (assign.Instance): a URL spelt another way is the
+// same place, not a move.
+func ScopeOf(spec *v1alpha1.RunnerGroupSpec) string {
+	owner := spec.Owner()
+	if spec.Scope == v1alpha1.ScopeGlobal {
+		owner = ""
+	}
+	return Scope(assign.Instance(spec.Gitea.URL), string(spec.Scope), owner, spec.Repo)
+}
+
+// ScopeOfJob is where a runner Job's runner registers (Scope), from its
+// annotation; "" for a Job made before the annotation, whose runner
+// registered where its group is now.
+func ScopeOfJob(j *batchv1.Job) string { return j.Annotations[v1alpha1.AnnotationRunnerScope] }
 
 // RunnerNameOf is the name a runner Job's runner registered with: its
 // annotation, or, for a Job made before runner names carried the owner tag,
@@ -245,7 +289,10 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 			Labels:    jobLabels,
 			// The scaler reads the runner's name back from here, to tell
 			// which Gitea runner is this Job's.
-			Annotations:     map[string]string{v1alpha1.AnnotationRunnerName: RunnerName(rg, name)},
+			Annotations: map[string]string{
+				v1alpha1.AnnotationRunnerName:  RunnerName(rg, name),
+				v1alpha1.AnnotationRunnerScope: ScopeOf(&rg.Spec),
+			},
 			OwnerReferences: []metav1.OwnerReference{rg.ControllerRef()},
 		},
 		Spec: batchv1.JobSpec{
@@ -302,7 +349,7 @@ func DefaultPod(opts Options) corev1.PodTemplateSpec {
 			// would only hand CI jobs the namespace's default
 			// ServiceAccount.
 			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](DefaultTerminationGracePeriodSeconds),
+			TerminationGracePeriodSeconds: ptr.To(cmp.Or(opts.TerminationGracePeriodSeconds, DefaultTerminationGracePeriodSeconds)),
 			Containers: []corev1.Container{{
 				Name:  ContainerName,
 				Image: opts.Image,

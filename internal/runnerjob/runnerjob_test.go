@@ -149,7 +149,41 @@ func TestBuildDefaults(t *testing.T) {
 	require.NotNil(t, spec.AutomountServiceAccountToken)
 	assert.False(t, *spec.AutomountServiceAccountToken)
 	require.NotNil(t, spec.TerminationGracePeriodSeconds)
-	assert.Equal(t, int64(120), *spec.TerminationGracePeriodSeconds)
+	assert.Equal(t, int64(3*60*60+120), *spec.TerminationGracePeriodSeconds, "the runner's job timeout (3h) and time to report")
+	assert.Equal(t, "false", j.Spec.Template.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"])
+}
+
+// TestTheRunnerPodsGraceIsTheOptionsUnlessATemplateSetsIt (issue 22.3):
+// the built-in pod's terminationGracePeriodSeconds is the scaler's option
+// (the chart's scaler.runnerTerminationGracePeriodSeconds); runnerTemplate
+// and then a group's spec.template replace it, by the merge rules.
+func TestTheRunnerPodsGraceIsTheOptionsUnlessATemplateSetsIt(t *testing.T) {
+	grace := func(s int64) *corev1.PodTemplateSpec {
+		return &corev1.PodTemplateSpec{Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To(s)}}
+	}
+	tests := []struct {
+		name           string
+		install, group *corev1.PodTemplateSpec
+		option, want   int64
+	}{
+		{name: "the option", option: 600, want: 600},
+		{name: "runnerTemplate over the option", option: 600, install: grace(7200), want: 7200},
+		{name: "the group's template over both", option: 600, install: grace(7200), group: grace(900), want: 900},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := DefaultOptions()
+			opts.TerminationGracePeriodSeconds = tt.option
+			opts.Template = tt.install
+			rg := group()
+			rg.Spec.Template = tt.group
+
+			j, err := Build(rg, "ci-abcde", 1, opts)
+
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, *j.Spec.Template.Spec.TerminationGracePeriodSeconds)
+		})
+	}
 }
 
 // TestBuildLayers checks the precedence: built-in < install-wide template

@@ -3,7 +3,10 @@ package scaler
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
@@ -17,15 +20,13 @@ import (
 // ledger that cannot be written does not stop the runners: the group's
 // registrations are then only never swept after it is deleted.
 func (s *Scaler) recordOwner(ctx context.Context, g *groupRun) {
-	spec := &g.rg.Spec
-	t := TargetOf(spec)
-	e := ledger.Entry{Group: g.rg.Name, URL: spec.Gitea.URL, Scope: string(t.Scope), Owner: t.Owner, Repo: t.Repo}
+	p := placeOf(&g.rg.Spec)
 	tag := runnerjob.OwnerTag(g.rg.UID)
 	// The pass's reading of the ledger (one per namespace) usually has it.
-	if read, err := s.ledger(ctx, g); err == nil && read[tag] == e {
+	if read, err := s.ledger(ctx, g); err == nil && read[tag].Has(g.rg.Name, p) {
 		return
 	}
-	if err := (ledger.Store{Client: s.kube}).Record(ctx, g.rg.Namespace, tag, e); err != nil {
+	if err := (ledger.Store{Client: s.kube}).Record(ctx, g.rg.Namespace, tag, g.rg.Name, p); err != nil {
 		g.log.Warn("cannot record the group in the namespace's ledger; if it is deleted, its registrations are not removed from Gitea", "error", err)
 	}
 }
@@ -58,11 +59,11 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 	if err != nil {
 		return []error{fmt.Errorf("cannot read the registrations ledger: %w", err)}
 	}
-	spec := &g.rg.Spec
-	t := TargetOf(spec)
+	here := placeOf(&g.rg.Spec)
+	t := TargetOf(&g.rg.Spec)
 	recorded := map[string]string{}
 	for tag, e := range entries {
-		if e.URL == spec.Gitea.URL && e.Scope == string(t.Scope) && e.Owner == t.Owner && e.Repo == t.Repo {
+		if slices.Contains(e.Places(), here) {
 			recorded[tag] = e.Group
 		}
 	}
@@ -120,11 +121,18 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 	}
 	_, forget := plan.LeftBehind(plan.LeftBehindInput{Regs: kept, Recorded: recorded, Live: live})
 	if len(forget) > 0 {
-		if err := (ledger.Store{Client: s.kube}).Forget(ctx, ns, forget); err != nil {
+		if err := (ledger.Store{Client: s.kube}).Forget(ctx, ns, here, forget); err != nil {
 			errs = append(errs, fmt.Errorf("cannot update the registrations ledger: %w", err))
 		}
 	}
 	return errs
+}
+
+// placeOf is the runners listing a group's runners register in now, with
+// the Gitea URL normalised as runnerjob.ScopeOf does.
+func placeOf(spec *v1alpha1.RunnerGroupSpec) ledger.Place {
+	t := TargetOf(spec)
+	return ledger.Place{URL: assign.Instance(spec.Gitea.URL), Scope: string(t.Scope), Owner: t.Owner, Repo: t.Repo}
 }
 
 // ledger is the pass's reading of the group's namespace's ledger.

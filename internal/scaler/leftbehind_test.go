@@ -37,9 +37,7 @@ func TestRegistrationsOfDeletedGroupsAreRemoved(t *testing.T) {
 	otherScope := newGroup("web", 1, func(o *v1alpha1.RunnerGroup) { o.Spec.Org = "other-org" }) // deleted, another scope
 	books := ledger.Store{Client: e.kube}
 	for _, r := range []*v1alpha1.RunnerGroup{oldCI, gone, other, otherScope} {
-		tgt := TargetOf(&r.Spec)
-		require.NoError(t, books.Record(context.Background(), ns, runnerjob.OwnerTag(r.UID),
-			ledger.Entry{Group: r.Name, URL: r.Spec.Gitea.URL, Scope: string(tgt.Scope), Owner: tgt.Owner, Repo: tgt.Repo}))
+		require.NoError(t, books.Record(context.Background(), ns, runnerjob.OwnerTag(r.UID), r.Name, placeOf(&r.Spec)))
 	}
 
 	g.register(runnerjob.RunnerName(oldCI, "ci-old01"), false)           // removed

@@ -75,7 +75,6 @@ func (s *Scaler) unavailableRunners(ctx context.Context, g *groupRun, obs *obser
 	pods := obs.pods
 	all, listed, _ := s.registrations(ctx, g)
 	regs := byRunnerName(all)
-	grace := cmp.Or(s.cfg.RunnerStartTimeout, s.cfg.RunnerIdleTimeout)
 	for i := range obs.jobs {
 		j := &obs.jobs[i]
 		if !runnerjob.IsActive(j) || obs.busy[j.Name] {
@@ -85,15 +84,29 @@ func (s *Scaler) unavailableRunners(ctx context.Context, g *groupRun, obs *obser
 		switch {
 		case pv.spent:
 			out[j.Name] = whySpent
-		case !listed || !pv.started:
+		case !pv.started:
+		case inFormerScope(g, j) && len(mine) == 0:
+			// Registered (or to register) where the group no longer is:
+			// it takes no job of the group's scope, and this scope's
+			// listing cannot say whether it is registered at all.
+			out[j.Name] = whyFormerScope
+		case !listed:
 		case len(mine) > 0 && allDisabled(mine):
 			out[j.Name] = whyDisabled
-		case len(mine) == 0 && s.now().Sub(j.CreationTimestamp.Time) >= grace &&
-			(pv.crashLooping || !pv.runningSince.IsZero() && s.now().Sub(pv.runningSince) >= registerGrace):
+		case len(mine) == 0 && s.neverRegistered(j, pv):
 			out[j.Name] = whyUnregistered
 		}
 	}
 	return out
+}
+
+// neverRegistered says whether a started runner that no listing shows
+// has had time to register: its Job is older than the start timeout and
+// its runner container has run for registerGrace, or crash-loops.
+func (s *Scaler) neverRegistered(j *batchv1.Job, pv podView) bool {
+	grace := cmp.Or(s.cfg.RunnerStartTimeout, s.cfg.RunnerIdleTimeout)
+	return pv.started && s.now().Sub(j.CreationTimestamp.Time) >= grace &&
+		(pv.crashLooping || !pv.runningSince.IsZero() && s.now().Sub(pv.runningSince) >= registerGrace)
 }
 
 func allDisabled(regs []gitea.Runner) bool {
@@ -156,7 +169,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 
 	var starting []plan.StartingRunner
 	var idle []plan.IdleRunner
-	var spent, unable []*batchv1.Job
+	var spent, unable, former []*batchv1.Job
 	byName := map[string]*batchv1.Job{}
 	for i := range obs.jobs {
 		j := &obs.jobs[i]
@@ -173,6 +186,9 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			continue
 		case whyDisabled, whyUnregistered:
 			unable = append(unable, j)
+			continue
+		case whyFormerScope:
+			former = append(former, j)
 			continue
 		}
 		if pv.started {
@@ -201,6 +217,9 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		errs = append(errs, s.reapRunners(ctx, g, runners, byName, regs, reap, unable, obs, rep)...)
 		errs = append(errs, s.removeOrphans(ctx, g, runners, all, obs, rep)...)
 		errs = append(errs, s.removeLeftBehind(ctx, g, runners, all, rep)...)
+	}
+	if runners != nil && s.cfg.RunnerIdleTimeout > 0 {
+		errs = append(errs, s.reapFormerScopes(ctx, g, runners, former, obs, rep)...)
 	}
 	if len(errs) > 0 {
 		return newGroupError(ReasonRunnerReapFailed, "%w", joinCauses(errs))

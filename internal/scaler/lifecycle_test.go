@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,10 +43,60 @@ type runnersGitea struct {
 	// freshList is the number of the listing that reads the runners
 	// again just before a stuck runner Job is deleted.
 	freshList int
+	// elsewhere are the runners and running jobs of targets other than
+	// the group's own, when a test gives them; every other target
+	// answers with runners and the snapshot.
+	elsewhere map[gitea.Target]*scopeRunners
 }
 
-func (r *runnersGitea) ListRunners(context.Context, gitea.Target) ([]gitea.Runner, error) {
+// scopeRunners are one other target's registrations and running jobs.
+type scopeRunners struct {
+	runners []gitea.Runner
+	running []gitea.Job
+	listErr error
+}
+
+// place returns the other target t, made on first use.
+func (r *runnersGitea) place(t gitea.Target) *scopeRunners {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.elsewhere == nil {
+		r.elsewhere = map[gitea.Target]*scopeRunners{}
+	}
+	if r.elsewhere[t] == nil {
+		r.elsewhere[t] = &scopeRunners{}
+	}
+	return r.elsewhere[t]
+}
+
+// registerAt registers a runner in the other target t.
+func (r *runnersGitea) registerAt(t gitea.Target, name string, online bool) {
+	p := r.place(t)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextID++
+	p.runners = append(p.runners, gitea.Runner{ID: r.nextID, Name: name, Online: online, Ephemeral: true})
+}
+
+// namesAt are the runners registered in the other target t.
+func (r *runnersGitea) namesAt(t gitea.Target) []string {
+	p := r.place(t)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, x := range p.runners {
+		out = append(out, x.Name)
+	}
+	return out
+}
+
+func (r *runnersGitea) ListRunners(_ context.Context, t gitea.Target) ([]gitea.Runner, error) {
+	r.mu.Lock()
+	if p := r.elsewhere[t]; p != nil {
+		defer r.mu.Unlock()
+		r.calls = append(r.calls, "list "+t.String())
+		return append([]gitea.Runner(nil), p.runners...), p.listErr
+	}
 	r.calls = append(r.calls, "list")
 	r.lists++
 	n, hook := r.lists, r.onList
@@ -58,8 +109,13 @@ func (r *runnersGitea) ListRunners(context.Context, gitea.Target) ([]gitea.Runne
 	return append([]gitea.Runner(nil), r.runners...), r.listErr
 }
 
-func (r *runnersGitea) InProgress(context.Context, gitea.Target) ([]gitea.Job, error) {
+func (r *runnersGitea) InProgress(_ context.Context, t gitea.Target) ([]gitea.Job, error) {
 	r.mu.Lock()
+	if p := r.elsewhere[t]; p != nil {
+		defer r.mu.Unlock()
+		r.calls = append(r.calls, "confirm "+t.String())
+		return append([]gitea.Job(nil), p.running...), nil
+	}
 	r.calls = append(r.calls, "confirm")
 	jobs, err := r.inProgress, r.inProgressErr
 	r.mu.Unlock()
@@ -82,6 +138,13 @@ func (r *runnersGitea) DisableRunner(_ context.Context, _ gitea.Target, id int64
 			r.runners[i].Disabled = true
 		}
 	}
+	for _, p := range r.elsewhere {
+		for i := range p.runners {
+			if p.runners[i].ID == id {
+				p.runners[i].Disabled = true
+			}
+		}
+	}
 	hook := r.onSwitch
 	r.mu.Unlock()
 	if hook != nil {
@@ -94,13 +157,13 @@ func (r *runnersGitea) DeleteRunner(_ context.Context, _ gitea.Target, id int64)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "delete "+r.nameOf(id))
-	kept := r.runners[:0]
-	for _, x := range r.runners {
-		if x.ID != id {
-			kept = append(kept, x)
-		}
+	drop := func(regs []gitea.Runner) []gitea.Runner {
+		return slices.DeleteFunc(regs, func(x gitea.Runner) bool { return x.ID == id })
 	}
-	r.runners = kept
+	r.runners = drop(r.runners)
+	for _, p := range r.elsewhere {
+		p.runners = drop(p.runners)
+	}
 	return nil
 }
 
@@ -108,6 +171,13 @@ func (r *runnersGitea) nameOf(id int64) string {
 	for _, x := range r.runners {
 		if x.ID == id {
 			return x.Name
+		}
+	}
+	for _, p := range r.elsewhere {
+		for _, x := range p.runners {
+			if x.ID == id {
+				return x.Name
+			}
 		}
 	}
 	return "?"

@@ -149,6 +149,8 @@ spec:
           value: {{ printf "%d" (int64 $s.workers) | quote }}
         - name: SCALER_RUNNER_JOB_TTL
           value: {{ printf "%d" (int64 $s.runnerJobTTL) | quote }}
+        - name: SCALER_RUNNER_TERMINATION_GRACE_PERIOD
+          value: {{ printf "%d" (int64 $s.runnerTerminationGracePeriodSeconds) | quote }}
         - name: SCALER_GROUP_TIMEOUT
           value: {{ $s.groupTimeout | toString | quote }}
         - name: SCALER_GITEA_MAX_RESPONSE_BYTES

@@ -27,6 +27,12 @@ const (
 	// take each other's runners for their own. Jobs made before it existed
 	// registered under the Job's own name.
 	AnnotationRunnerName = Group + "/runner-name"
+	// AnnotationRunnerScope is on every runner Job: the Gitea URL and
+	// target its runner registers in, e.g. "https://gitea.example.com org
+	// acme". When the group's spec moves it elsewhere, the Job's runner
+	// stays registered where it was, and this says where to look for it.
+	// Jobs made before it existed registered where their group is now.
+	AnnotationRunnerScope = Group + "/runner-scope"
 
 	// AnnotationSafeToEvict set to "false" on a runner pod keeps the
 	// cluster autoscaler from evicting it in the middle of a CI job.
