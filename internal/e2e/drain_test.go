@@ -22,16 +22,15 @@ import (
 // TestAnEvictedRunnerFinishesItsJobWithinTheGrace (issue 22.3): a runner
 // pod evicted while its job runs (what kubectl drain does, through the
 // Eviction API) gets SIGTERM and the pod's grace period (the built-in
-// 10920 s); with a shutdown_timeout in its config, Gitea's real runner
-// finishes the job before it exits, and Gitea records the job's own
+// 10920 s), and the shutdown_timeout the scaler renders from it (3 h), so
+// Gitea's real runner finishes the job before it exits, and Gitea records the job's own
 // success, not a cancel (compare TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost,
 // with the default shutdown_timeout of 0).
 func TestAnEvictedRunnerFinishesItsJobWithinTheGrace(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 6*time.Minute)
-	config := "runner:\n  capacity: 1\n  shutdown_timeout: 3m\n"
-	s := b.servedGroup(ctx, t, sceneOpts{name: "drain", max: 2, runnerConfig: config})
+	s := b.servedGroup(ctx, t, sceneOpts{name: "drain", max: 2})
 
 	key := jobKey("drain")
 	pushJobs(ctx, t, b, s.fx, "drain.yml", []string{key}, wfJob{key: key, runsOn: []string{s.label}})
@@ -70,7 +69,7 @@ func TestAnEvictedRunnerFinishesItsJobWithinTheGrace(t *testing.T) {
 	logFile := filepath.Join(b.dir, "logs", "pods", s.ns+"_"+pod.Name+"_runner.log")
 	waitUntil(ctx, t, stepWait, "the runner's log says it waits for its job before it shuts down", s.dump, func(context.Context) (bool, string, error) {
 		raw, err := os.ReadFile(logFile)
-		return err == nil && strings.Contains(string(raw), "shutdown initiated, waiting 3m0s for running jobs to complete"), fmt.Sprintf("log %s: %v", logFile, err), nil
+		return err == nil && strings.Contains(string(raw), "shutdown initiated, waiting 3h0m0s for running jobs to complete"), fmt.Sprintf("log %s: %v", logFile, err), nil
 	})
 	gj, err := b.giteaJob(ctx, s.fx.repo, id)
 	require.NoError(t, err)

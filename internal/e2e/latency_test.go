@@ -64,7 +64,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
@@ -93,13 +95,15 @@ const (
 	// pushes 4.5 s apart (loop-warm) rarely find the pool empty between
 	// two passes 10 s apart.
 	latencyWarmPool = 3
-	// latencyWarmRunnerConfig is the warm modes' runner config:
-	// gitea-runner 1.0.8's defaults for its fetch pace (see
-	// internal/pkg/config in its source), written out, so the figures are
-	// those of a runner as users run it; the cache server is off, as on
-	// the whole bed.
-	latencyWarmRunnerConfig = "runner:\n  capacity: 1\n  fetch_interval: 2s\n  fetch_interval_max: 5s\ncache:\n  enabled: false\n"
 )
+
+// latencyWarmRunnerConfig is the warm modes' spec.runnerConfig:
+// gitea-runner 1.0.8's defaults for its fetch pace (see internal/pkg/config
+// in its source), written out over the bed's faster defaults, so the
+// figures are those of a runner as users run it.
+func latencyWarmRunnerConfig() *v1alpha1.RunnerConfig {
+	return &v1alpha1.RunnerConfig{Runner: &v1alpha1.RunnerRunnerConfig{FetchInterval: ptr.To("2s"), FetchIntervalMax: ptr.To("5s")}}
+}
 
 // latencyMode is one way of running the scaler, and how its pushes are
 // paced.
@@ -198,7 +202,7 @@ func latencyModes(full bool) []latencyMode {
 				values := deploymentValues()
 				values["scaler"].(map[string]any)["interval"] = interval.String()
 				return b.chartLatencyScene(ctx, t, sceneOpts{name: "lat-loop-warm", max: int32(samples) + latencyWarmPool,
-					values: values, minIdle: latencyWarmPool, runnerConfig: latencyWarmRunnerConfig}, true)
+					values: values, minIdle: latencyWarmPool, runnerConfig: latencyWarmRunnerConfig()}, true)
 			},
 			fullOnly: true,
 		},
@@ -216,7 +220,7 @@ func (b *bed) webhookLatencyScene(ctx context.Context, t *testing.T, name string
 	spec.Gitea.URL = b.gitea.admin.URL()
 	if warm > 0 {
 		spec.MinIdleRunners = warm
-		spec.Template = b.runnerConfig(ctx, t, ns, nil, latencyWarmRunnerConfig)
+		spec.RunnerConfig = latencyWarmRunnerConfig()
 	}
 	b.createGroup(ctx, t, ns, s.group, nil, spec)
 	b.webhookScaler(ctx, t, ns, s.group, s.fx, latencyWebhookPoll)

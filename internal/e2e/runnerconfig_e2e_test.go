@@ -61,10 +61,10 @@ func TestGroupRunnerConfigReachesTheRunner(t *testing.T) {
 	var rendered map[string]map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(cm.Data[runnerjob.ConfigKey]), &rendered))
 	assert.Equal(t, map[string]any{
-		"capacity": 1, "shutdown_timeout": "1m30s", "timeout": "20m",
+		"capacity": 1, "shutdown_timeout": "3h0m0s", "timeout": "20m",
 		"fetch_interval": "500ms", "fetch_interval_max": "1s",
 		"envs": map[string]any{"RC_PROOF": proof},
-	}, rendered["runner"], "the built-in grace is 120s: shutdown_timeout leaves 30s to cancel and report")
+	}, rendered["runner"], "the built-in grace is 3h and 120s: shutdown_timeout leaves 120s to cancel and report")
 	assert.Equal(t, map[string]any{"enabled": false}, rendered["cache"])
 
 	// What the scaler owns is refused at admission, by name.

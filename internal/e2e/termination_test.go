@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -24,8 +25,9 @@ import (
 // Job deleted while its Gitea job runs (what a node drain, an eviction or a
 // user's kubectl delete does) sends Gitea's real runner SIGTERM through the
 // pod's deletion. The runner waits its shutdown_timeout for the job (the
-// scaler sets it to the pod's grace less 30s: 1m30s for the built-in 120s,
-// README "Runner configuration"; the held step outlasts it), then cancels
+// scaler sets it to the pod's grace less 120s, README "Runner
+// configuration"; this group's template sets a grace of 2m, so 1m, which
+// the held step outlasts), then cancels
 // the job and reports it, so Gitea records the job as ended, not
 // running for ever (gitea-runner v1.0.8 reports it as a success: pinned
 // below); and the looping scaler's next passes start no second runner for
@@ -35,7 +37,8 @@ func TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 6*time.Minute)
-	s := b.servedGroup(ctx, t, sceneOpts{name: "term", max: 2})
+	s := b.servedGroup(ctx, t, sceneOpts{name: "term", max: 2,
+		template: &corev1.PodTemplateSpec{Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](120)}}})
 
 	key := jobKey("term")
 	pushJobs(ctx, t, b, s.fx, "term.yml", []string{key}, wfJob{key: key, runsOn: []string{s.label}})

@@ -226,22 +226,24 @@ func setFields(c *v1alpha1.RunnerConfig) []string {
 	return out
 }
 
-// shutdownMargin is what a runner pod keeps of its grace period after the
+// ReportGrace is what a runner pod keeps of its grace period after the
 // runner's shutdown_timeout: the runner then cancels the job and reports
 // its result and last log lines to Gitea (each report attempt has the
-// runner's report_close_timeout, 10s), before the kubelet kills it.
-const shutdownMargin = 30 * time.Second
+// runner's report_close_timeout, 10s, and is retried), before the kubelet
+// kills it. The runner pod's default grace is the job timeout plus this
+// (runnerjob.DefaultTerminationGracePeriodSeconds).
+const ReportGrace = 120 * time.Second
 
 // ShutdownTimeout is the runner's shutdown_timeout for a runner pod with
-// the grace period grace: the grace less a margin for the cancel and the
-// final report (30s, or half the grace when the grace is under a minute),
+// the grace period grace: the grace less ReportGrace for the cancel and the
+// final report (half the grace when the grace is under twice that),
 // so that a job that ends within the grace is not cancelled, and one that
 // does not is cancelled and reported before the kubelet's SIGKILL.
 func ShutdownTimeout(grace time.Duration) time.Duration {
 	if grace <= 0 {
 		return 0
 	}
-	return grace - min(shutdownMargin, grace/2)
+	return grace - min(ReportGrace, grace/2)
 }
 
 // Cache says what Render writes in the cache section.

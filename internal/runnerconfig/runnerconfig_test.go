@@ -93,11 +93,12 @@ func TestCheckGroup(t *testing.T) {
 
 func TestShutdownTimeout(t *testing.T) {
 	tests := map[time.Duration]time.Duration{
-		0:                 0,
-		10 * time.Second:  5 * time.Second,
-		60 * time.Second:  30 * time.Second,
-		120 * time.Second: 90 * time.Second,
-		3 * time.Hour:     3*time.Hour - 30*time.Second,
+		0:                             0,
+		10 * time.Second:              5 * time.Second,
+		60 * time.Second:              30 * time.Second,
+		120 * time.Second:             60 * time.Second,
+		300 * time.Second:             180 * time.Second,
+		3*time.Hour + 120*time.Second: 3 * time.Hour,
 	}
 	for grace, want := range tests {
 		assert.Equal(t, want, runnerconfig.ShutdownTimeout(grace), "grace %s", grace)
@@ -131,7 +132,7 @@ func TestRender(t *testing.T) {
 			assert.Equal(t, map[string]any{
 				"log": map[string]any{"level": "debug"},
 				"runner": map[string]any{
-					"capacity": 1, "shutdown_timeout": "1m30s", "envs": map[string]any{"A": "1", "B": "2"},
+					"capacity": 1, "shutdown_timeout": "1m0s", "envs": map[string]any{"A": "1", "B": "2"},
 					"timeout": "45m", "fetch_interval": "500ms",
 				},
 				"cache":     tc.want,

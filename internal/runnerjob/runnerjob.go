@@ -68,7 +68,7 @@ const (
 	DefaultTerminationGracePeriodSeconds = 3*60*60 + ReportGraceSeconds
 	// ReportGraceSeconds is the part of the grace period left for the
 	// runner to cancel its task and report it after its shutdown_timeout.
-	ReportGraceSeconds = 120
+	ReportGraceSeconds = int64(runnerconfig.ReportGrace / time.Second)
 	// DefaultTTLSecondsAfterFinished is how long a finished Job stays for
 	// inspection before the TTL controller deletes it.
 	DefaultTTLSecondsAfterFinished = 600

@@ -486,8 +486,8 @@ func TestConfigFollowsTheGrace(t *testing.T) {
 		install, group *int64
 		want           string
 	}{
-		"the built-in grace, 120s":         {want: "shutdown_timeout: 1m30s"},
-		"the platform's, 3h":               {install: ptr.To[int64](3 * 3600), want: "shutdown_timeout: 2h59m30s"},
+		"the built-in grace, 3h and 120s":  {want: "shutdown_timeout: 3h0m0s"},
+		"the platform's, 1h":               {install: ptr.To[int64](3600), want: "shutdown_timeout: 58m0s"},
 		"the group's, over the platform's": {install: ptr.To[int64](3 * 3600), group: ptr.To[int64](40), want: "shutdown_timeout: 20s"},
 	}
 	for name, tc := range tests {
