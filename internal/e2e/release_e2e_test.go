@@ -133,8 +133,10 @@ func TestReleasePushesAnImageAndAChartPinnedToItsDigest(t *testing.T) {
 	require.Len(t, art.Layers, 1)
 	body, _ = ociGet(ctx, t, "http://"+reg+"/v2/e2e-release/gitea-runner-scaler/blobs/"+art.Layers[0].Digest, "")
 	var sbom struct {
-		SPDXVersion string `json:"spdxVersion"`
-		Packages    []struct {
+		SPDXVersion       string   `json:"spdxVersion"`
+		DocumentDescribes []string `json:"documentDescribes"`
+		Packages          []struct {
+			SPDXID    string `json:"SPDXID"`
 			Name      string `json:"name"`
 			Checksums []struct {
 				Algorithm     string `json:"algorithm"`
@@ -144,13 +146,19 @@ func TestReleasePushesAnImageAndAChartPinnedToItsDigest(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(body, &sbom))
 	assert.Equal(t, "SPDX-2.3", sbom.SPDXVersion)
+	require.Len(t, sbom.DocumentDescribes, 1, "the SBOM describes the image")
 	names := map[string]bool{}
+	described := false
 	for _, p := range sbom.Packages {
 		names[p.Name] = true
-		if p.Name == "gitea-runner-scaler" && len(p.Checksums) == 1 && p.Checksums[0].Algorithm == "SHA256" {
+		if p.SPDXID == sbom.DocumentDescribes[0] {
+			described = true
+			require.Len(t, p.Checksums, 1)
+			assert.Equal(t, "SHA256", p.Checksums[0].Algorithm)
 			assert.Equal(t, strings.TrimPrefix(digest, "sha256:"), p.Checksums[0].ChecksumValue, "the SBOM names the image by its digest")
 		}
 	}
+	assert.True(t, described, "the described package %s is in the SBOM", sbom.DocumentDescribes[0])
 	for _, m := range []string{"gitea-runner-scaler", "stdlib", "k8s.io/client-go", "code.gitea.io/sdk/gitea"} {
 		assert.True(t, names[m], "the SBOM lists %s", m)
 	}
