@@ -17,6 +17,10 @@ STATICCHECK := $(CACHE)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 # controller-gen is pinned in its tools module; the cache is keyed by that pin.
 CONTROLLER_GEN_VERSION := $(shell awk '$$1 == "sigs.k8s.io/controller-tools" { print $$2 }' scripts/tools/controller-gen/go.mod)
 CONTROLLER_GEN := $(CACHE)/controller-gen-$(CONTROLLER_GEN_VERSION)/controller-gen
+# actionlint checks the CI workflow files (.github/workflows); pinned in its
+# tools module, cached by that pin.
+ACTIONLINT_VERSION := $(shell awk '$$1 == "github.com/rhysd/actionlint" { print $$2 }' scripts/tools/actionlint/go.mod)
+ACTIONLINT := $(CACHE)/actionlint-$(ACTIONLINT_VERSION)/actionlint
 CHART := charts/gitea-runner-operator
 # What `make generate` writes; verify-generated fails when it differs from git.
 GENERATED := crds $(CHART)/files/crds ':(glob)internal/api/**/zz_generated.*.go'
@@ -49,6 +53,43 @@ image: ## Build the scaler's OCI image into bin/image without Docker (IMAGE_PLAT
 	  -ca /etc/ssl/certs/ca-certificates.crt -rootfs rootfs \
 	  -source $(IMAGE_SOURCE) -version $(VERSION) -revision $(IMAGE_REVISION) -created $(IMAGE_CREATED)
 
+# The release: make release VERSION=x.y.z REGISTRY=ghcr.io/OWNER builds
+# the image for RELEASE_PLATFORMS (make image), writes its SPDX SBOM from
+# the binaries' Go build information, pushes the image to
+# $(REGISTRY)/gitea-runner-scaler:$(VERSION) with the SBOM attached as an OCI
+# referrer, pins a copy of the chart to the pushed digest, and pushes it to
+# oci://$(REGISTRY)/charts. What it made stays in bin/release. Both pushes
+# use docker's credentials ($$DOCKER_CONFIG/config.json, as `docker login`
+# writes it); RELEASE_PLAIN_HTTP=true speaks plain HTTP (the test bed's
+# registry, TestReleasePushesAnImageAndAChartPinnedToItsDigest).
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
+RELEASE_DIR := bin/release
+RELEASE_PLAIN_HTTP ?= false
+RELEASE_IMAGE = $(REGISTRY)/gitea-runner-scaler
+RELEASE_TOOL := go run -mod=readonly ./release
+
+.PHONY: release
+release: ## Push the image (amd64, arm64) with its SBOM and the chart pinned to its digest: VERSION=x.y.z REGISTRY=host/path.
+	@[[ "$(VERSION)" =~ ^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$ ]] || \
+	  { echo "release: VERSION must be x.y.z or x.y.z-pre without a leading v (got '$(VERSION)'): make release VERSION=0.2.0 REGISTRY=ghcr.io/you"; exit 2; }
+	@[[ -n "$(REGISTRY)" ]] || { echo "release: REGISTRY is required: make release VERSION=$(VERSION) REGISTRY=ghcr.io/you"; exit 2; }
+	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_PLATFORMS="$(RELEASE_PLATFORMS)"
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	cd scripts/tools/image && $(RELEASE_TOOL) sbom -layout $(CURDIR)/$(IMAGE_DIR) -version $(VERSION) -repository $(RELEASE_IMAGE) \
+	  $(foreach p,$(RELEASE_PLATFORMS),-binary $(p)=$(CURDIR)/bin/image-build/$(subst /,-,$(p))/gitea-runner-scaler) \
+	  -source $(IMAGE_SOURCE) -created $(IMAGE_CREATED) -out $(CURDIR)/$(RELEASE_DIR)/gitea-runner-scaler-$(VERSION).spdx.json
+	cd scripts/tools/image && $(RELEASE_TOOL) push -layout $(CURDIR)/$(IMAGE_DIR) -version $(VERSION) -repository $(RELEASE_IMAGE) \
+	  -sbom $(CURDIR)/$(RELEASE_DIR)/gitea-runner-scaler-$(VERSION).spdx.json -plain-http=$(RELEASE_PLAIN_HTTP) \
+	  -digest-file $(CURDIR)/$(RELEASE_DIR)/image.digest
+	cd scripts/tools/image && $(RELEASE_TOOL) chart -chart $(CURDIR)/$(CHART) -out $(CURDIR)/$(RELEASE_DIR)/chart/gitea-runner-operator \
+	  -version $(VERSION) -repository $(RELEASE_IMAGE) -digest "$$(cat $(CURDIR)/$(RELEASE_DIR)/image.digest)"
+	eval "$$(scripts/install-helm.sh --print-env)"; export HELM_REGISTRY_CONFIG="$${DOCKER_CONFIG:-$$HOME/.docker}/config.json"; \
+	  helm lint --strict $(RELEASE_DIR)/chart/gitea-runner-operator; \
+	  helm package $(RELEASE_DIR)/chart/gitea-runner-operator --destination $(RELEASE_DIR); \
+	  helm push $(RELEASE_DIR)/gitea-runner-operator-$(VERSION).tgz oci://$(REGISTRY)/charts $(if $(filter true,$(RELEASE_PLAIN_HTTP)),--plain-http)
+	@echo "release $(VERSION): image $(RELEASE_IMAGE):$(VERSION)@$$(cat $(RELEASE_DIR)/image.digest) (SBOM attached)," \
+	  "chart oci://$(REGISTRY)/charts/gitea-runner-operator --version $(VERSION), files in $(RELEASE_DIR)"
+
 .PHONY: test-image
 test-image: image ## Build the image, read it back and run its binary's version.
 	cd scripts/tools/image && IMAGE_LAYOUT=$(CURDIR)/$(IMAGE_DIR) IMAGE_VERSION=$(VERSION) IMAGE_REVISION=$(IMAGE_REVISION) \
@@ -61,6 +102,10 @@ $(CONTROLLER_GEN):
 	cd scripts/tools/controller-gen && go build -mod=readonly -o $@ \
 	  -ldflags '-X sigs.k8s.io/controller-tools/pkg/version.version=$(CONTROLLER_GEN_VERSION)' \
 	  sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(ACTIONLINT):
+	cd scripts/tools/actionlint && go build -mod=readonly -trimpath -o $@ \
+	  -ldflags '-s -w -X github.com/rhysd/actionlint.version=$(ACTIONLINT_VERSION)' github.com/rhysd/actionlint/cmd/actionlint
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Write the CRD (crds/ and the chart's copy), its API reference and DeepCopy methods from internal/api/v1alpha1.
@@ -104,7 +149,7 @@ check-links: ## Every relative link and #anchor in every *.md of the repository 
 	cd scripts/tools/docs && go run -mod=readonly ./mdlinks $(CURDIR)
 
 .PHONY: lint
-lint: $(STATICCHECK) verify-docs check-links ## gofmt, go vet (with and without the e2e tag), staticcheck, generated docs, Markdown links.
+lint: $(STATICCHECK) $(ACTIONLINT) verify-docs check-links ## gofmt, go vet (with and without the e2e tag), staticcheck, actionlint, generated docs, Markdown links.
 	@out=$$(gofmt -l $$(git ls-files '*.go') ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	go vet -tags e2e ./...
@@ -114,6 +159,10 @@ lint: $(STATICCHECK) verify-docs check-links ## gofmt, go vet (with and without 
 	cd scripts/tools/controller-gen && go vet ./...
 	cd scripts/tools/image && go vet ./...
 	cd scripts/tools/docs && go vet ./...
+	cd scripts/tools/registry && go vet ./...
+	@# shellcheck and pyflakes are left out: neither is installed here, and a
+	@# check that runs only where they happen to be would pass here and fail there.
+	$(ACTIONLINT) -shellcheck= -pyflakes= .github/workflows/*.yaml
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes only).

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// scalerImageName is the name of the scaler's entry in the chart's
+// artifacthub.io/images annotation.
+const scalerImageName = "gitea-runner-scaler"
+
+// ChartPin is what a released chart names: its version, and the scaler
+// image by repository, tag and digest.
+type ChartPin struct {
+	Version    string
+	Repository string
+	Digest     string
+}
+
+// PinChart copies the chart in src to dst (replaced) and pins the copy:
+// Chart.yaml's version and appVersion become the release's version,
+// values.yaml's image.repository, image.tag and image.digest name the pushed
+// image, and the artifacthub.io/images annotation names it by digest too.
+// Only those values change; every comment and line of the two files stays,
+// since values.yaml's comments are the chart's documentation.
+func PinChart(src, dst string, pin ChartPin) error {
+	if err := os.RemoveAll(dst); err != nil {
+		return err
+	}
+	if err := copyDir(src, dst); err != nil {
+		return err
+	}
+	valuesFile := filepath.Join(dst, "values.yaml")
+	values, err := os.ReadFile(valuesFile)
+	if err != nil {
+		return err
+	}
+	oldRepo, err := scalarAt(values, "image", "repository")
+	if err != nil {
+		return fmt.Errorf("values.yaml: %w", err)
+	}
+	for _, kv := range [][2]string{{"repository", pin.Repository}, {"tag", pin.Version}, {"digest", pin.Digest}} {
+		if values, err = setScalar(values, kv[1], "image", kv[0]); err != nil {
+			return fmt.Errorf("values.yaml: %w", err)
+		}
+	}
+	chartFile := filepath.Join(dst, "Chart.yaml")
+	chart, err := os.ReadFile(chartFile)
+	if err != nil {
+		return err
+	}
+	oldApp, err := scalarAt(chart, "appVersion")
+	if err != nil {
+		return fmt.Errorf("Chart.yaml: %w", err)
+	}
+	for _, key := range []string{"version", "appVersion"} {
+		if chart, err = setScalar(chart, pin.Version, key); err != nil {
+			return fmt.Errorf("Chart.yaml: %w", err)
+		}
+	}
+	// The annotation is a YAML document in a string; its scaler entry names
+	// the image the unpinned chart runs, values.yaml's repository at the
+	// appVersion, and that text is replaced.
+	oldImage := oldRepo + ":" + oldApp
+	newImage := pin.Repository + ":" + pin.Version + "@" + pin.Digest
+	if n := strings.Count(string(chart), "image: "+oldImage+"\n"); n != 1 {
+		return fmt.Errorf("Chart.yaml: the artifacthub.io/images annotation must name %q exactly once (values' image.repository at the appVersion), found %d", oldImage, n)
+	}
+	chart = []byte(strings.Replace(string(chart), "image: "+oldImage+"\n", "image: "+newImage+"\n", 1))
+	if err := checkImagesAnnotation(chart, newImage); err != nil {
+		return err
+	}
+	if err := os.WriteFile(valuesFile, values, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(chartFile, chart, 0o644)
+}
+
+// checkImagesAnnotation makes sure the annotation parses and names the
+// scaler by the pinned reference.
+func checkImagesAnnotation(chart []byte, want string) error {
+	var c struct {
+		Annotations map[string]string `yaml:"annotations"`
+	}
+	if err := yaml.Unmarshal(chart, &c); err != nil {
+		return fmt.Errorf("Chart.yaml: %w", err)
+	}
+	var images []struct{ Name, Image string }
+	if err := yaml.Unmarshal([]byte(c.Annotations["artifacthub.io/images"]), &images); err != nil {
+		return fmt.Errorf("Chart.yaml: artifacthub.io/images: %w", err)
+	}
+	for _, im := range images {
+		if im.Name == scalerImageName {
+			if im.Image != want {
+				return fmt.Errorf("Chart.yaml: artifacthub.io/images names %s as %q, want %q", scalerImageName, im.Image, want)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("Chart.yaml: artifacthub.io/images has no entry named %s", scalerImageName)
+}
+
+// scalarNode finds the scalar at a path of mapping keys.
+func scalarNode(doc []byte, path ...string) (*yaml.Node, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil {
+		return nil, err
+	}
+	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 {
+		return nil, errors.New("not one YAML document")
+	}
+	n := root.Content[0]
+	for i, key := range path {
+		if n.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("%s is not a mapping", strings.Join(path[:i], "."))
+		}
+		var next *yaml.Node
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == key {
+				next = n.Content[j+1]
+			}
+		}
+		if next == nil {
+			return nil, fmt.Errorf("%s is missing", strings.Join(path[:i+1], "."))
+		}
+		n = next
+	}
+	if n.Kind != yaml.ScalarNode {
+		return nil, fmt.Errorf("%s is not a scalar", strings.Join(path, "."))
+	}
+	return n, nil
+}
+
+func scalarAt(doc []byte, path ...string) (string, error) {
+	n, err := scalarNode(doc, path...)
+	if err != nil {
+		return "", err
+	}
+	return n.Value, nil
+}
+
+// setScalar replaces the scalar at path with a double-quoted value, in the
+// text, on the scalar's own line: nothing else of the file changes.
+func setScalar(doc []byte, value string, path ...string) ([]byte, error) {
+	n, err := scalarNode(doc, path...)
+	if err != nil {
+		return nil, err
+	}
+	if n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+		return nil, fmt.Errorf("%s is a block scalar", strings.Join(path, "."))
+	}
+	lines := strings.SplitAfter(string(doc), "\n")
+	line := lines[n.Line-1]
+	col := n.Column - 1
+	// The scalar's text as written: quoted or plain, up to a comment or
+	// the end of the line.
+	rest := line[col:]
+	var end int
+	switch {
+	case n.Style&yaml.DoubleQuotedStyle != 0, n.Style&yaml.SingleQuotedStyle != 0:
+		q := rest[0]
+		end = 1 + strings.IndexByte(rest[1:], q) + 1
+		if end <= 1 {
+			return nil, fmt.Errorf("%s: cannot find its closing quote", strings.Join(path, "."))
+		}
+	default:
+		end = len(strings.TrimRight(strings.SplitN(rest, " #", 2)[0], " \r\n"))
+	}
+	lines[n.Line-1] = line[:col] + strconv.Quote(value) + rest[end:]
+	out := []byte(strings.Join(lines, ""))
+	if got, err := scalarAt(out, path...); err != nil || got != value {
+		return nil, fmt.Errorf("%s: setting %q gave %q (%v)", strings.Join(path, "."), value, got, err)
+	}
+	return out, nil
+}
+
+func copyDir(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, raw, info.Mode().Perm())
+	})
+}
