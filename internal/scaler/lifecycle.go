@@ -290,20 +290,25 @@ func podViews(pods []corev1.Pod) map[types.UID]podView {
 // runnerContainer judges a runner by its runner container, not by the
 // pod: a regular sidecar keeps the pod Running after the runner has
 // ended. The runner has run its job when its container ended with exit
-// code 0 in a pod still Running (restartPolicy OnFailure restarts it on
-// any other code); it is crash-looping when it waits to be restarted.
+// code 0 while another container still runs (restartPolicy OnFailure
+// restarts it on any other code): without one, the pod is about to
+// succeed, and its phase only lags. It is crash-looping when it waits to
+// be restarted.
 func runnerContainer(p *corev1.Pod) (spent bool, runningSince time.Time, crashLooping bool) {
 	if p.Status.Phase != corev1.PodRunning {
 		// Pending has not run; Succeeded or Failed ends the Job itself.
 		return false, time.Time{}, false
 	}
+	sidecarRuns := slices.ContainsFunc(p.Status.ContainerStatuses, func(c corev1.ContainerStatus) bool {
+		return c.Name != runnerjob.ContainerName && c.State.Running != nil
+	})
 	for _, c := range p.Status.ContainerStatuses {
 		if c.Name != runnerjob.ContainerName {
 			continue
 		}
 		switch {
 		case c.State.Terminated != nil && c.State.Terminated.ExitCode == 0:
-			return true, time.Time{}, false
+			return sidecarRuns, time.Time{}, false
 		case c.State.Running != nil:
 			return false, c.State.Running.StartedAt.Time, false
 		case c.State.Waiting != nil && c.LastTerminationState.Terminated != nil:

@@ -237,6 +237,23 @@ func TestASpentRunnerIsJudgedByItsRunnerContainer(t *testing.T) {
 	assert.Zero(t, e.group("ci").Status.IdleRunners)
 }
 
+// A pod whose only container has just ended still shows Running until
+// the kubelet's next status update: that runner is finishing, not kept up
+// by a sidecar, and its Job, about to complete, is left alone (deleting it
+// would race the Job controller and lose the Job's Complete condition).
+func TestARunnerWhosePodPhaseLagsIsNotSpent(t *testing.T) {
+	rg := newGroup("ci", 3)
+	e, _, set := lifecycleEnv(t, rg)
+	e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, &corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+		{Name: runnerjob.ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}},
+	}})
+
+	e.pass(set)
+
+	assert.Contains(t, jobNamesOf(e), "ci-aaaaa", "a runner Job whose pod is about to succeed is not deleted")
+	assert.Zero(t, e.group("ci").Status.ReapedRunners)
+}
+
 // TestTheWarmPoolKeepsItsReadyRunner: the warm pool's only ready runner is
 // kept while another is still starting.
 func TestTheWarmPoolKeepsItsReadyRunner(t *testing.T) {
