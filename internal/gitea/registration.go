@@ -2,6 +2,7 @@ package gitea
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -105,4 +106,30 @@ func (c *client) checkTokenUser(ctx context.Context, user string) error {
 		return fmt.Errorf("gitea: cannot mint a registration token for user %s: %w (%q); Gitea mints user-scope tokens only for the token's own user", user, ErrWrongUser, got)
 	}
 	return nil
+}
+
+// RegistrationCheck tells whether a runner registration token is the one
+// a scope's runners register with. Implementations are safe for
+// concurrent use.
+type RegistrationCheck interface {
+	// IsScopeRegistrationToken asks Gitea for the target's active
+	// registration token with the API token (POST
+	// .../actions/runners/registration-token: Gitea 1.26 answers GET there
+	// with 404 "Runner not found") and compares it with token. Gitea keeps
+	// one active token per scope, so false means token belongs to another
+	// scope or was reset: runners given it register elsewhere or not at
+	// all. The ask makes a token only for a scope that has none, in which
+	// case token cannot be its. It needs the rights of RegistrationToken;
+	// without them it fails as that does (ErrForbidden, ErrWrongUser, ...),
+	// and nothing can be told. Gitea's token never leaves the client.
+	IsScopeRegistrationToken(ctx context.Context, t Target, token string) (bool, error)
+}
+
+// IsScopeRegistrationToken implements RegistrationCheck.
+func (c *client) IsScopeRegistrationToken(ctx context.Context, t Target, token string) (bool, error) {
+	active, err := c.RegistrationToken(ctx, t)
+	if err != nil {
+		return false, err
+	}
+	return subtle.ConstantTimeCompare([]byte(active), []byte(strings.TrimSpace(token))) == 1, nil
 }
