@@ -62,6 +62,14 @@ func (s *Server) RegistrationToken(scope string) string {
 	return tok
 }
 
+// SetRegistrationToken makes token the active registration token of a
+// scope, as if the test's Secret had been filled from Gitea's settings.
+func (s *Server) SetRegistrationToken(scope, token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.regTokens[scope] = token
+}
+
 // ResetRegistrationToken replaces a scope's active registration token, as
 // the reset button in Gitea's runner settings does: the next mint answers
 // the new one.
