@@ -108,28 +108,63 @@ func (c *client) checkTokenUser(ctx context.Context, user string) error {
 	return nil
 }
 
-// RegistrationCheck tells whether a runner registration token is the one
-// a scope's runners register with. Implementations are safe for
-// concurrent use.
+// RegistrationCheck tells whether a runner registration token lets
+// runners take a scope's jobs. Implementations are safe for concurrent
+// use.
 type RegistrationCheck interface {
-	// IsScopeRegistrationToken asks Gitea for the target's active
-	// registration token with the API token (POST
-	// .../actions/runners/registration-token: Gitea 1.26 answers GET there
-	// with 404 "Runner not found") and compares it with token. Gitea keeps
-	// one active token per scope, so false means token belongs to another
-	// scope or was reset: runners given it register elsewhere or not at
-	// all. The ask makes a token only for a scope that has none, in which
-	// case token cannot be its. It needs the rights of RegistrationToken;
-	// without them it fails as that does (ErrForbidden, ErrWrongUser, ...),
-	// and nothing can be told. Gitea's token never leaves the client.
+	// IsScopeRegistrationToken asks Gitea for the active registration
+	// token of the target and, until one matches, of each scope that
+	// contains it (a repository's owner, org or user, then the instance),
+	// with the API token, and compares each with token. A runner
+	// registered with any of them may take the target's jobs (an org's
+	// runners serve its repositories), and Gitea keeps one active token
+	// per scope, so it answers false only when every one of those scopes
+	// answered and none is token's: then token is another scope's, or was
+	// reset, and runners given it never take the target's jobs.
+	//
+	// Each ask is a POST on .../actions/runners/registration-token
+	// (Gitea 1.26 answers GET there with 404 "Runner not found"), which
+	// makes a token only for a scope that has none, and needs the rights
+	// of RegistrationToken. When a scope that may hold token refuses
+	// (ErrForbidden, ErrUnauthorized, ErrWrongUser) and none matched, it
+	// returns false and that refusal: nothing can be told. Gitea's tokens
+	// never leave the client.
 	IsScopeRegistrationToken(ctx context.Context, t Target, token string) (bool, error)
 }
 
 // IsScopeRegistrationToken implements RegistrationCheck.
 func (c *client) IsScopeRegistrationToken(ctx context.Context, t Target, token string) (bool, error) {
-	active, err := c.RegistrationToken(ctx, t)
-	if err != nil {
+	if err := t.validate(); err != nil {
 		return false, err
 	}
-	return subtle.ConstantTimeCompare([]byte(active), []byte(strings.TrimSpace(token))) == 1, nil
+	token = strings.TrimSpace(token)
+	scopes := []Target{t}
+	if t.Scope == ScopeRepo {
+		// The owner is an org or a user; which, the org endpoint tells.
+		scopes = append(scopes, Target{Scope: ScopeOrg, Owner: t.Owner})
+	}
+	if t.Scope != ScopeGlobal {
+		scopes = append(scopes, Target{Scope: ScopeGlobal})
+	}
+	var refused error
+	for i := 0; i < len(scopes); i++ {
+		s := scopes[i]
+		active, err := c.RegistrationToken(ctx, s)
+		switch {
+		case err == nil:
+			if subtle.ConstantTimeCompare([]byte(active), []byte(token)) == 1 {
+				return true, nil
+			}
+		case t.Scope == ScopeRepo && s.Scope == ScopeOrg && errors.Is(err, ErrNotFound):
+			// No org of that name: the repository is a user's.
+			scopes = append(scopes[:i+1], append([]Target{{Scope: ScopeUser, Owner: t.Owner}}, scopes[i+1:]...)...)
+		case errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrWrongUser), errors.Is(err, ErrNotFound):
+			if refused == nil {
+				refused = err
+			}
+		default:
+			return false, err
+		}
+	}
+	return false, refused
 }

@@ -134,11 +134,19 @@ func TestFakeAnswersGETOnTheRegistrationTokenPathLikeGitea126(t *testing.T) {
 	}
 }
 
-// IsScopeRegistrationToken tells whether a token is the scope's active
-// registration token, by asking Gitea for that token with the API token
-// (POST, which makes one only when the scope has none) and comparing;
-// Gitea's answer never leaves the client.
+// IsScopeRegistrationToken tells whether a token lets runners take a
+// scope's jobs: it is the active registration token of the scope or of one
+// that contains it (a repository's owner, the instance), by asking Gitea
+// for those tokens with the API token (POST, which makes one only when the
+// scope has none) and comparing. It answers false only when every such
+// scope answered; Gitea's tokens never leave the client.
 func TestIsScopeRegistrationToken(t *testing.T) {
+	acme := Target{Scope: ScopeOrg, Owner: "acme"}
+	app := Target{Scope: ScopeRepo, Owner: "acme", Repo: "app"}
+	tool := Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"}
+	tokenOf := func(scope string) func(f *giteatest.Server) string {
+		return func(f *giteatest.Server) string { return f.RegistrationToken(scope) }
+	}
 	tests := []struct {
 		name    string
 		target  Target
@@ -147,24 +155,23 @@ func TestIsScopeRegistrationToken(t *testing.T) {
 		want    bool
 		wantErr error
 	}{
-		{"the org's own token", Target{Scope: ScopeOrg, Owner: "acme"}, adminToken,
-			func(f *giteatest.Server) string { return f.RegistrationToken("acme") }, true, nil},
-		{"a repository's token is not its org's", Target{Scope: ScopeOrg, Owner: "acme"}, adminToken,
-			func(f *giteatest.Server) string { return f.RegistrationToken("acme/app") }, false, nil},
-		{"another user's token is not this repository's", Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"}, aliceToken,
-			func(f *giteatest.Server) string { return f.RegistrationToken("root") }, false, nil},
-		{"a token that was reset is not the active one", Target{Scope: ScopeOrg, Owner: "acme"}, adminToken,
+		{"the org's own token", acme, adminToken, tokenOf("acme"), true, nil},
+		{"a repository's token is not its org's", acme, adminToken, tokenOf("acme/app"), false, nil},
+		{"the repository's own token", app, adminToken, tokenOf("acme/app"), true, nil},
+		{"its org's token serves the repository too", app, adminToken, tokenOf("acme"), true, nil},
+		{"the instance's token serves every scope", app, adminToken, tokenOf(""), true, nil},
+		{"a user's token is not another owner's repository's", app, adminToken, tokenOf("alice"), false, nil},
+		{"a token that was reset is not the active one", acme, adminToken,
 			func(f *giteatest.Server) string {
 				old := f.RegistrationToken("acme")
 				f.ResetRegistrationToken("acme")
 				return old
 			}, false, nil},
-		{"the user's own token", Target{Scope: ScopeUser, Owner: "alice"}, aliceToken,
-			func(f *giteatest.Server) string { return f.RegistrationToken("alice") }, true, nil},
-		{"an API token that may not manage the org's runners cannot tell", Target{Scope: ScopeOrg, Owner: "acme"}, aliceToken,
-			func(f *giteatest.Server) string { return f.RegistrationToken("acme") }, false, ErrForbidden},
-		{"another user's API token cannot tell for a user scope", Target{Scope: ScopeUser, Owner: "root"}, aliceToken,
-			func(f *giteatest.Server) string { return f.RegistrationToken("root") }, false, ErrWrongUser},
+		{"the user's own token", Target{Scope: ScopeUser, Owner: "alice"}, aliceToken, tokenOf("alice"), true, nil},
+		{"a user's token serves the user's repository (no org of that name)", tool, aliceToken, tokenOf("alice"), true, nil},
+		{"without the right to ask the instance's, another token cannot be told apart", tool, aliceToken, tokenOf("root"), false, ErrForbidden},
+		{"an API token that may not manage the org's runners cannot tell", acme, aliceToken, tokenOf("acme/app"), false, ErrForbidden},
+		{"another user's API token cannot tell for a user scope", Target{Scope: ScopeUser, Owner: "root"}, aliceToken, tokenOf("acme"), false, ErrWrongUser},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,6 +182,7 @@ func TestIsScopeRegistrationToken(t *testing.T) {
 			if tt.wantErr != nil {
 				require.ErrorIs(t, err, tt.wantErr)
 				assert.NotContains(t, err.Error(), token)
+				assert.False(t, got)
 				return
 			}
 			require.NoError(t, err)

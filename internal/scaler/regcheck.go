@@ -65,10 +65,11 @@ func (r *regChecks) put(key [sha256.Size]byte, v regVerdict) {
 }
 
 // checkRegistrationToken checks that the group's registration token (from
-// spec.registrationToken) is its scope's active one, with the group's API
-// token: Gitea answers a scope's token only to who may manage its runners
-// (site admin, org owner, repository owner, the user), and keeps one
-// active token per scope, so a token that differs is another scope's or
+// spec.registrationToken) is the active one of its scope or of a scope
+// that contains it (gitea.RegistrationCheck), with the group's API token:
+// Gitea answers a scope's token only to who may manage its runners (site
+// admin, org owner, repository owner, the user), and keeps one active
+// token per scope, so a token that is none of them is another scope's or
 // was reset, and runners given it never take this group's jobs. Such a
 // group fails with RegistrationTokenNotForScope, which the assignment
 // rule counts as unable to serve: it holds no job from a group that can.
@@ -117,10 +118,10 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 		return nil
 	case v.match:
 		g.regCheck = &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionTrue, Reason: ReasonRegistrationTokenMatchesScope,
-			Message: fmt.Sprintf("%s is the active runner registration token of %s (asked of Gitea with spec.authToken)", where, target)}
+			Message: fmt.Sprintf("%s is the active runner registration token of %s or of a scope that contains it (asked of Gitea with spec.authToken)", where, target)}
 		return nil
 	}
-	msg := fmt.Sprintf("spec.registrationToken: %s is not the active runner registration token of %s (Gitea answered that scope's token to spec.authToken): it is another scope's, or was reset in Gitea, so runners would register elsewhere or not at all and the group serves nothing; put that scope's token in the Secret, or leave spec.registrationToken out to have the scaler mint it",
+	msg := fmt.Sprintf("spec.registrationToken: %s is not the active runner registration token of %s, nor of a scope that contains it (Gitea answered those scopes' tokens to spec.authToken): it is another scope's, or was reset in Gitea, so runners would register elsewhere or not at all and the group serves nothing; put that scope's token in the Secret, or leave spec.registrationToken out to have the scaler mint it",
 		where, target)
 	g.regCheck = &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionFalse, Reason: ReasonRegistrationTokenNotForScope, Message: cutRunes(msg, maxMessageRunes)}
 	return newGroupError(ReasonRegistrationTokenNotForScope, "%s", msg)
