@@ -1,0 +1,60 @@
+package scaler
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+)
+
+// Issue 19.3, the shared Gitea listing: groups of two namespaces on one
+// Gitea and one org share a listing only when they hold the very same
+// token. Team B's group names A's org with a token of its own that Gitea
+// refuses there: it must get Gitea's refusal, not A's listing (which a
+// listing keyed by URL and target alone would hand it), and A's token is
+// never sent for B's group.
+func TestOneTenantsTokenNeverAnswersForAnothersGroup(t *testing.T) {
+	const tokenA, tokenB = "team-a-api-token", "team-b-api-token"
+	srv := giteatest.New()
+	t.Cleanup(srv.Close)
+	srv.AddToken(tokenA, "alice", false)
+	srv.AddToken(tokenB, "mallory", false)
+	require.NoError(t, srv.Load(giteatest.Scene{
+		Users: []string{"alice", "mallory"},
+		Orgs:  []giteatest.Org{{Name: "contoso", Owners: []string{"alice"}, Members: []string{"alice"}}},
+		Repos: []giteatest.Repo{{Owner: "contoso", Name: "web"}},
+		Jobs: []giteatest.Job{{ID: 1, Owner: "contoso", Repo: "web", RunID: 1, Name: "build",
+			Labels: []string{"ubuntu-latest"}, Status: giteatest.StatusQueued}},
+	}))
+	scopeTokens(srv, giteatest.Scene{Orgs: []giteatest.Org{{Name: "contoso"}}})
+	org := func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "contoso" }
+	a := newGroup("contoso", 5, inNamespace("team-a"), org, servedAt(t0))
+	b := newGroup("contoso", 5, inNamespace("team-b"), org, servedAt(t0))
+	e := newServedEnv(t, a, b)
+	for ns, token := range map[string]string{"team-a": tokenA, "team-b": tokenB} {
+		addSecret(t, e, ns, "api", token)
+		addSecret(t, e, ns, "reg", "reg-"+secretToken)
+	}
+	var sentFor []string
+	useFake := func(d *Deps, _ *Config) {
+		inner := d.Gitea
+		d.Gitea = func(url, token string) (gitea.Client, error) {
+			_, _ = inner(url, token) // records the token, as every test's factory does
+			sentFor = append(sentFor, token)
+			return gitea.NewClient(srv.URL, token, gitea.Options{})
+		}
+	}
+
+	sum := e.pass(useFake)
+
+	assert.Equal(t, []string{"team-b/contoso"}, sum.Failed)
+	assert.Equal(t, map[string]int{"team-a/contoso": 1}, e.runnersOf("team-a", "team-b"))
+	rgB := e.groupIn("team-b", "contoso")
+	assert.Equal(t, ReasonGiteaForbidden, ready(rgB).Reason, "B's group gets Gitea's answer to B's token")
+	assert.Zero(t, rgB.Status.QueuedJobs, "and none of A's listing")
+	assert.ElementsMatch(t, []string{tokenA, tokenB}, sentFor, "each group's client holds its own token")
+}
