@@ -58,3 +58,25 @@ func TestOneTenantsTokenNeverAnswersForAnothersGroup(t *testing.T) {
 	assert.Zero(t, rgB.Status.QueuedJobs, "and none of A's listing")
 	assert.ElementsMatch(t, []string{tokenA, tokenB}, sentFor, "each group's client holds its own token")
 }
+
+// Issue 19.3, the webhook: one secret signs every tenant's deliveries, so
+// any tenant whose repository's hook holds it can name any repository.
+// What a delivery names only chooses which groups the next pass serves
+// (every one could, at the next poll, anyway); what they serve comes from
+// Gitea, with each group's own token. So deliveries naming team A's
+// repository, from anyone, start no runner Gitea does not list as queued,
+// and their passes are bounded as TestTriggeredPassesAreRateLimited and
+// TestPendingTriggersAreBounded prove.
+func TestADeliveryStartsNoRunnerGiteaDoesNotList(t *testing.T) {
+	e := newEnv(t, newGroup("contoso", 5, inNamespace("team-a"), func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "contoso" }))
+	e.addTokens("team-a")
+	g := &countingGitea{calls: map[string]int{}}
+	sc := e.scaler(func(d *Deps, _ *Config) {
+		d.Gitea = func(string, string) (gitea.Client, error) { return g, nil }
+	})
+	startLoop(t, sc)
+	waitFor(t, "the first pass", func() bool { return g.count("org contoso") == 1 })
+	sc.Trigger(QueuedJob{Repo: "contoso/web", Labels: []string{"ubuntu-latest"}})
+	waitFor(t, "a triggered pass", func() bool { return g.count("org contoso") >= 2 })
+	assert.Equal(t, map[string]int{}, e.runnersOf("team-a"), "Gitea lists nothing queued: no runner")
+}
