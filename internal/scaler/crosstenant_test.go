@@ -1,10 +1,13 @@
 package scaler
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
@@ -79,4 +82,48 @@ func TestADeliveryStartsNoRunnerGiteaDoesNotList(t *testing.T) {
 	sc.Trigger(QueuedJob{Repo: "contoso/web", Labels: []string{"ubuntu-latest"}})
 	waitFor(t, "a triggered pass", func() bool { return g.count("org contoso") >= 2 })
 	assert.Equal(t, map[string]int{}, e.runnersOf("team-a"), "Gitea lists nothing queued: no runner")
+}
+
+// Issue 19.3, minted tokens: a group without spec.registrationToken has the
+// scaler mint its scope's token with the group's own API token, into a
+// Secret of the group's own namespace. Team B's group naming A's org, with
+// a token Gitea refuses there, gets no token of A's (GiteaForbidden, no
+// Secret, no runner), keeps none of A's jobs, and A's minted Secret is A's
+// alone.
+func TestAnotherTenantGetsNoMintedTokenItsTokenCouldNot(t *testing.T) {
+	const tokenA, tokenB = "team-a-api-token", "team-b-api-token"
+	srv := giteatest.New()
+	t.Cleanup(srv.Close)
+	srv.AddToken(tokenA, "alice", false)
+	srv.AddToken(tokenB, "mallory", false)
+	require.NoError(t, srv.Load(giteatest.Scene{
+		Users: []string{"alice", "mallory"},
+		Orgs:  []giteatest.Org{{Name: "contoso", Owners: []string{"alice"}, Members: []string{"alice"}}},
+		Repos: []giteatest.Repo{{Owner: "contoso", Name: "web"}},
+		Jobs: []giteatest.Job{{ID: 1, Owner: "contoso", Repo: "web", RunID: 1, Name: "build",
+			Labels: []string{"ubuntu-latest"}, Status: giteatest.StatusQueued}},
+	}))
+	org := func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "contoso" }
+	a := newGroup("ci", 5, inNamespace("team-a"), org, minting, servedAt(t0))
+	b := newGroup("ci", 5, inNamespace("team-b"), org, minting, repoScope("web"), servedAt(t0))
+	e := newServedEnv(t, a, b)
+	addSecret(t, e, "team-a", "api", tokenA)
+	addSecret(t, e, "team-b", "api", tokenB)
+
+	sum := e.pass(func(d *Deps, _ *Config) {
+		d.Gitea = func(_, token string) (gitea.Client, error) {
+			return gitea.NewClient(srv.URL, token, gitea.Options{})
+		}
+	})
+
+	assert.Equal(t, []string{"team-b/ci"}, sum.Failed)
+	assert.Equal(t, ReasonGiteaForbidden, ready(e.groupIn("team-b", "ci")).Reason)
+	assert.Equal(t, map[string]int{"team-a/ci": 1}, e.runnersOf("team-a", "team-b"), "A's job is A's at once")
+	minted := v1alpha1.MintedRegistrationTokenSecret("ci")
+	_, err := e.kube.CoreV1().Secrets("team-b").Get(context.Background(), minted, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no token minted for B")
+	sa, err := e.kube.CoreV1().Secrets("team-a").Get(context.Background(), minted, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, srv.RegistrationToken("contoso"), string(sa.Data[v1alpha1.MintedRegistrationTokenKey]))
+	assert.Equal(t, a.UID, sa.OwnerReferences[0].UID, "owned by A's group only")
 }
