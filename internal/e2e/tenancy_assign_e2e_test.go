@@ -69,7 +69,8 @@ func TestAnotherTenantCannotStarveAJob(t *testing.T) {
 	b.waitServed(ctx, t, a.ns, a.group, dump)
 	b.waitServed(ctx, t, nsB, groupB, dump)
 	// B's read-only token may not ask Gitea for the repository's
-	// registration token (403: only the repository's owner may), so the
+	// registration token (403: it needs write:repository, and only the
+	// repository's owner may), so the
 	// scaler cannot tell that B's token is another scope's: it says so,
 	// and the hold is what bounds B's group.
 	rgB, err := b.group(ctx, nsB, groupB)
@@ -77,7 +78,7 @@ func TestAnotherTenantCannotStarveAJob(t *testing.T) {
 	if c := condition(rgB, "RegistrationToken"); assert.NotNil(t, c, statusLine(rgB)) {
 		assert.Equal(t, metav1.ConditionUnknown, c.Status)
 		assert.Equal(t, "RegistrationTokenUnchecked", c.Reason)
-		assert.Contains(t, c.Message, "user should be the owner of the repo", "Gitea's own reason")
+		assert.Contains(t, c.Message, "forbidden (HTTP 403): token does not have at least one of required scope(s), required=[write:repository]", "Gitea's own reason")
 	}
 	rgA, err := b.group(ctx, a.ns, a.group)
 	require.NoError(t, err)
@@ -212,7 +213,8 @@ func TestAWrongScopeRegistrationTokenHoldsNoJob(t *testing.T) {
 // TestRegistrationTokenCheckOnTheRealGitea pins what the check relies on,
 // on Gitea 1.26: POST answers the scope's active token (so the real
 // client's verdict is right both ways, for a scope and the scopes that
-// contain it), /orgs/{user}/... is 404 for a user's repository, GET on
+// contain it), a user's repository's owner is asked as a user when the
+// org endpoint refuses (403 for a token without write:organization), GET on
 // that path is no way to read a token (404 "Runner not found"), and a
 // token that may only read the repository cannot ask (403).
 func TestRegistrationTokenCheckOnTheRealGitea(t *testing.T) {
@@ -249,8 +251,9 @@ func TestRegistrationTokenCheckOnTheRealGitea(t *testing.T) {
 		require.NoError(t, err, tt.name)
 		assert.Equal(t, tt.want, got, tt.name)
 	}
-	// A user's repository: /orgs/{user}/... is 404, so the user's own
-	// token is asked for next, which the user's API token may.
+	// A user's repository: the org endpoint refuses a token without
+	// write:organization (403, before it looks for an org), so the user's
+	// own token is asked for next, which the user's API token may.
 	userRepo := g.createUserRepo(ctx, t, owner, "tool")
 	asUser, err := gitea.NewClient(g.admin.URL(), g.userToken(ctx, t, user, pass, "check", "write:repository", "write:user"), gitea.Options{})
 	require.NoError(t, err)

@@ -138,33 +138,69 @@ func (c *client) IsScopeRegistrationToken(ctx context.Context, t Target, token s
 		return false, err
 	}
 	token = strings.TrimSpace(token)
-	scopes := []Target{t}
-	if t.Scope == ScopeRepo {
-		// The owner is an org or a user; which, the org endpoint tells.
-		scopes = append(scopes, Target{Scope: ScopeOrg, Owner: t.Owner})
+	var refused error
+	// ask asks for one scope's token: whether it matched, and whether
+	// Gitea answered at all.
+	ask := func(s Target) (matched, answered bool, err error) {
+		active, err := c.RegistrationToken(ctx, s)
+		if err != nil {
+			return false, false, err
+		}
+		return subtle.ConstantTimeCompare([]byte(active), []byte(token)) == 1, true, nil
 	}
+	scopes := []Target{t}
 	if t.Scope != ScopeGlobal {
 		scopes = append(scopes, Target{Scope: ScopeGlobal})
 	}
-	var refused error
-	for i := 0; i < len(scopes); i++ {
-		s := scopes[i]
-		active, err := c.RegistrationToken(ctx, s)
+	for _, s := range scopes {
+		matched, _, err := ask(s)
 		switch {
-		case err == nil:
-			if subtle.ConstantTimeCompare([]byte(active), []byte(token)) == 1 {
-				return true, nil
-			}
-		case t.Scope == ScopeRepo && s.Scope == ScopeOrg && errors.Is(err, ErrNotFound):
-			// No org of that name: the repository is a user's.
-			scopes = append(scopes[:i+1], append([]Target{{Scope: ScopeUser, Owner: t.Owner}}, scopes[i+1:]...)...)
-		case errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrWrongUser), errors.Is(err, ErrNotFound):
-			if refused == nil {
-				refused = err
-			}
-		default:
+		case matched:
+			return true, nil
+		case err != nil && !isRefusal(err):
 			return false, err
+		case err != nil && refused == nil:
+			refused = err
+		}
+		if s != t || t.Scope != ScopeRepo {
+			continue
+		}
+		// The repository's owner, an org or a user: Gitea answers an
+		// org's token only for an org, and a user's only to the user's
+		// own token, so whichever answers is the owner's.
+		matched, orgAnswered, orgErr := ask(Target{Scope: ScopeOrg, Owner: t.Owner})
+		if matched {
+			return true, nil
+		}
+		if orgErr != nil && !isRefusal(orgErr) {
+			return false, orgErr
+		}
+		if orgAnswered {
+			continue
+		}
+		matched, userAnswered, userErr := ask(Target{Scope: ScopeUser, Owner: t.Owner})
+		switch {
+		case matched:
+			return true, nil
+		case userErr != nil && !isRefusal(userErr):
+			return false, userErr
+		case userAnswered:
+			// The owner is the token's user: the org's refusal was
+			// about a scope that does not exist.
+		case refused == nil && errors.Is(orgErr, ErrNotFound):
+			// No org of that name, and another user's: the user's
+			// refusal says why.
+			refused = userErr
+		case refused == nil:
+			refused = orgErr
 		}
 	}
 	return false, refused
+}
+
+// isRefusal: Gitea refused the API token this ask (it may not manage that
+// scope's runners, or there is no such scope for it), which asking again
+// does not change.
+func isRefusal(err error) bool {
+	return errors.Is(err, ErrForbidden) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrWrongUser) || errors.Is(err, ErrNotFound)
 }
