@@ -67,15 +67,21 @@ func TestStatusAndWhyShowAnotherNamespaceNothing(t *testing.T) {
 	out, err := run("status", "-n", nsB)
 	require.NoError(t, err, "B may look at its own namespace: %s", out)
 
-	for _, args := range [][]string{
-		{"status", "-n", a.ns},
-		{"status"},
-		{"why", "12345", "-n", a.ns, "--allowed-gitea-urls", bedGiteaURL},
+	// What each says: status names the namespace it may not list (and
+	// cluster-wide, the API server's refusal); why finds no group it may
+	// read.
+	for _, tt := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"status", "-n", a.ns}, "cannot list the RunnerGroups of namespace " + a.ns},
+		{[]string{"status"}, "is forbidden"},
+		{[]string{"why", "12345", "-n", a.ns, "--allowed-gitea-urls", bedGiteaURL}, "no selected RunnerGroup"},
 	} {
-		out, err := run(args...)
-		t.Logf("%v as B:\n%s", args, out)
-		assert.Error(t, err, "%v as B", args)
-		assert.Contains(t, out, "forbidden", "%v: RBAC decides", args)
-		assert.NotContains(t, out, a.group, "%v: nothing of A's group", args)
+		out, err := run(tt.args...)
+		t.Logf("%v as B:\n%s", tt.args, out)
+		assert.Error(t, err, "%v as B", tt.args)
+		assert.Contains(t, out, tt.says, "%v", tt.args)
+		assert.NotContains(t, out, a.group, "%v: nothing of A's group", tt.args)
 	}
 }
