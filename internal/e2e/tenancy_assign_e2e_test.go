@@ -9,7 +9,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -18,6 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -64,6 +69,23 @@ func TestAnotherTenantCannotStarveAJob(t *testing.T) {
 	// runners; a failure a retry may fix does not make it ineligible.)
 	b.waitServed(ctx, t, a.ns, a.group, dump)
 	b.waitServed(ctx, t, nsB, groupB, dump)
+	// B's read-only token may not ask Gitea for the repository's
+	// registration token (403: it needs write:repository, and only the
+	// repository's owner may), so the
+	// scaler cannot tell that B's token is another scope's: it says so,
+	// and the hold is what bounds B's group.
+	rgB, err := b.group(ctx, nsB, groupB)
+	require.NoError(t, err)
+	if c := condition(rgB, "RegistrationToken"); assert.NotNil(t, c, statusLine(rgB)) {
+		assert.Equal(t, metav1.ConditionUnknown, c.Status)
+		assert.Equal(t, "RegistrationTokenUnchecked", c.Reason)
+		assert.Contains(t, c.Message, "forbidden (HTTP 403): token does not have at least one of required scope(s), required=[write:repository]", "Gitea's own reason")
+	}
+	rgA, err := b.group(ctx, a.ns, a.group)
+	require.NoError(t, err)
+	if c := condition(rgA, "RegistrationToken"); assert.NotNil(t, c, statusLine(rgA)) {
+		assert.Equal(t, "RegistrationTokenMatchesScope", c.Reason, "A's admin token checks A's org token")
+	}
 
 	keys, wf := numberedJobs("starve", 1, a.label)
 	pushJobs(ctx, t, b, a.fx, "ci.yml", nil, wf...)
@@ -137,6 +159,142 @@ func TestTwoGrantedTeamsOnOneRepository(t *testing.T) {
 	runnersA, err := b.runnerJobs(ctx, a.ns, a.group)
 	require.NoError(t, err)
 	assert.Empty(t, runnersA, "the org group left the jobs to the more specific group: %v", jobNames(runnersA))
+}
+
+// TestAWrongScopeRegistrationTokenHoldsNoJob is issue 19's scene where the
+// scaler can tell: team B's repo-scope group on A's repository has an API
+// token that may manage that repository's runners (the admin's here, as a
+// shared bot's would be) and the registration token of B's own user. The
+// scaler asks Gitea for the repository's token, sees B's is another
+// scope's, and B's group shows RegistrationTokenNotForScope and holds no
+// job: A's job is A's at once, with the default ten-minute hold, which
+// this test does not wait for.
+func TestAWrongScopeRegistrationTokenHoldsNoJob(t *testing.T) {
+	t.Parallel()
+	b := getBed(t)
+	ctx := testContext(t, 6*time.Minute)
+	a := b.servedGroup(ctx, t, sceneOpts{name: "wrongscope-a", max: 2})
+
+	nsB := b.namespace(ctx, t, "e2e-wrongscope-b", nil)
+	b.helmInstall(ctx, t, nsB, "gro", deploymentValues(nsB))
+	fxB := b.newUserScope(ctx, t, uniq("e2e-wrongscope-b"), "read:repository")
+	const groupB = "rg-web"
+	secretB := groupSecret(groupB)
+	b.tokenSecret(ctx, t, nsB, secretB, fxB.regToken, b.gitea.adminToken)
+	specB := b.groupSpec(fxB, secretB, 2, a.label)
+	specB.Scope, specB.User, specB.Org, specB.Repo = v1alpha1.ScopeRepo, "", a.fx.repo.Owner, a.fx.repo.Name
+	b.createGroup(ctx, t, nsB, groupB, nil, specB)
+	dump := func() string { return a.dump() + b.dumpNamespaces(nsB) }
+
+	b.waitServed(ctx, t, a.ns, a.group, dump)
+	waitUntil(ctx, t, stepWait, "B's registration token found another scope's", dump, func(ctx context.Context) (bool, string, error) {
+		rg, err := b.group(ctx, nsB, groupB)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		ready, reg := condition(rg, "Ready"), condition(rg, "RegistrationToken")
+		return ready != nil && ready.Reason == "RegistrationTokenNotForScope" && reg != nil && reg.Status == metav1.ConditionFalse, statusLine(rg), nil
+	})
+	rgB, err := b.group(ctx, nsB, groupB)
+	require.NoError(t, err)
+	for _, c := range rgB.Status.Conditions {
+		assert.NotContains(t, c.Message, fxB.regToken, "no token in the status")
+	}
+
+	keys, wf := numberedJobs("wrongscope", 1, a.label)
+	pushJobs(ctx, t, b, a.fx, "ci.yml", nil, wf...)
+	ids := idsOf(b.gitea.waitJobs(ctx, t, a.fx.repo, len(keys)), keys...)
+	// Judged by Gitea: the job succeeded on a runner named with A's
+	// group and owner tag (A's spent runner Job may be gone by then).
+	rgA, err := b.group(ctx, a.ns, a.group)
+	require.NoError(t, err)
+	waitUntil(ctx, t, stepWait, "A's job succeeded on A's runner", dump, func(ctx context.Context) (bool, string, error) {
+		jobs, err := b.gitea.repoJobs(ctx, a.fx.repo)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, j := range jobs {
+			if j.ID == ids[keys[0]] {
+				_, ours := runnerjob.JobOfRunner(rgA, j.RunnerName)
+				return j.State() == "completed/success" && ours, fmt.Sprintf("%s on runner %q", j.State(), j.RunnerName), nil
+			}
+		}
+		return false, "not listed", nil
+	})
+	runnersB, err := b.runnerJobs(ctx, nsB, groupB)
+	require.NoError(t, err)
+	assert.Empty(t, runnersB, "B's group started no runner: %v", jobNames(runnersB))
+}
+
+// TestRegistrationTokenCheckOnTheRealGitea pins what the check relies on,
+// on Gitea 1.26: POST answers the scope's active token (so the real
+// client's verdict is right both ways, for a scope and the scopes that
+// contain it), a user's repository's owner is asked as a user when the
+// org endpoint refuses (403 for a token without write:organization), GET on
+// that path is no way to read a token (404 "Runner not found"), and a
+// token that may only read the repository cannot ask (403).
+func TestRegistrationTokenCheckOnTheRealGitea(t *testing.T) {
+	t.Parallel()
+	b := getBed(t)
+	ctx := testContext(t, 2*time.Minute)
+	g := b.gitea
+	org := g.createOrg(ctx, t, uniq("e2e-regcheck"))
+	repo := g.createOrgRepo(ctx, t, org, "web")
+	orgToken := g.registrationToken(ctx, t, g.admin, giteasetup.OrgRunners(org))
+	user := uniq("e2e-regcheck-u")
+	pass := g.createUser(ctx, t, user)
+	readOnly := g.userToken(ctx, t, user, pass, "ro", "read:repository")
+	owner := g.admin.WithToken(g.userToken(ctx, t, user, pass, "setup", "write:repository", "write:user"))
+	userToken := g.registrationToken(ctx, t, owner, giteasetup.UserRunners())
+
+	admin, err := gitea.NewClient(g.admin.URL(), g.adminToken, gitea.Options{})
+	require.NoError(t, err)
+	check := admin.(gitea.RegistrationCheck)
+	orgTarget := gitea.Target{Scope: gitea.ScopeOrg, Owner: org}
+	repoTarget := gitea.Target{Scope: gitea.ScopeRepo, Owner: repo.Owner, Repo: repo.Name}
+	for _, tt := range []struct {
+		name   string
+		target gitea.Target
+		token  string
+		want   bool
+	}{
+		{"the org's own token", orgTarget, orgToken, true},
+		{"a user's token is not the org's", orgTarget, userToken, false},
+		{"the org's token serves its repository too", repoTarget, orgToken, true},
+		{"a user's token is not another org's repository's", repoTarget, userToken, false},
+	} {
+		got, err := check.IsScopeRegistrationToken(ctx, tt.target, tt.token)
+		require.NoError(t, err, tt.name)
+		assert.Equal(t, tt.want, got, tt.name)
+	}
+	// A user's repository: the org endpoint refuses a token without
+	// write:organization (403, before it looks for an org), so the user's
+	// own token is asked for next, which the user's API token may.
+	userRepo := g.createUserRepo(ctx, t, owner, "tool")
+	asUser, err := gitea.NewClient(g.admin.URL(), g.userToken(ctx, t, user, pass, "check", "write:repository", "write:user"), gitea.Options{})
+	require.NoError(t, err)
+	got, err := asUser.(gitea.RegistrationCheck).IsScopeRegistrationToken(ctx, gitea.Target{Scope: gitea.ScopeRepo, Owner: userRepo.Owner, Repo: userRepo.Name}, userToken)
+	require.NoError(t, err)
+	assert.True(t, got, "the user's token serves the user's repository")
+
+	ro, err := gitea.NewClient(g.admin.URL(), readOnly, gitea.Options{})
+	require.NoError(t, err)
+	_, err = ro.(gitea.RegistrationCheck).IsScopeRegistrationToken(ctx, repoTarget, orgToken)
+	require.ErrorIs(t, err, gitea.ErrForbidden, "a read-only token of a user who does not own the repository cannot ask")
+	assert.Contains(t, err.Error(), "forbidden (HTTP 403): token does not have at least one of required scope(s), required=[write:repository]")
+	assert.NotContains(t, err.Error(), orgToken)
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.admin.URL()+"/api/v1/orgs/"+org+"/actions/runners/registration-token", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "token "+g.adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "Gitea 1.26 has no GET of the registration token")
+	assert.Equal(t, "Runner not found", body["message"])
+	assert.NotContains(t, body, "token")
 }
 
 // waitServed waits until a pass has served the group (it asked Gitea for

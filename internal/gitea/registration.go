@@ -2,6 +2,7 @@ package gitea
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -105,4 +106,101 @@ func (c *client) checkTokenUser(ctx context.Context, user string) error {
 		return fmt.Errorf("gitea: cannot mint a registration token for user %s: %w (%q); Gitea mints user-scope tokens only for the token's own user", user, ErrWrongUser, got)
 	}
 	return nil
+}
+
+// RegistrationCheck tells whether a runner registration token lets
+// runners take a scope's jobs. Implementations are safe for concurrent
+// use.
+type RegistrationCheck interface {
+	// IsScopeRegistrationToken asks Gitea for the active registration
+	// token of the target and, until one matches, of each scope that
+	// contains it (a repository's owner, org or user, then the instance),
+	// with the API token, and compares each with token. A runner
+	// registered with any of them may take the target's jobs (an org's
+	// runners serve its repositories), and Gitea keeps one active token
+	// per scope, so it answers false only when every one of those scopes
+	// answered and none is token's: then token is another scope's, or was
+	// reset, and runners given it never take the target's jobs.
+	//
+	// Each ask is a POST on .../actions/runners/registration-token
+	// (Gitea 1.26 answers GET there with 404 "Runner not found"), which
+	// makes a token only for a scope that has none, and needs the rights
+	// of RegistrationToken. When a scope that may hold token refuses
+	// (ErrForbidden, ErrUnauthorized, ErrWrongUser) and none matched, it
+	// returns false and that refusal: nothing can be told. Gitea's tokens
+	// never leave the client.
+	IsScopeRegistrationToken(ctx context.Context, t Target, token string) (bool, error)
+}
+
+// IsScopeRegistrationToken implements RegistrationCheck.
+func (c *client) IsScopeRegistrationToken(ctx context.Context, t Target, token string) (bool, error) {
+	if err := t.validate(); err != nil {
+		return false, err
+	}
+	token = strings.TrimSpace(token)
+	var refused error
+	// ask asks for one scope's token: whether it matched, and whether
+	// Gitea answered at all.
+	ask := func(s Target) (matched, answered bool, err error) {
+		active, err := c.RegistrationToken(ctx, s)
+		if err != nil {
+			return false, false, err
+		}
+		return subtle.ConstantTimeCompare([]byte(active), []byte(token)) == 1, true, nil
+	}
+	scopes := []Target{t}
+	if t.Scope != ScopeGlobal {
+		scopes = append(scopes, Target{Scope: ScopeGlobal})
+	}
+	for _, s := range scopes {
+		matched, _, err := ask(s)
+		switch {
+		case matched:
+			return true, nil
+		case err != nil && !isRefusal(err):
+			return false, err
+		case err != nil && refused == nil:
+			refused = err
+		}
+		if s != t || t.Scope != ScopeRepo {
+			continue
+		}
+		// The repository's owner, an org or a user: Gitea answers an
+		// org's token only for an org, and a user's only to the user's
+		// own token, so whichever answers is the owner's.
+		matched, orgAnswered, orgErr := ask(Target{Scope: ScopeOrg, Owner: t.Owner})
+		if matched {
+			return true, nil
+		}
+		if orgErr != nil && !isRefusal(orgErr) {
+			return false, orgErr
+		}
+		if orgAnswered {
+			continue
+		}
+		matched, userAnswered, userErr := ask(Target{Scope: ScopeUser, Owner: t.Owner})
+		switch {
+		case matched:
+			return true, nil
+		case userErr != nil && !isRefusal(userErr):
+			return false, userErr
+		case userAnswered:
+			// The owner is the token's user: the org's refusal was
+			// about a scope that does not exist.
+		case refused == nil && errors.Is(orgErr, ErrNotFound):
+			// No org of that name, and another user's: the user's
+			// refusal says why.
+			refused = userErr
+		case refused == nil:
+			refused = orgErr
+		}
+	}
+	return false, refused
+}
+
+// isRefusal: Gitea refused the API token this ask (it may not manage that
+// scope's runners, or there is no such scope for it), which asking again
+// does not change.
+func isRefusal(err error) bool {
+	return errors.Is(err, ErrForbidden) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrWrongUser) || errors.Is(err, ErrNotFound)
 }

@@ -95,3 +95,98 @@ func TestRegistrationTokenFailures(t *testing.T) {
 	require.Error(t, err, "a repo target needs its repo")
 	assert.Zero(t, f.Mints())
 }
+
+// Gitea 1.26 has no GET on .../actions/runners/registration-token: the
+// path is read as a runner's ID, and Gitea answers 404 "Runner not found"
+// to a caller with the scope's rights, 403 to one without (recorded on the
+// bed: TestRegistrationTokenCheckOnTheRealGitea). Only POST answers the
+// scope's active token, so the fake must not answer GET with a token.
+func TestFakeAnswersGETOnTheRegistrationTokenPathLikeGitea126(t *testing.T) {
+	tests := []struct {
+		name    string
+		path    string
+		token   string
+		status  int
+		message string
+	}{
+		{"org owner", "/api/v1/orgs/acme/actions/runners/registration-token", adminToken, http.StatusNotFound, "Runner not found"},
+		{"repo owner", "/api/v1/repos/alice/tool/actions/runners/registration-token", aliceToken, http.StatusNotFound, "Runner not found"},
+		{"user", "/api/v1/user/actions/runners/registration-token", aliceToken, http.StatusNotFound, "Runner not found"},
+		{"global, admin", "/api/v1/admin/actions/runners/registration-token", adminToken, http.StatusNotFound, "Runner not found"},
+		{"not an owner of the org", "/api/v1/orgs/acme/actions/runners/registration-token", aliceToken, http.StatusForbidden, "Must be an organization owner"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(t, fixtureScene())
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, f.URL+tt.path, nil)
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "token "+tt.token)
+			resp, err := (&http.Client{Timeout: testTimeout}).Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			var got map[string]any
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+			assert.Equal(t, tt.status, resp.StatusCode)
+			assert.Equal(t, tt.message, got["message"])
+			assert.NotContains(t, got, "token")
+			assert.Zero(t, f.Mints(), "a GET makes no token")
+		})
+	}
+}
+
+// IsScopeRegistrationToken tells whether a token lets runners take a
+// scope's jobs: it is the active registration token of the scope or of one
+// that contains it (a repository's owner, the instance), by asking Gitea
+// for those tokens with the API token (POST, which makes one only when the
+// scope has none) and comparing. It answers false only when every such
+// scope answered; Gitea's tokens never leave the client.
+func TestIsScopeRegistrationToken(t *testing.T) {
+	acme := Target{Scope: ScopeOrg, Owner: "acme"}
+	app := Target{Scope: ScopeRepo, Owner: "acme", Repo: "app"}
+	tool := Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"}
+	tokenOf := func(scope string) func(f *giteatest.Server) string {
+		return func(f *giteatest.Server) string { return f.RegistrationToken(scope) }
+	}
+	tests := []struct {
+		name    string
+		target  Target
+		api     string
+		token   func(f *giteatest.Server) string
+		want    bool
+		wantErr error
+	}{
+		{"the org's own token", acme, adminToken, tokenOf("acme"), true, nil},
+		{"a repository's token is not its org's", acme, adminToken, tokenOf("acme/app"), false, nil},
+		{"the repository's own token", app, adminToken, tokenOf("acme/app"), true, nil},
+		{"its org's token serves the repository too", app, adminToken, tokenOf("acme"), true, nil},
+		{"the instance's token serves every scope", app, adminToken, tokenOf(""), true, nil},
+		{"a user's token is not another owner's repository's", app, adminToken, tokenOf("alice"), false, nil},
+		{"a token that was reset is not the active one", acme, adminToken,
+			func(f *giteatest.Server) string {
+				old := f.RegistrationToken("acme")
+				f.ResetRegistrationToken("acme")
+				return old
+			}, false, nil},
+		{"the user's own token", Target{Scope: ScopeUser, Owner: "alice"}, aliceToken, tokenOf("alice"), true, nil},
+		{"a user's token serves the user's repository (no org of that name)", tool, aliceToken, tokenOf("alice"), true, nil},
+		{"without the right to ask the instance's, another token cannot be told apart", tool, aliceToken, tokenOf("root"), false, ErrForbidden},
+		{"an API token that may not manage the org's runners cannot tell", acme, aliceToken, tokenOf("acme/app"), false, ErrForbidden},
+		{"another user's API token cannot tell for a user scope", Target{Scope: ScopeUser, Owner: "root"}, aliceToken, tokenOf("acme"), false, ErrWrongUser},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(t, fixtureScene())
+			token := tt.token(f)
+			c := newTestClient(t, f.URL, tt.api, Options{}).(RegistrationCheck)
+			got, err := c.IsScopeRegistrationToken(t.Context(), tt.target, token)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+				assert.NotContains(t, err.Error(), token)
+				assert.False(t, got)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}

@@ -30,6 +30,8 @@ var cannotServe = map[string]bool{
 	ReasonRegistrationTokenNotOwned: true,
 	ReasonInvalidRunnerConfig:       true,
 	ReasonRunnerConfigNotOwned:      true,
+	// Its runners would register in another scope, or not at all.
+	ReasonRegistrationTokenNotForScope: true,
 	// Fixed by the platform or the namespace's owner, not by a retry.
 	ReasonNamespaceNotEnabled:      true,
 	ReasonGiteaURLNotAllowed:       true,

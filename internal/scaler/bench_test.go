@@ -55,6 +55,7 @@ func benchmarkPass(b *testing.B, design string, groups int) {
 		if err := srv.Load(scene); err != nil {
 			b.Fatal(err)
 		}
+		scopeTokens(srv, scene)
 		e := newEnv(b, rgs...)
 		sc := e.scaler(func(d *Deps, c *Config) {
 			d.Gitea = func(url, token string) (gitea.Client, error) {

@@ -55,6 +55,9 @@ type groupRun struct {
 	stats GroupStats
 	// invalid is why the validate step failed, if it did.
 	invalid error
+	// regCheck is the RegistrationToken condition the validate step
+	// found (nil: it did not get that far, and the last one stays).
+	regCheck *metav1.Condition
 	// regs are the runners registered in the group's scope, listed once
 	// per group and pass (registrations), and regsErr why they could not
 	// be; regsRead says they were asked.
@@ -163,12 +166,20 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 		if err := s.ensureRegistrationToken(ctx, g, secrets); err != nil {
 			return err
 		}
-	} else if _, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "registrationToken", regRef, tenancy.UseRegistration); err != nil {
-		// The registration token is only referenced by the runner Jobs,
-		// never read into the scaler's memory for use; checking it here
-		// turns a typo into a condition instead of runner pods stuck in
-		// CreateContainerConfigError.
-		return err
+		g.regCheck = mintedRegistrationToken(g.rg)
+	} else {
+		// The registration token reaches Gitea only from the runner pods
+		// (secretKeyRef). The scaler reads it to turn a typo into a
+		// condition instead of runner pods stuck in
+		// CreateContainerConfigError, and to compare it with the scope's
+		// own (regcheck.go).
+		reg, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "registrationToken", regRef, tenancy.UseRegistration)
+		if err != nil {
+			return err
+		}
+		if err := s.checkRegistrationToken(ctx, g, token, reg); err != nil {
+			return err
+		}
 	}
 	g.key = newListingKey(spec, token)
 	g.runnerLabels = runnerlabels.NewSet(runnerlabels.ForGroup(spec, s.cfg.Runner.DefaultLabels))

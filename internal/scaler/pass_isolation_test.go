@@ -86,10 +86,23 @@ func giteaFake(t *testing.T, orgs ...string) (*giteatest.Server, setup) {
 			Labels: []string{"ubuntu-latest"}, Status: giteatest.StatusQueued})
 	}
 	require.NoError(t, srv.Load(scene))
+	scopeTokens(srv, scene)
 	return srv, func(d *Deps, _ *Config) {
 		d.Gitea = func(_, token string) (gitea.Client, error) {
 			return gitea.NewClient(srv.URL, token, gitea.Options{Timeout: 20 * time.Second})
 		}
+	}
+}
+
+// scopeTokens makes the tests' registration token ("reg-" + secretToken,
+// in the Secret "reg") the active one of every org and repository of the
+// scene, so the scaler's check of it (regcheck.go) passes.
+func scopeTokens(srv *giteatest.Server, scene giteatest.Scene) {
+	for _, o := range scene.Orgs {
+		srv.SetRegistrationToken(o.Name, "reg-"+secretToken)
+	}
+	for _, r := range scene.Repos {
+		srv.SetRegistrationToken(r.Owner+"/"+r.Name, "reg-"+secretToken)
 	}
 }
 

@@ -85,6 +85,13 @@ const (
 	// annotations, tenancy.CheckGrant); the group serves nothing and takes
 	// no part in the assignment rule.
 	ReasonNotGranted = "NotGranted"
+	// Reasons of the RegistrationToken condition (regcheck.go):
+	// NotForScope, also the Ready reason, says the group's registration
+	// token is not its scope's active one, so the group is not served.
+	ReasonRegistrationTokenMatchesScope = "RegistrationTokenMatchesScope"
+	ReasonRegistrationTokenMinted       = "RegistrationTokenMinted"
+	ReasonRegistrationTokenNotForScope  = "RegistrationTokenNotForScope"
+	ReasonRegistrationTokenUnchecked    = "RegistrationTokenUnchecked"
 )
 
 // groupError is a failure of one group, with the condition reason it shows.

@@ -74,6 +74,10 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 	now := metav1.NewTime(s.now())
 	meta.SetStatusCondition(&st.Conditions, readyCondition(rg, &st, created, reason, message, now))
 	meta.SetStatusCondition(&st.Conditions, scalingCondition(rg, &st, obs, s.cfg.RunnerStartTimeout, now))
+	if c := g.regCheck; c != nil {
+		c.ObservedGeneration, c.LastTransitionTime = rg.Generation, now
+		meta.SetStatusCondition(&st.Conditions, *c)
+	}
 
 	if s.cfg.DryRun {
 		return

@@ -165,6 +165,9 @@ type Scaler struct {
 	requests   RequestCounter
 	// trig holds the webhook's queued jobs until a pass serves them.
 	trig triggers
+	// regChecks are the registration token checks of the last
+	// RegistrationTokenRecheck (regcheck.go).
+	regChecks regChecks
 
 	// include and excludes are cfg's selectors, parsed once.
 	include  labels.Selector

@@ -371,7 +371,8 @@ type RunnerGroupStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions are Ready and ScalingActive, one of each type at most.
+	// Conditions are Ready, ScalingActive and RegistrationToken, one of
+	// each type at most.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16

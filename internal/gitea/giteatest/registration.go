@@ -25,12 +25,18 @@ func registrationScope(scope []string, acct account) string {
 	}
 }
 
-// mintRegistrationToken answers POST (and GET, which Gitea 1.26 still
-// serves) on a scope's registration-token endpoint the way Gitea does: the
-// scope's active token, made on the first ask (testdata
-// registration-token-org.json). The caller authorised the scope.
+// mintRegistrationToken answers POST on a scope's registration-token
+// endpoint the way Gitea does: the scope's active token, made on the first
+// ask (testdata registration-token-org.json). The caller authorised the
+// scope. Gitea 1.26 has no GET there: it reads the path as a runner's ID
+// and answers 404 "Runner not found" (recorded on the bed), so a GET
+// never sees a token.
 func (s *Server) mintRegistrationToken(r *http.Request, scope string) reply {
-	if r.Method != http.MethodPost && r.Method != http.MethodGet {
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet:
+		return s.errorReply(http.StatusNotFound, "Runner not found")
+	default:
 		return s.errorReply(http.StatusMethodNotAllowed, "method not allowed")
 	}
 	tok, ok := s.regTokens[scope]
@@ -43,11 +49,25 @@ func (s *Server) mintRegistrationToken(r *http.Request, scope string) reply {
 }
 
 // RegistrationToken returns the active registration token of a scope ("",
-// an org or user name, or "owner/repo"), "" when none was minted yet.
+// an org or user name, or "owner/repo"), making one when there is none, as
+// Gitea's runner settings page does when it shows it.
 func (s *Server) RegistrationToken(scope string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.regTokens[scope]
+	tok, ok := s.regTokens[scope]
+	if !ok {
+		tok = newRegistrationToken()
+		s.regTokens[scope] = tok
+	}
+	return tok
+}
+
+// SetRegistrationToken makes token the active registration token of a
+// scope, as if the test's Secret had been filled from Gitea's settings.
+func (s *Server) SetRegistrationToken(scope, token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.regTokens[scope] = token
 }
 
 // ResetRegistrationToken replaces a scope's active registration token, as

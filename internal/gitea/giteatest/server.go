@@ -14,8 +14,9 @@
 //	GET, PATCH {"disabled":bool}, DELETE on /api/v1/{admin,orgs/{org},
 //	    repos/{owner}/{repo},user}/actions/runners[/{id}]: site admin,
 //	    org owner, repository owner, the token's own user
-//	POST (or GET) on the same scopes' /actions/runners/registration-token:
-//	    the scope's active runner registration token, same rights
+//	POST on the same scopes' /actions/runners/registration-token: the
+//	    scope's active runner registration token, same rights (a GET is
+//	    404 "Runner not found", as in Gitea 1.26)
 //	GET /api/v1/user                             the token's own user
 //
 // Job listings take repeated status filters with Gitea's meaning (pending,

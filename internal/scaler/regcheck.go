@@ -1,0 +1,135 @@
+package scaler
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+)
+
+// ConditionRegistrationToken says whether the group's registration token
+// is the one its scope's runners register with: True when the scaler
+// checked it (or mints it), False when it is another scope's (the group is
+// not served), Unknown when the group's API token may not ask Gitea.
+const ConditionRegistrationToken = "RegistrationToken"
+
+// regChecks remembers the verdicts of registration token checks, keyed by
+// a digest of the Gitea URL, the target and both tokens, so that a
+// listener's passes do not each ask Gitea, and a changed Secret is checked
+// at once. A verdict is kept RegistrationTokenRecheck, which bounds how
+// long a token reset in Gitea goes unnoticed.
+type regChecks struct {
+	mu   sync.Mutex
+	seen map[[sha256.Size]byte]regVerdict
+}
+
+// regVerdict is one check's outcome: match, or refused (the API token may
+// not ask, which a retry does not change).
+type regVerdict struct {
+	at      time.Time
+	match   bool
+	refused error
+}
+
+func (r *regChecks) get(key [sha256.Size]byte, now time.Time) (regVerdict, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.seen[key]
+	if !ok || now.Sub(v.at) >= RegistrationTokenRecheck || v.at.After(now) {
+		return regVerdict{}, false
+	}
+	return v, true
+}
+
+func (r *regChecks) put(key [sha256.Size]byte, v regVerdict) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen == nil {
+		r.seen = map[[sha256.Size]byte]regVerdict{}
+	}
+	// Expired verdicts go, so the map holds at most the groups of the
+	// last RegistrationTokenRecheck.
+	for k, old := range r.seen {
+		if v.at.Sub(old.at) >= RegistrationTokenRecheck {
+			delete(r.seen, k)
+		}
+	}
+	r.seen[key] = v
+}
+
+// checkRegistrationToken checks that the group's registration token (from
+// spec.registrationToken) is the active one of its scope or of a scope
+// that contains it (gitea.RegistrationCheck), with the group's API token:
+// Gitea answers a scope's token only to who may manage its runners (site
+// admin, org owner, repository owner, the user), and keeps one active
+// token per scope, so a token that is none of them is another scope's or
+// was reset, and runners given it never take this group's jobs. Such a
+// group fails with RegistrationTokenNotForScope, which the assignment
+// rule counts as unable to serve: it holds no job from a group that can.
+// A group whose API token may not ask is served, and its condition says
+// that only the assignment hold bounds how long it keeps another
+// namespace's job. Neither token is ever part of a message.
+func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiToken, regToken string) error {
+	rg := g.rg
+	ref := rg.RegistrationTokenRef()
+	target := TargetOf(&rg.Spec)
+	where := fmt.Sprintf("the registration token in Secret %s/%s (key %q)", rg.Namespace, ref.Name, ref.Key)
+	unchecked := func(why error) {
+		g.regCheck = &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionUnknown, Reason: ReasonRegistrationTokenUnchecked,
+			Message: cutRunes(fmt.Sprintf("cannot tell whether %s is the active runner registration token of %s: %s; spec.authToken needs the right to manage that scope's runners for the check. Until then a queued job this group does not take goes to a group of another namespace after the assignmentHold",
+				where, target, boundMessage(why)), maxMessageRunes)}
+	}
+	if s.cfg.DryRun {
+		return nil
+	}
+	checker, ok := g.gitea.(gitea.RegistrationCheck)
+	if !ok {
+		unchecked(errors.New("the Gitea client cannot check registration tokens"))
+		return nil
+	}
+	key := sha256.Sum256([]byte(rg.Spec.Gitea.URL + "\x00" + target.String() + "\x00" + apiToken + "\x00" + regToken))
+	now := s.now()
+	v, ok := s.regChecks.get(key, now)
+	if !ok {
+		match, err := checker.IsScopeRegistrationToken(ctx, target, regToken)
+		switch {
+		case err == nil:
+			v = regVerdict{at: now, match: match}
+		case errors.Is(err, gitea.ErrUnauthorized), errors.Is(err, gitea.ErrForbidden), errors.Is(err, gitea.ErrNotFound), errors.Is(err, gitea.ErrWrongUser):
+			v = regVerdict{at: now, refused: err}
+		default:
+			// Gitea is slow or down: unknown for this pass only; the
+			// listing will say more, and the next pass asks again.
+			unchecked(err)
+			return nil
+		}
+		s.regChecks.put(key, v)
+	}
+	switch {
+	case v.refused != nil:
+		unchecked(v.refused)
+		return nil
+	case v.match:
+		g.regCheck = &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionTrue, Reason: ReasonRegistrationTokenMatchesScope,
+			Message: fmt.Sprintf("%s is the active runner registration token of %s or of a scope that contains it (asked of Gitea with spec.authToken)", where, target)}
+		return nil
+	}
+	msg := fmt.Sprintf("spec.registrationToken: %s is not the active runner registration token of %s, nor of a scope that contains it (Gitea answered those scopes' tokens to spec.authToken): it is another scope's, or was reset in Gitea, so runners would register elsewhere or not at all and the group serves nothing; put that scope's token in the Secret, or leave spec.registrationToken out to have the scaler mint it",
+		where, target)
+	g.regCheck = &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionFalse, Reason: ReasonRegistrationTokenNotForScope, Message: cutRunes(msg, maxMessageRunes)}
+	return newGroupError(ReasonRegistrationTokenNotForScope, "%s", msg)
+}
+
+// mintedRegistrationToken is the RegistrationToken condition of a group
+// whose token the scaler mints: the scope's own by construction.
+func mintedRegistrationToken(rg *v1alpha1.RunnerGroup) *metav1.Condition {
+	return &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionTrue, Reason: ReasonRegistrationTokenMinted,
+		Message: fmt.Sprintf("the scaler mints the registration token of %s with spec.authToken into Secret %s/%s", TargetOf(&rg.Spec), rg.Namespace, rg.RegistrationTokenRef().Name)}
+}
