@@ -111,6 +111,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	forEachOf(shared.servingOrder(runs), s.cfg.Workers, func(i int) {
 		runs[i].rule, runs[i].shared = rule, shared
 		created, err := s.serveGroup(ctx, runs[i])
+		s.failed(runs[i], err)
 		mu.Lock()
 		defer mu.Unlock()
 		sum.Created += created
