@@ -25,8 +25,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/kubecache"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
@@ -340,10 +342,42 @@ func (r *RunCmd) run(streams IO) int {
 		}
 		defer stop()
 	}
-	return r.runWith(scaler.Deps{
+	deps := scaler.Deps{
 		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: factory, Log: log, Out: streams.Out,
 		Observer: m, Requests: m,
-	})
+	}
+	if r.Loop && !r.BenchNaive {
+		stop := watchCaches(&deps, kube, dyn, log)
+		defer stop()
+	}
+	return r.runWith(deps)
+}
+
+// watchSyncTimeout bounds the wait for the cluster-wide caches' first
+// lists when a loop starts.
+const watchSyncTimeout = 60 * time.Second
+
+// watchCaches gives a loop its watch caches (package kubecache): every
+// RunnerGroup and Namespace where the scaler may watch them cluster-wide,
+// and the namespaces it serves as their passes find them enabled. Where a
+// watch is not allowed the loop reads as a single pass does.
+func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) (stop func()) {
+	c := kubecache.New(kube, log)
+	deps.Cache = c
+	ctx, cancel := context.WithTimeout(context.Background(), watchSyncTimeout)
+	defer cancel()
+	c.WatchNamespaces(ctx)
+	err := kubecache.MayWatch(ctx, kube, v1alpha1.GroupVersionResource.Group, v1alpha1.GroupVersionResource.Resource)
+	var groups *runnergroups.Watched
+	if err == nil {
+		groups, err = runnergroups.Watch(runnergroups.Client{Dynamic: dyn}, watchSyncTimeout)
+	}
+	if err != nil {
+		log.Warn("not watching RunnerGroups; each pass lists them", "error", err)
+		return c.Stop
+	}
+	deps.Groups = groups
+	return func() { groups.Stop(); c.Stop() }
 }
 
 // serveMetrics serves m at /metrics on addr until stop is called.

@@ -17,6 +17,7 @@ package kubecache
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -92,14 +93,9 @@ func (c *Cache) Stop() {
 // watch namespaces, and waits for it within ctx. It reports whether the
 // cache is in use; without it each pass gets each namespace it serves.
 func (c *Cache) WatchNamespaces(ctx context.Context) bool {
-	for _, verb := range []string{"list", "watch"} {
-		ar, err := c.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Resource: "namespaces", Verb: verb}},
-		}, metav1.CreateOptions{})
-		if err != nil || !ar.Status.Allowed {
-			c.log.Info("not watching namespaces: the scaler may not "+verb+" them; each pass reads those it serves", "error", err)
-			return false
-		}
+	if err := MayWatch(ctx, c.kube, "", "namespaces"); err != nil {
+		c.log.Info("not watching namespaces; each pass reads those it serves", "error", err)
+		return false
 	}
 	f := informers.NewSharedInformerFactory(c.kube, 0)
 	inf := f.Core().V1().Namespaces().Informer()
@@ -113,6 +109,25 @@ func (c *Cache) WatchNamespaces(ctx context.Context) bool {
 	c.names = inf
 	c.mu.Unlock()
 	return true
+}
+
+// MayWatch says, with a SelfSubjectAccessReview per verb, whether the
+// caller may list and watch resource in every namespace; nil when it may.
+// It is asked once, when a loop starts, so a watch that would only be
+// refused again and again is not started.
+func MayWatch(ctx context.Context, kube kubernetes.Interface, group, resource string) error {
+	for _, verb := range []string{"list", "watch"} {
+		ar, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: resource, Verb: verb}},
+		}, metav1.CreateOptions{})
+		switch {
+		case err != nil:
+			return fmt.Errorf("cannot review the right to %s %s: %w", verb, resource, err)
+		case !ar.Status.Allowed:
+			return fmt.Errorf("the scaler may not %s %s in all namespaces", verb, resource)
+		}
+	}
+	return nil
 }
 
 // Namespace is the cached Namespace object of name; ok is false when
