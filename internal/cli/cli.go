@@ -453,7 +453,21 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		Tenancy:                   tenancy.Names{TenantClusterRole: r.TenantClusterRole, ServiceAccount: r.ServiceAccount},
 		TrustUnlabelledNamespaces: r.TrustUnlabelledNamespaces,
 		AssignmentHold:            r.AssignmentHold,
+		NewGroupsPerPass:          newGroupsPerPass(r.KubeQPS),
 	}, err
+}
+
+// firstWritesSeconds is how long the first writes of new groups may take
+// in one pass: with the rest of the pass, well inside a CronJob pass's 100 s
+// (the chart's activeDeadlineSeconds).
+const firstWritesSeconds = 30
+
+// newGroupsPerPass is how many new groups a pass serves: each writes one
+// state ConfigMap (the typed client) and one status (the dynamic client,
+// paced apart), so at --kube-qps Q a pass writes Q × firstWritesSeconds of
+// each in that time.
+func newGroupsPerPass(qps float64) int {
+	return max(1, int(qps*firstWritesSeconds))
 }
 
 // runWith runs the scaler on the given clients (tests pass fakes) and

@@ -130,6 +130,11 @@ type Config struct {
 	// TrustUnlabelledNamespaces takes a namespace without a Pod Security
 	// enforce label to admit privileged runner pods.
 	TrustUnlabelledNamespaces bool
+	// NewGroupsPerPass bounds how many groups a pass serves for the first
+	// time (each costs a state ConfigMap and a status write); the others
+	// wait for later passes, so a pass over thousands of new groups stays
+	// within a CronJob's period. 0 means no bound.
+	NewGroupsPerPass int
 	// AssignmentHold is how long the groups of one namespace keep a
 	// queued job that groups of other namespaces could also run, before
 	// it goes in turn to those (assign.Rule.Holding); 0 means

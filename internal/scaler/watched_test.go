@@ -260,3 +260,31 @@ func (c *stillCache) catchUp(t *testing.T, e *env) {
 	defer c.mu.Unlock()
 	c.views[ns] = v
 }
+
+// A pass over many new groups writes a state and a status for each; the
+// bound leaves the rest to later passes, which take them in turn, while
+// the groups served before are served every pass.
+func TestNewGroupsBeyondTheBoundWaitForLaterPasses(t *testing.T) {
+	old := newGroup("old", 5)
+	served := metav1.NewTime(t0)
+	old.Status.LastCheckTime = &served
+	e := newEnv(t, old, newGroup("n1", 5), newGroup("n2", 5), newGroup("n3", 5), newGroup("n4", 5), newGroup("n5", 5))
+	sc := e.scaler(func(_ *Deps, c *Config) { c.NewGroupsPerPass = 2 })
+	recorded := func() int {
+		n := 0
+		for _, name := range []string{"n1", "n2", "n3", "n4", "n5"} {
+			if e.group(name).Status.LastCheckTime != nil {
+				n++
+			}
+		}
+		return n
+	}
+	for pass, want := range []struct{ groups, deferred, recorded int }{{3, 3, 2}, {5, 1, 4}, {6, 0, 5}} {
+		sum, err := sc.Pass(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, want.groups, len(sum.GroupStats), "pass %d: groups served", pass+1)
+		assert.Equal(t, want.deferred, sum.Deferred, "pass %d: new groups left to later passes", pass+1)
+		assert.Equal(t, want.recorded, recorded(), "pass %d: new groups served so far", pass+1)
+		assert.Equal(t, want.deferred > 0, sum.Partial)
+	}
+}
