@@ -187,14 +187,22 @@ test-e2e: testbed-up ## End-to-end tests against the test bed.
 	go test -count=1 -tags e2e -timeout $(E2E_TIMEOUT) -v ./internal/e2e/ 2>&1 | tee $(CACHE)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  exit $${PIPESTATUS[0]}
 
-# The scale benchmark's full matrix (internal/e2e/bench_test.go) takes tens
-# of minutes; the e2e suite runs its smoke matrix. Take the e2e lock first:
+# The scale benchmark's full matrices take tens of minutes each: groups ×
+# targets × jobs (internal/e2e/bench_test.go) and groups × namespaces in
+# CronJob and loop mode (bench_ns_test.go); the e2e suite runs a smoke
+# matrix of each. Take the e2e lock first:
 #   flock /tmp/e2e.lock bash -c 'make bench; rc=$$?; scripts/testbed down; exit $$rc'
-BENCH_TIMEOUT ?= 100m
+BENCH_TIMEOUT ?= 180m
 
 .PHONY: bench
-bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea and Kubernetes requests, peak RSS; shared design against naive.
-	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmarkScale$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/bench.log ; \
+bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea and Kubernetes requests, peak RSS; shared design against naive, by groups, targets and namespaces.
+	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmark(Scale|Namespaces)$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/bench.log ; \
+	  exit $${PIPESTATUS[0]}
+
+# The namespace matrix alone; BENCH_NS=5000/500,500/10 picks cases (G/N).
+.PHONY: bench-namespaces
+bench-namespaces: testbed-up ## Scale benchmark by namespaces only: CronJob and loop mode against naive (BENCH_NS=G/N,... picks cases).
+	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmarkNamespaces$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/bench-namespaces.log ; \
 	  exit $${PIPESTATUS[0]}
 
 # The scale-up latency harness (internal/e2e/latency_test.go): 20 pushes

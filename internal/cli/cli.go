@@ -24,8 +24,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/kubecache"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
@@ -357,10 +359,42 @@ func (r *RunCmd) run(streams IO) int {
 		}
 		defer stop()
 	}
-	return r.runWith(scaler.Deps{
+	deps := scaler.Deps{
 		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: factory, Log: log, Out: streams.Out,
 		Observer: m, Requests: m,
-	})
+	}
+	if r.Loop && !r.BenchNaive {
+		stop := watchCaches(&deps, kube, dyn, log)
+		defer stop()
+	}
+	return r.runWith(deps)
+}
+
+// watchSyncTimeout bounds the wait for the cluster-wide caches' first
+// lists when a loop starts.
+const watchSyncTimeout = 60 * time.Second
+
+// watchCaches gives a loop its watch caches (package kubecache): every
+// RunnerGroup and Namespace where the scaler may watch them cluster-wide,
+// and the namespaces it serves as their passes find them enabled. Where a
+// watch is not allowed the loop reads as a single pass does.
+func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) (stop func()) {
+	c := kubecache.New(kube, log)
+	deps.Cache = c
+	ctx, cancel := context.WithTimeout(context.Background(), watchSyncTimeout)
+	defer cancel()
+	c.WatchNamespaces(ctx)
+	err := kubecache.MayWatch(ctx, kube, v1alpha1.GroupVersionResource.Group, v1alpha1.GroupVersionResource.Resource)
+	var groups *runnergroups.Watched
+	if err == nil {
+		groups, err = runnergroups.Watch(runnergroups.Client{Dynamic: dyn}, watchSyncTimeout)
+	}
+	if err != nil {
+		log.Warn("not watching RunnerGroups; each pass lists them", "error", err)
+		return c.Stop
+	}
+	deps.Groups = groups
+	return func() { groups.Stop(); c.Stop() }
 }
 
 // serveMetrics serves m at /metrics on addr until stop is called.
@@ -437,7 +471,21 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		Tenancy:                   tenancy.Names{TenantClusterRole: r.TenantClusterRole, ServiceAccount: r.ServiceAccount},
 		TrustUnlabelledNamespaces: r.TrustUnlabelledNamespaces,
 		AssignmentHold:            r.AssignmentHold,
+		NewGroupsPerPass:          newGroupsPerPass(r.KubeQPS),
 	}, err
+}
+
+// firstWritesSeconds is how long the first writes of new groups may take
+// in one pass: with the rest of the pass, well inside a CronJob pass's 100 s
+// (the chart's activeDeadlineSeconds).
+const firstWritesSeconds = 30
+
+// newGroupsPerPass is how many new groups a pass serves: each writes one
+// state ConfigMap (the typed client) and one status (the dynamic client,
+// paced apart), so at --kube-qps Q a pass writes Q × firstWritesSeconds of
+// each in that time.
+func newGroupsPerPass(qps float64) int {
+	return max(1, int(qps*firstWritesSeconds))
 }
 
 // runWith runs the scaler on the given clients (tests pass fakes) and

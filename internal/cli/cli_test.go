@@ -664,3 +664,23 @@ func (l *lockedLog) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// The new groups a pass serves follow --kube-qps: their first writes take
+// about 30 s at any rate.
+func TestNewGroupsPerPassFollowsTheKubeRate(t *testing.T) {
+	tests := []struct {
+		args []string
+		want int
+	}{
+		{nil, 1500},
+		{[]string{"--kube-qps", "200"}, 6000},
+		{[]string{"--kube-qps", "0.01"}, 1},
+	}
+	for _, tt := range tests {
+		r, err := parse(t, tt.args...)
+		require.NoError(t, err)
+		cfg, err := r.scalerConfig()
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, cfg.NewGroupsPerPass, "%v", tt.args)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ type passOpts struct {
 // passRun is a pass in flight.
 type passRun struct {
 	cmd      *exec.Cmd
-	out      *bytes.Buffer
+	out      *syncBuffer
 	start    time.Time
 	cancel   context.CancelFunc
 	deadline time.Duration
@@ -66,6 +67,25 @@ type passRun struct {
 	hwm     atomic.Int64
 	stop    chan struct{}
 	sampled chan struct{}
+}
+
+// syncBuffer is the scaler's output, which a test may read while a loop
+// writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // rssSampleEvery paces the sampling of a pass's VmHWM.
@@ -144,7 +164,7 @@ func (b *bed) startPass(ctx context.Context, t *testing.T, o passOpts) *passRun 
 	cmd := exec.CommandContext(pctx, filepath.Join(b.root, "bin", "gitea-runner-scaler"), args...)
 	// Nothing of the test's environment (KUBECONFIG, SCALER_*) reaches it.
 	cmd.Env = []string{"HOME=" + t.TempDir()}
-	out := &bytes.Buffer{}
+	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	r := &passRun{cmd: cmd, out: out, start: time.Now(), cancel: cancel, deadline: cmp.Or(o.deadline, passDeadline),
 		stop: make(chan struct{}), sampled: make(chan struct{})}

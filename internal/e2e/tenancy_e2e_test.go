@@ -199,7 +199,7 @@ func (b *bed) accessTable(ctx context.Context, t *testing.T, user, enabled, notE
 		want                           bool
 	}
 	var rows []row
-	for _, r := range tenancy.Rights {
+	for _, r := range append(tenancy.Rights, tenancy.WatchRights...) {
 		rows = append(rows,
 			row{ns: enabled, group: r.Group, resource: r.Resource, verb: r.Verb, want: true},
 			row{ns: notEnabled, group: r.Group, resource: r.Resource, verb: r.Verb},
@@ -208,11 +208,14 @@ func (b *bed) accessTable(ctx context.Context, t *testing.T, user, enabled, notE
 	}
 	rows = append(rows,
 		row{group: "gitea.bpg.pw", resource: "runnergroups", verb: "list", want: true},
+		row{group: "gitea.bpg.pw", resource: "runnergroups", verb: "watch", want: true},
+		row{resource: "namespaces", verb: "list", want: true},
+		row{resource: "namespaces", verb: "watch", want: true},
 		row{group: "gitea.bpg.pw", resource: "runnergroups", sub: "status", verb: "patch", want: true},
 		row{resource: "namespaces", verb: "get", want: true},
 		row{group: "authorization.k8s.io", resource: "selfsubjectrulesreviews", verb: "create", want: true},
 		// cannot
-		row{group: "gitea.bpg.pw", resource: "runnergroups", verb: "watch"},
+		row{ns: enabled, resource: "secrets", verb: "watch"},
 		row{group: "gitea.bpg.pw", resource: "runnergroups", verb: "create"},
 		row{ns: enabled, group: "gitea.bpg.pw", resource: "runnergroups", verb: "update"},
 		row{resource: "namespaces", verb: "update"},

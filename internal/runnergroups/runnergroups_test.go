@@ -91,3 +91,45 @@ func TestPatchStatus(t *testing.T) {
 	assert.ErrorContains(t, c.PatchStatus(context.Background(), &v1alpha1.RunnerGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "gone"}}),
 		"cannot update status of RunnerGroup a/gone")
 }
+
+// The watched client answers List as Client does, from its cache: by
+// namespace and selector, sorted, broken objects apart, and sees changes.
+func TestWatchedListsFromItsCache(t *testing.T) {
+	bad := group("a", "bad", nil)
+	require.NoError(t, unstructured.SetNestedField(bad.Object, "many", "spec", "maxActiveRunners"))
+	c := newClient(group("b", "three", map[string]string{"pool": "gpu"}), group("a", "two", nil), group("a", "one", map[string]string{"pool": "gpu"}), bad)
+	w, err := Watch(c, 10*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	fake := c.Dynamic.(*dynamicfake.FakeDynamicClient)
+	fake.ClearActions()
+
+	tests := []struct {
+		ns, selector string
+		want         []string
+		broken       int
+	}{
+		{"", "", []string{"a/one", "a/two", "b/three"}, 1},
+		{"a", "", []string{"a/one", "a/two"}, 1},
+		{"", "pool=gpu", []string{"a/one", "b/three"}, 0},
+		{"b", "pool=gpu", []string{"b/three"}, 0},
+	}
+	for _, tt := range tests {
+		groups, broken, err := w.List(context.Background(), tt.ns, tt.selector)
+		require.NoError(t, err)
+		var got []string
+		for _, g := range groups {
+			got = append(got, g.Namespace+"/"+g.Name)
+		}
+		assert.Equal(t, tt.want, got, "ns=%q selector=%q", tt.ns, tt.selector)
+		assert.Len(t, broken, tt.broken)
+	}
+	assert.Empty(t, fake.Actions(), "no request: the cache answered")
+
+	_, err = c.Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace("b").Create(context.Background(), group("b", "four", nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		groups, _, _ := w.List(context.Background(), "b", "")
+		return len(groups) == 2
+	}, 10*time.Second, 10*time.Millisecond, "a new group reaches the cache")
+}

@@ -42,10 +42,26 @@ func (s *Scaler) claim(ctx context.Context, g *groupRun) ([]plan.Claim, *observa
 			return nil, obs, err
 		}
 		untrusted := untrustedState(g.rg, loaded)
+		// A plan from the watch caches may be behind: a runner Job made by
+		// another pass that already dropped its claim may not have
+		// reached the Jobs cache yet, and the conditional write would not
+		// catch that (the state did not change). So that plan may only
+		// find nothing to create; to create, or to rebuild a state, the
+		// group reads the API server afresh, in the order a lone group
+		// reads (state, runner Jobs, Gitea), and plans again.
+		cached := attempt == 1 && g.fromCache
+		if cached && untrusted != "" {
+			g.log.Debug("the cached state is untrusted; reading afresh")
+			continue
+		}
 		if untrusted != "" {
 			s.rebuildClaims(ctx, g, &loaded, obs, untrusted)
 		}
 		p := s.makePlan(g, loaded.Claims, obs, untrusted != "")
+		if cached && len(p.New) > 0 {
+			g.log.Debug("planned runners from the watch caches; reading afresh before claiming", "claims", len(p.New))
+			continue
+		}
 		obs.surplus = p.Surplus
 		if s.cfg.DryRun {
 			s.printPlan(g.rg, p)

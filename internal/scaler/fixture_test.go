@@ -150,7 +150,7 @@ func newEnv(t testing.TB, groups ...*v1alpha1.RunnerGroup) *env {
 		defer e.mu.Unlock()
 		e.reviews[rr.Spec.Namespace]++
 		if !e.disabled[rr.Spec.Namespace] {
-			for _, r := range tenancy.Rights {
+			for _, r := range append(tenancy.Rights, tenancy.WatchRights...) {
 				rr.Status.ResourceRules = append(rr.Status.ResourceRules, authorizationv1.ResourceRule{
 					APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: []string{r.Verb}})
 			}

@@ -122,7 +122,17 @@ func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
 	}
 	nsViews := make([]*namespaceView, len(namespaces))
 	forEach(len(namespaces), s.cfg.Workers, func(i int) {
-		s.loadStates(ctx, namespaces[i], byNamespace[namespaces[i]])
+		groups := byNamespace[namespaces[i]]
+		// A loop reads the namespace from its watch caches, where it may
+		// keep them; its groups' claim step then reads afresh before
+		// any write that stale data could make wrong (see claim).
+		f := groups[0].namespaces.facts(ctx, s, namespaces[i])
+		if v, ok := s.watchedView(ctx, namespaces[i], f.canWatch); ok {
+			s.preloadStates(ctx, groups, listedStates(v), nil, true)
+			nsViews[i] = &namespaceView{jobs: v.Jobs, pods: podViews(v.Pods)}
+			return
+		}
+		s.loadStates(ctx, namespaces[i], groups)
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 		defer cancel()
 		nsViews[i] = s.readNamespace(ctx, namespaces[i])
@@ -180,7 +190,20 @@ func (s *Scaler) loadStates(ctx context.Context, namespace string, groups []*gro
 	if err != nil {
 		s.log.Warn("cannot list the state ConfigMaps; reading each group's own", "namespace", namespace, "error", err)
 	}
+	s.preloadStates(ctx, groups, listed, err, false)
+}
+
+// preloadStates gives each group its state from listed, or, when the list
+// failed (listErr) or lacks a group served before, from a read of its own.
+// cached says listed, and the namespace's runner Jobs the groups will
+// observe, came from watch caches: the groups plan from them on their first
+// attempt only as far as claim allows.
+func (s *Scaler) preloadStates(ctx context.Context, groups []*groupRun, listed state.Listed, listErr error, cached bool) {
+	err := listErr
 	var own []*groupRun
+	for _, g := range groups {
+		g.fromCache = cached
+	}
 	for _, g := range groups {
 		if err != nil {
 			own = append(own, g)
@@ -405,7 +428,14 @@ func (p *passSecrets) preload(ctx context.Context, s *Scaler, namespace string, 
 		}
 		key := types.NamespacedName{Namespace: namespace, Name: name}
 		sec, err := p.once.get(ctx, key, func(ctx context.Context) (*corev1.Secret, error) {
-			return s.kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+			if sec, ok := s.rememberedSecret(key); ok {
+				return sec, nil
+			}
+			sec, err := s.kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				s.rememberSecret(sec)
+			}
+			return sec, err
 		})
 		if err == nil {
 			read[name] = sec

@@ -47,6 +47,10 @@ type groupRun struct {
 	preloaded  state.Loaded
 	preloadErr error
 	hasPreload bool
+	// fromCache says the first attempt's runner Jobs (and, mostly, its
+	// state) come from a loop's watch caches, which may lag the API
+	// server: claim then writes nothing that lag could make wrong.
+	fromCache bool
 	// queuedAt is the last observation's queuedAt, and queuedToJob the
 	// time from each served job's creation in Gitea to its runner Job.
 	queuedAt    map[int64]time.Time

@@ -15,7 +15,8 @@ import (
 // whether each is enabled (the scaler holds tenancy.Rights there) and its
 // Pod Security label. Each is asked once per pass, however many groups the
 // namespace holds, and asked again next pass, so a RoleBinding made or
-// removed counts from the next pass on.
+// removed counts from the next pass on. A loop with watch caches asks
+// less often (see Scaler.review and RightsRecheck).
 type namespaces struct {
 	mu   sync.Mutex
 	seen map[string]*namespaceFacts
@@ -35,6 +36,8 @@ type namespaceFacts struct {
 	// review itself failed.
 	missing []tenancy.Right
 	err     error
+	// canWatch says a loop may keep the namespace in watch caches.
+	canWatch bool
 	// ns is the namespace object, read only once it is enabled.
 	ns    *corev1.Namespace
 	nsErr error
@@ -53,8 +56,12 @@ func (n *namespaces) facts(ctx context.Context, s *Scaler, name string) *namespa
 	}
 	n.mu.Unlock()
 	f.once.Do(func() {
-		f.missing, f.err = tenancy.Missing(ctx, s.kube, name)
-		if f.err == nil && len(f.missing) == 0 {
+		f.missing, f.canWatch, f.err = s.review(ctx, name)
+		if f.err != nil || len(f.missing) > 0 {
+			return
+		}
+		var ok bool
+		if f.ns, ok = s.namespaceObject(name); !ok {
 			f.ns, f.nsErr = s.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 		}
 	})

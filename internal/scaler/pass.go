@@ -35,8 +35,12 @@ type Summary struct {
 	GroupStats  []GroupStats
 	QueuedToJob []time.Duration
 	// Partial is set for a pass over some of the groups only (a
-	// webhook's): groups missing from GroupStats were not looked at.
+	// webhook's, or one that deferred new groups): groups missing from
+	// GroupStats were not looked at.
 	Partial bool
+	// Deferred counts the new groups left to later passes
+	// (Config.NewGroupsPerPass).
+	Deferred int
 }
 
 // Err is non-nil when any group or namespace failed, so the pass's Job
@@ -89,8 +93,11 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 			}
 		}
 	}
-	groups = rotate(groups, s.turn())
-	sum := Summary{Groups: len(groups) + len(broken), FailedNamespaces: failedNS, Partial: keep != nil}
+	groups, deferred := s.admitNew(rotate(groups, s.turn()))
+	sum := Summary{Groups: len(groups) + len(broken), FailedNamespaces: failedNS, Partial: keep != nil || deferred > 0, Deferred: deferred}
+	if deferred > 0 {
+		s.log.Info("serving some new RunnerGroups in later passes, to keep this pass's writes bounded", "newGroupsPerPass", s.cfg.NewGroupsPerPass, "deferred", deferred)
+	}
 	for _, b := range broken {
 		s.log.Error("cannot read RunnerGroup", "runnergroup", b.Namespace+"/"+b.Name, "error", b.Err)
 		sum.Failed = append(sum.Failed, b.Namespace+"/"+b.Name)
@@ -111,6 +118,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	forEachOf(shared.servingOrder(runs), s.cfg.Workers, func(i int) {
 		runs[i].rule, runs[i].shared = rule, shared
 		created, err := s.serveGroup(ctx, runs[i])
+		s.failed(runs[i], err)
 		mu.Lock()
 		defer mu.Unlock()
 		sum.Created += created
@@ -132,6 +140,28 @@ func (s *Scaler) serveGroup(ctx context.Context, g *groupRun) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 	defer cancel()
 	return s.finish(ctx, g)
+}
+
+// admitNew keeps, in order, every group served before and the first
+// Config.NewGroupsPerPass groups never served (no lastCheckTime), and says
+// how many new ones it left out. The rotation of the order moves the
+// groups left out to the front of a later pass in turn.
+func (s *Scaler) admitNew(groups []v1alpha1.RunnerGroup) ([]v1alpha1.RunnerGroup, int) {
+	if s.cfg.NewGroupsPerPass <= 0 {
+		return groups, 0
+	}
+	out, admitted, deferred := groups[:0:0], 0, 0
+	for i := range groups {
+		if groups[i].Status.LastCheckTime == nil {
+			if admitted == s.cfg.NewGroupsPerPass {
+				deferred++
+				continue
+			}
+			admitted++
+		}
+		out = append(out, groups[i])
+	}
+	return out, deferred
 }
 
 // turn is how far this pass rotates the order of its groups. A CronJob

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/kubecache"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 )
@@ -36,6 +37,11 @@ import (
 // the queue is drained (surplus: a Gitea job that got two runners shows as
 // one of these, since a runner takes one job and each job is taken once);
 // and queued jobs left without a runner at the end.
+//
+// "with lagging caches" runs it again with a loop's watch caches that lag
+// apart: every pass of a round sees the runner Jobs as they were before
+// the round, whatever the other passes created meanwhile, and the state
+// ConfigMaps as they are (which the other passes' claims and drops moved).
 func TestRacingPassesCampaign(t *testing.T) {
 	const (
 		passes = 8
@@ -47,13 +53,25 @@ func TestRacingPassesCampaign(t *testing.T) {
 		newGroup("plain-b", 4), // the same scope and labels: the rule gives everything to plain-a
 		newGroup("gpu", 2, withLabels("gpu"), func(rg *v1alpha1.RunnerGroup) { rg.Spec.DefaultLabels = &off }),
 	}
-	for _, seed := range []uint64{1, 2, 3} {
-		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+	for _, run := range []struct {
+		seed    uint64
+		lagging bool
+	}{{1, false}, {2, false}, {3, false}, {1, true}, {2, true}} {
+		name := fmt.Sprintf("seed %d", run.seed)
+		if run.lagging {
+			name += " with lagging caches"
+		}
+		seed := run.seed
+		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, groups...)
 			sc := newScene(e, groups, rand.New(rand.NewPCG(seed, seed)))
 			e.kube.PrependReactor("create", "jobs", sc.checkCap)
 			deps, cfg := e.inputs()
 			deps.Gitea = func(string, string) (gitea.Client, error) { return sc, nil }
+			lag := &stillCache{views: map[string]kubecache.View{}, refused: map[string]bool{}, freshStates: e}
+			if run.lagging {
+				deps.Cache = lag
+			}
 			s, err := New(deps, cfg)
 			require.NoError(t, err)
 
@@ -61,6 +79,7 @@ func TestRacingPassesCampaign(t *testing.T) {
 			defer cancel()
 			for range rounds {
 				sc.arrive(3)
+				lag.catchUp(t, e)
 				var wg sync.WaitGroup
 				for range passes {
 					wg.Go(func() {

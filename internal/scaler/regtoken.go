@@ -68,6 +68,8 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 		g.log.Info("dry run: would mint the registration token", "secret", ref.Name)
 		return nil
 	}
+	// The next pass reads what this one writes.
+	s.forgetSecret(rg.Namespace, ref.Name)
 	minter, ok := g.gitea.(gitea.Registration)
 	if !ok {
 		return newGroupError(ReasonGiteaUnavailable, "registration token: the Gitea client cannot mint registration tokens")

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -75,6 +76,9 @@ type Deps struct {
 	// summary line. Both may be nil.
 	Observer PassObserver
 	Requests RequestCounter
+	// Cache is a loop's watch caches (see Cache); nil reads the API
+	// server for everything, as a single pass does.
+	Cache Cache
 }
 
 // Config is what the scaler's flags set.
@@ -126,6 +130,11 @@ type Config struct {
 	// TrustUnlabelledNamespaces takes a namespace without a Pod Security
 	// enforce label to admit privileged runner pods.
 	TrustUnlabelledNamespaces bool
+	// NewGroupsPerPass bounds how many groups a pass serves for the first
+	// time (each costs a state ConfigMap and a status write); the others
+	// wait for later passes, so a pass over thousands of new groups stays
+	// within a CronJob's period. 0 means no bound.
+	NewGroupsPerPass int
 	// AssignmentHold is how long the groups of one namespace keep a
 	// queued job that groups of other namespaces could also run, before
 	// it goes in turn to those (assign.Rule.Holding); 0 means
@@ -168,6 +177,9 @@ type Scaler struct {
 	// regChecks are the registration token checks of the last
 	// RegistrationTokenRecheck (regcheck.go).
 	regChecks regChecks
+	// cache and memo are a loop's: what it keeps between passes.
+	cache Cache
+	memo  memo
 
 	// include and excludes are cfg's selectors, parsed once.
 	include  labels.Selector
@@ -201,8 +213,9 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 	s := &Scaler{
 		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,
 		log: deps.Log, out: deps.Out, now: deps.Now, newJobName: deps.NewJobName,
-		cfg: cfg, observer: deps.Observer, requests: deps.Requests,
+		cfg: cfg, observer: deps.Observer, requests: deps.Requests, cache: deps.Cache,
 	}
+	s.memo.rights, s.memo.secrets = map[string]rightsMemo{}, map[types.NamespacedName]secretMemo{}
 	s.trig.wake = make(chan struct{}, 1)
 	if err := s.parseSelectors(); err != nil {
 		return nil, err

@@ -69,6 +69,9 @@ func summaryAttrs(sum Summary, took time.Duration, giteaReqs, kubeReqs int64) []
 		slog.Group("reaped", ReapStartTimeout, st, ReapIdle, ir, ReapOrphan, or),
 		"giteaRequests", giteaReqs, "kubeRequests", kubeReqs,
 	}
+	if sum.Deferred > 0 {
+		attrs = append(attrs, "deferred", sum.Deferred)
+	}
 	if n := len(sum.QueuedToJob); n > 0 {
 		l := slices.Clone(sum.QueuedToJob)
 		slices.Sort(l)

@@ -56,27 +56,58 @@ var Rights = []Right{
 	{"", "pods", "list"},
 }
 
+// WatchRights are what a looping scaler needs besides Rights to keep a
+// namespace's runner Jobs, runner pods and state ConfigMaps in watch
+// caches between passes (package kubecache). They are optional: where
+// they are missing the namespace is served all the same, and each pass
+// lists what it reads, as a single pass does. The token Secrets are not
+// among them: the scaler may get a Secret by name but never list or watch
+// Secrets.
+var WatchRights = []Right{
+	{"batch", "jobs", "watch"}, {"", "configmaps", "watch"}, {"", "pods", "watch"},
+}
+
 // Missing returns the Rights the caller lacks in namespace; none means the
 // namespace is enabled. It asks once with a SelfSubjectRulesReview; only
 // when the API server says that answer is incomplete (an authorizer other
 // than RBAC, such as a webhook, may allow more) does it ask a
 // SelfSubjectAccessReview for each right the rules do not show.
 func Missing(ctx context.Context, kube kubernetes.Interface, namespace string) ([]Right, error) {
+	missing, _, err := Review(ctx, kube, namespace)
+	return missing, err
+}
+
+// Review is Missing, and also says whether the same answer shows every
+// one of WatchRights (canWatch). Those are judged by the rules alone: a
+// namespace whose rules do not show them is listed each pass, which costs
+// requests but is never wrong, so no SelfSubjectAccessReview is spent on
+// them.
+func Review(ctx context.Context, kube kubernetes.Interface, namespace string) (missing []Right, canWatch bool, err error) {
 	rr, err := kube.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
 		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: namespace},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("cannot review the scaler's rights in namespace %s: %w", namespace, err)
+		return nil, false, fmt.Errorf("cannot review the scaler's rights in namespace %s: %w", namespace, err)
 	}
-	var missing []Right
+	canWatch = true
+	for _, r := range WatchRights {
+		canWatch = canWatch && covered(rr.Status.ResourceRules, r)
+	}
 	for _, r := range Rights {
 		if !covered(rr.Status.ResourceRules, r) {
 			missing = append(missing, r)
 		}
 	}
 	if !rr.Status.Incomplete || len(missing) == 0 {
-		return missing, nil
+		return missing, canWatch, nil
 	}
+	still, err := accessReviews(ctx, kube, namespace, missing)
+	return still, canWatch, err
+}
+
+// accessReviews asks, right by right, which of missing the caller lacks
+// indeed.
+func accessReviews(ctx context.Context, kube kubernetes.Interface, namespace string, missing []Right) ([]Right, error) {
 	var still []Right
 	for _, r := range missing {
 		ar, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{

@@ -245,3 +245,35 @@ func TestSecretAllowedOnlyWithTheLabel(t *testing.T) {
 	assert.False(t, SecretAllowed(sec(map[string]string{SecretLabel: "yes"})))
 	assert.False(t, SecretAllowed(sec(nil)))
 }
+
+// The watch rights are optional: their absence enables the namespace all
+// the same, and they are judged by the rules alone.
+func TestReviewTellsWhetherALoopMayWatch(t *testing.T) {
+	withWatch := []authorizationv1.ResourceRule{
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"create", "list", "watch", "get", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
+		tenantRules[2], tenantRules[3],
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
+	}
+	tests := []struct {
+		name     string
+		r        reviews
+		canWatch bool
+		access   int
+	}{
+		{name: "the chart's tenant rules", r: reviews{rules: withWatch}, canWatch: true},
+		{name: "an older binding without watch", r: reviews{rules: tenantRules}},
+		{name: "a wildcard", r: reviews{rules: []authorizationv1.ResourceRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}}}, canWatch: true},
+		{name: "incomplete rules ask nothing for watch", r: reviews{rules: tenantRules, incomplete: true, allow: func(authorizationv1.ResourceAttributes) bool { return true }}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.r
+			missing, canWatch, err := Review(context.Background(), r.client(), "team-a")
+			require.NoError(t, err)
+			assert.Empty(t, missing, "enabled either way")
+			assert.Equal(t, tt.canWatch, canWatch)
+			assert.Equal(t, tt.access, r.accessN)
+		})
+	}
+}

@@ -264,13 +264,13 @@ rules are not the whole answer).
 {{- define "gitea-runner-operator.scalerRules" -}}
 - apiGroups: ["gitea.bpg.pw"]
   resources: ["runnergroups"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
 - apiGroups: ["gitea.bpg.pw"]
   resources: ["runnergroups/status"]
   verbs: ["patch"]
 - apiGroups: [""]
   resources: ["namespaces"]
-  verbs: ["get"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["authorization.k8s.io"]
   resources: ["selfsubjectrulesreviews", "selfsubjectaccessreviews"]
   verbs: ["create"]
@@ -285,17 +285,19 @@ read the registration and API token Secrets (and create and update
 out: the scaler mints it, and writes only a Secret the group owns), create
 Events on the group and
 list them (a Job's FailedCreate), list runner pods (did one start, and why
-not). The tenant ClusterRole holds these, bound in no namespace by the
+not). watch on Jobs, ConfigMaps and pods lets the looping Deployment keep
+them in watch caches (tenancy.WatchRights; optional: without it the loop
+lists them every pass); no Secret is listed or watched. The tenant ClusterRole holds these, bound in no namespace by the
 chart unless watchNamespaces lists it. The same list is tenancy.Rights in
 the scaler; the e2e SubjectAccessReview test checks the two agree.
 */}}
 {{- define "gitea-runner-operator.tenantRules" -}}
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["create", "list", "get", "delete"]
+  verbs: ["create", "list", "watch", "get", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "list", "create", "update"]
+  verbs: ["get", "list", "watch", "create", "update"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create", "update"]
@@ -304,7 +306,7 @@ the scaler; the e2e SubjectAccessReview test checks the two agree.
   verbs: ["create", "list"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
 {{- end -}}
 
 {{/*

@@ -1,0 +1,246 @@
+// Package kubecache keeps, for a looping scaler (the chart's Deployment),
+// what each pass reads in the namespaces it serves in client-go watch
+// caches: every runner Job, runner pod and state ConfigMap (all carry the
+// RunnerGroup label), per enabled namespace, and the Namespace objects
+// cluster-wide where the scaler may watch them. A steady pass then reads
+// them from memory and sends no list request.
+//
+// A cache may be behind the API server by the time a watch event takes.
+// The scaler therefore answers from a cache only what stale data cannot
+// make wrong: a pass that would create a runner, or distrusts a state,
+// reads the API server afresh before it writes (scaler.claim), and every
+// write is conditional as before.
+//
+// A single pass (the CronJob) starts no cache: the watches would cost more
+// than the one list of each kind it reads.
+package kubecache
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+)
+
+// Cache holds the watch caches of the namespaces a loop serves. Make one
+// with New and Stop it when the loop ends. Its methods are safe for
+// concurrent use.
+type Cache struct {
+	kube kubernetes.Interface
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	ns    map[string]*watched
+	names cache.SharedIndexInformer // the Namespace objects; nil when not watched
+	stop  chan struct{}
+}
+
+// watched is one namespace's watch caches.
+type watched struct {
+	factory            informers.SharedInformerFactory
+	stop               chan struct{}
+	jobs, pods, states cache.SharedIndexInformer
+	refused            atomic.Bool
+}
+
+// View is one namespace as its watch caches held it when asked: copies,
+// which the caller may change.
+type View struct {
+	Jobs   []batchv1.Job
+	Pods   []corev1.Pod
+	States []*corev1.ConfigMap
+}
+
+// New returns an empty Cache; log hears of watches refused.
+func New(kube kubernetes.Interface, log *slog.Logger) *Cache {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Cache{kube: kube, log: log, ns: map[string]*watched{}, stop: make(chan struct{})}
+}
+
+// Stop ends every watch.
+func (c *Cache) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, w := range c.ns {
+		close(w.stop)
+		w.factory.Shutdown()
+		delete(c.ns, name)
+	}
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+}
+
+// WatchNamespaces starts the cluster-wide cache of Namespace objects
+// (their Pod Security labels and grants), when the scaler may list and
+// watch namespaces, and waits for it within ctx. It reports whether the
+// cache is in use; without it each pass gets each namespace it serves.
+func (c *Cache) WatchNamespaces(ctx context.Context) bool {
+	if err := MayWatch(ctx, c.kube, "", "namespaces"); err != nil {
+		c.log.Info("not watching namespaces; each pass reads those it serves", "error", err)
+		return false
+	}
+	f := informers.NewSharedInformerFactory(c.kube, 0)
+	inf := f.Core().V1().Namespaces().Informer()
+	_ = inf.SetTransform(dropManagedFields)
+	f.Start(c.stop)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		f.Shutdown()
+		return false
+	}
+	c.mu.Lock()
+	c.names = inf
+	c.mu.Unlock()
+	return true
+}
+
+// MayWatch says, with a SelfSubjectAccessReview per verb, whether the
+// caller may list and watch resource in every namespace; nil when it may.
+// It is asked once, when a loop starts, so a watch that would only be
+// refused again and again is not started.
+func MayWatch(ctx context.Context, kube kubernetes.Interface, group, resource string) error {
+	for _, verb := range []string{"list", "watch"} {
+		ar, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: resource, Verb: verb}},
+		}, metav1.CreateOptions{})
+		switch {
+		case err != nil:
+			return fmt.Errorf("cannot review the right to %s %s: %w", verb, resource, err)
+		case !ar.Status.Allowed:
+			return fmt.Errorf("the scaler may not %s %s in all namespaces", verb, resource)
+		}
+	}
+	return nil
+}
+
+// Namespace is the cached Namespace object of name; ok is false when
+// namespaces are not watched or the cache has none of that name (the
+// caller then gets it from the API server).
+func (c *Cache) Namespace(name string) (*corev1.Namespace, bool) {
+	c.mu.Lock()
+	inf := c.names
+	c.mu.Unlock()
+	if inf == nil {
+		return nil, false
+	}
+	obj, ok, err := inf.GetStore().GetByKey(name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	return obj.(*corev1.Namespace).DeepCopy(), true
+}
+
+// Watch returns namespace's view, first starting its watch caches and
+// waiting for them within ctx. ok is false until they hold a full list:
+// the pass reads the API server meanwhile.
+func (c *Cache) Watch(ctx context.Context, namespace string) (View, bool) {
+	c.mu.Lock()
+	w, started := c.ns[namespace]
+	if !started {
+		w = c.start(namespace)
+		c.ns[namespace] = w
+	}
+	c.mu.Unlock()
+	synced := []cache.InformerSynced{w.jobs.HasSynced, w.pods.HasSynced, w.states.HasSynced}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return View{}, false
+	}
+	return w.view(), true
+}
+
+// Forget stops namespace's watch caches: it is no longer enabled, or its
+// RunnerGroups are gone. A later Watch starts them again.
+func (c *Cache) Forget(namespace string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, ok := c.ns[namespace]; ok {
+		close(w.stop)
+		w.factory.Shutdown()
+		delete(c.ns, namespace)
+	}
+}
+
+// Watching lists the namespaces whose caches run.
+func (c *Cache) Watching() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.ns))
+	for n := range c.ns {
+		out = append(out, n)
+	}
+	return out
+}
+
+// Refused reports whether the API server refused a list or watch in
+// namespace since its caches started: the scaler's rights there changed,
+// and the caller reviews them again.
+func (c *Cache) Refused(namespace string) bool {
+	c.mu.Lock()
+	w, ok := c.ns[namespace]
+	c.mu.Unlock()
+	return ok && w.refused.Load()
+}
+
+// start makes and starts namespace's informers; c.mu is held.
+func (c *Cache) start(namespace string) *watched {
+	f := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelRunnerGroupName }))
+	w := &watched{factory: f, stop: make(chan struct{}),
+		jobs: f.Batch().V1().Jobs().Informer(), pods: f.Core().V1().Pods().Informer(), states: f.Core().V1().ConfigMaps().Informer()}
+	for _, inf := range []cache.SharedIndexInformer{w.jobs, w.pods, w.states} {
+		_ = inf.SetTransform(dropManagedFields)
+		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			if apierrors.IsForbidden(err) {
+				if !w.refused.Swap(true) {
+					c.log.Warn("the API server refused a watch; reviewing the scaler's rights in the namespace again", "namespace", namespace, "error", err)
+				}
+			}
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
+	}
+	f.Start(w.stop)
+	return w
+}
+
+// view copies what the caches hold.
+func (w *watched) view() View {
+	var v View
+	for _, o := range w.jobs.GetStore().List() {
+		v.Jobs = append(v.Jobs, *o.(*batchv1.Job).DeepCopy())
+	}
+	for _, o := range w.pods.GetStore().List() {
+		v.Pods = append(v.Pods, *o.(*corev1.Pod).DeepCopy())
+	}
+	for _, o := range w.states.GetStore().List() {
+		v.States = append(v.States, o.(*corev1.ConfigMap).DeepCopy())
+	}
+	return v
+}
+
+// dropManagedFields keeps the caches small: the scaler never reads them.
+func dropManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// SyncTimeout bounds the wait for a namespace's first lists in a pass.
+const SyncTimeout = 20 * time.Second

@@ -1,0 +1,124 @@
+package runnergroups
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+)
+
+// Watched lists RunnerGroups from a cluster-wide watch cache, for a
+// looping scaler: a steady pass then sends no list request for them. Each
+// object is converted once, when it changes, not on every pass. Status
+// patches go to the API server, as with Client; so does a List before the
+// cache is synced.
+type Watched struct {
+	Client
+	informer cache.SharedIndexInformer
+	stop     chan struct{}
+}
+
+// broken is what the cache holds for an object that could not be
+// converted, so List reports it as Client.List would.
+type broken struct {
+	*unstructured.Unstructured
+	err error
+}
+
+// Watch starts the cache of every RunnerGroup in the cluster and waits
+// for its first list within timeout; Stop ends it. It fails when the list
+// does not come (the scaler may not list or watch RunnerGroups
+// cluster-wide): the caller then uses Client.
+func Watch(c Client, timeout time.Duration) (*Watched, error) {
+	f := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, 0)
+	inf := f.ForResource(v1alpha1.GroupVersionResource).Informer()
+	_ = inf.SetTransform(toGroup)
+	w := &Watched{Client: c, informer: inf, stop: make(chan struct{})}
+	f.Start(w.stop)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		w.Stop()
+		return nil, fmt.Errorf("cannot watch RunnerGroups in all namespaces within %s", timeout)
+	}
+	return w, nil
+}
+
+// Stop ends the watch.
+func (w *Watched) Stop() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+}
+
+// toGroup converts a RunnerGroup once as it enters the cache.
+func toGroup(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil // a tombstone, or converted already
+	}
+	var rg v1alpha1.RunnerGroup
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &rg); err != nil {
+		return &broken{Unstructured: u, err: err}, nil
+	}
+	rg.ManagedFields = nil
+	return &rg, nil
+}
+
+// List is Client.List from the cache: the RunnerGroups of one namespace
+// ("" for all) that match the label selector, sorted by namespace and
+// name. The caller may change what it returns.
+func (w *Watched) List(ctx context.Context, namespace, selector string) ([]v1alpha1.RunnerGroup, []Broken, error) {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot list RunnerGroups: selector %q: %w", selector, err)
+	}
+	if !w.informer.HasSynced() {
+		return w.Client.List(ctx, namespace, selector)
+	}
+	var (
+		groups []v1alpha1.RunnerGroup
+		bad    []Broken
+	)
+	for _, o := range w.informer.GetStore().List() {
+		m, err := meta(o)
+		if err != nil || (namespace != metav1.NamespaceAll && m.GetNamespace() != namespace) || !sel.Matches(labels.Set(m.GetLabels())) {
+			continue
+		}
+		switch o := o.(type) {
+		case *v1alpha1.RunnerGroup:
+			groups = append(groups, *o.DeepCopy())
+		case *broken:
+			bad = append(bad, Broken{Namespace: o.GetNamespace(), Name: o.GetName(), Err: o.err})
+		}
+	}
+	sort.Slice(groups, func(i, j int) bool {
+		if groups[i].Namespace != groups[j].Namespace {
+			return groups[i].Namespace < groups[j].Namespace
+		}
+		return groups[i].Name < groups[j].Name
+	})
+	return groups, bad, nil
+}
+
+func meta(o any) (metav1.Object, error) {
+	if b, ok := o.(*broken); ok {
+		return b.Unstructured, nil
+	}
+	m, ok := o.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("not an object: %T", o)
+	}
+	return m, nil
+}
