@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -287,4 +289,40 @@ func TestHealthzFailsWhenNoFullPassEndedWithinTheLimit(t *testing.T) {
 		}
 		assert.Equal(t, c.want, code(), c.name)
 	}
+}
+
+// The chart's alerts and dashboard are checked against the scaler's
+// metric names as scripts/tools/promrules/scaler-metrics.txt lists them
+// (charts/gitea-runner-operator/hack/check-prometheus-rules.sh); this keeps
+// that list equal to what the scaler serves.
+func TestScalerMetricNamesListIsCurrent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	m := New()
+	m.SetBuildInfo("v0.0.0")
+	m.WebhookDelivery("triggered")
+	m.ObservePass(scaler.Summary{Groups: 1, Created: 1, QueuedToJob: []time.Duration{time.Second},
+		GroupStats: []scaler.GroupStats{{Namespace: "ci", Name: "a"}}}, time.Second, nil)
+	for _, tr := range []http.RoundTripper{m.GiteaTransport(http.DefaultTransport), m.KubeTransport(http.DefaultTransport)} {
+		resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	var served []string
+	for _, f := range families {
+		if strings.HasPrefix(f.GetName(), ns+"_") {
+			served = append(served, f.GetName())
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "scripts", "tools", "promrules", "scaler-metrics.txt"))
+	require.NoError(t, err)
+	var listed []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			listed = append(listed, l)
+		}
+	}
+	assert.ElementsMatch(t, served, listed, "scaler-metrics.txt lists every metric the scaler serves, and no other")
 }
