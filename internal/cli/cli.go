@@ -93,11 +93,15 @@ type RunCmd struct {
 	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"100" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
 	// Groups with the same Gitea, token and target share one listing per
 	// pass; this bounds how many distinct listings are read at once.
-	GiteaConcurrency  int    `env:"SCALER_GITEA_CONCURRENCY" default:"4" help:"Gitea listings (one per distinct Gitea URL, API token and target) read at once in a pass."`
-	MetricsAddr       string `env:"SCALER_METRICS_ADDR" placeholder:"HOST:PORT" help:"With --loop, serve Prometheus metrics on this address at /metrics (e.g. ':9090'); empty serves none. A single pass logs the same numbers in its 'pass finished' line."`
-	WebhookAddr       string `env:"SCALER_WEBHOOK_ADDR" placeholder:"HOST:PORT" help:"With --loop, accept Gitea's workflow_job webhook at POST /webhook on this address (e.g. ':8080'): a queued job starts a pass at once. Needs a secret."`
-	WebhookSecret     string `env:"SCALER_WEBHOOK_SECRET" placeholder:"SECRET" help:"The webhook's secret (as set in Gitea); prefer the env var or --webhook-secret-file over the flag, which shows in the process list."`
-	WebhookSecretFile string `env:"SCALER_WEBHOOK_SECRET_FILE" placeholder:"PATH" help:"A file holding the webhook's secret (surrounding whitespace is trimmed)."`
+	GiteaConcurrency int    `env:"SCALER_GITEA_CONCURRENCY" default:"4" help:"Gitea listings (one per distinct Gitea URL, API token and target) read at once in a pass."`
+	MetricsAddr      string `env:"SCALER_METRICS_ADDR" placeholder:"HOST:PORT" help:"With --loop, serve Prometheus metrics on this address at /metrics (e.g. ':9090'); empty serves none. A single pass logs the same numbers in its 'pass finished' line."`
+	HealthAddr       string `env:"SCALER_HEALTH_ADDR" placeholder:"HOST:PORT" help:"With --loop, serve GET /healthz on this address (e.g. ':8081') for a liveness probe: 503 when no pass ended within --healthz-stale-intervals intervals plus --group-timeout; empty serves none."`
+	// 5 intervals: a pass longer than that is stuck, not slow (see
+	// healthzStale for the group timeout on top).
+	HealthzStaleIntervals int    `env:"SCALER_HEALTHZ_STALE_INTERVALS" default:"5" placeholder:"N" help:"/healthz fails when no full pass ended within N times --interval plus --group-timeout (counted from the start until the first pass ends); at least 2."`
+	WebhookAddr           string `env:"SCALER_WEBHOOK_ADDR" placeholder:"HOST:PORT" help:"With --loop, accept Gitea's workflow_job webhook at POST /webhook on this address (e.g. ':8080'): a queued job starts a pass at once. Needs a secret."`
+	WebhookSecret         string `env:"SCALER_WEBHOOK_SECRET" placeholder:"SECRET" help:"The webhook's secret (as set in Gitea); prefer the env var or --webhook-secret-file over the flag, which shows in the process list."`
+	WebhookSecretFile     string `env:"SCALER_WEBHOOK_SECRET_FILE" placeholder:"PATH" help:"A file holding the webhook's secret (surrounding whitespace is trimmed)."`
 	// The benchmark (make bench) runs the same binary both ways, to print
 	// the naive design's numbers beside the shared ones.
 	BenchNaive bool `env:"SCALER_BENCH_NAIVE" hidden:"" help:"Benchmark only: turn off what a pass shares between RunnerGroups and ask Gitea one status per request."`
@@ -165,6 +169,12 @@ func (r *RunCmd) Validate() error {
 	if r.MetricsAddr != "" && !r.Loop {
 		errs = append(errs, errors.New("--metrics-addr needs --loop: a single pass logs its numbers in its 'pass finished' line instead"))
 	}
+	if r.HealthAddr != "" && !r.Loop {
+		errs = append(errs, errors.New("--health-addr needs --loop: a single pass is judged by its exit code"))
+	}
+	if r.HealthzStaleIntervals < 2 {
+		errs = append(errs, fmt.Errorf("--healthz-stale-intervals must be at least 2, got %d: one late tick must not restart the scaler", r.HealthzStaleIntervals))
+	}
 	if r.WebhookAddr != "" && !r.Loop {
 		errs = append(errs, errors.New("--webhook-addr needs --loop: a single pass has nobody to trigger"))
 	}
@@ -228,6 +238,13 @@ func (r *RunCmd) Validate() error {
 	}
 	r.Namespace = compact(r.Namespace)
 	return errors.Join(errs...)
+}
+
+// healthzStale is how long /healthz waits for a pass to end: N
+// intervals, plus one group's timeout, so that one slow group never fails
+// the probe however short the interval (the demo's is 5 s).
+func (r *RunCmd) healthzStale() time.Duration {
+	return time.Duration(r.HealthzStaleIntervals)*r.Interval + r.GroupTimeout
 }
 
 // runnerOptions are the runner Jobs' settings from the flags, with the
@@ -335,6 +352,7 @@ func (r *RunCmd) run(streams IO) int {
 	// The requests are counted in every mode: a pass's summary line
 	// reports them even when nothing scrapes.
 	m := metrics.New()
+	m.SetBuildInfo(Version)
 	cfg.Wrap(m.KubeTransport)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -355,6 +373,14 @@ func (r *RunCmd) run(streams IO) int {
 		stop, err := serveMetrics(r.MetricsAddr, m, log)
 		if err != nil {
 			log.Error("cannot serve metrics", "addr", r.MetricsAddr, "error", err)
+			return ExitFailed
+		}
+		defer stop()
+	}
+	if r.HealthAddr != "" {
+		stop, err := serveHealth(r.HealthAddr, m, r.healthzStale(), log)
+		if err != nil {
+			log.Error("cannot serve /healthz", "addr", r.HealthAddr, "error", err)
 			return ExitFailed
 		}
 		defer stop()
@@ -399,19 +425,31 @@ func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Inter
 
 // serveMetrics serves m at /metrics on addr until stop is called.
 func serveMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
+	return serveOne(addr, "/metrics", m.Handler(), "metrics", log)
+}
+
+// serveHealth serves the liveness check at /healthz on addr until stop is
+// called: a port of its own, since it names no tenant and so needs none
+// of the metrics port's NetworkPolicy.
+func serveHealth(addr string, m *metrics.Metrics, stale time.Duration, log *slog.Logger) (stop func(), err error) {
+	return serveOne(addr, "/healthz", m.Healthz(stale), "health", log)
+}
+
+// serveOne serves h at GET path on addr until stop is called.
+func serveOne(addr, path string, h http.Handler, what string, log *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
+	mux.Handle("GET "+path, h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics endpoint stopped", "error", err)
+			log.Error(what+" endpoint stopped", "error", err)
 		}
 	}()
-	log.Info("serving metrics", "addr", ln.Addr().String(), "path", "/metrics")
+	log.Info("serving "+what, "addr", ln.Addr().String(), "path", path)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -265,6 +265,8 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 		{name: "small response limit", args: []string{"--gitea-max-response-bytes", "1000"}, want: "--gitea-max-response-bytes must be at least 65536, got 1000"},
 		{name: "zero QPS", args: []string{"--kube-qps", "0"}, want: "--kube-qps must be positive, got 0"},
 		{name: "metrics without a loop", args: []string{"--metrics-addr", ":9090"}, want: "--metrics-addr needs --loop"},
+		{name: "health without a loop", args: []string{"--health-addr", ":8081"}, want: "--health-addr needs --loop"},
+		{name: "healthz judged on one interval", args: []string{"--loop", "--healthz-stale-intervals", "1"}, want: "--healthz-stale-intervals must be at least 2, got 1"},
 		{name: "no Gitea listing at once", args: []string{"--gitea-concurrency", "0"}, want: "--gitea-concurrency must be between 1 and 64, got 0"},
 		{name: "too many Gitea listings at once from env", env: map[string]string{"SCALER_GITEA_CONCURRENCY": "65"}, want: "--gitea-concurrency must be between 1 and 64, got 65"},
 		{name: "negative QPS from env", env: map[string]string{"SCALER_KUBE_QPS": "-1"}, want: "--kube-qps must be positive, got -1"},
@@ -522,6 +524,33 @@ func TestServeMetrics(t *testing.T) {
 	stop()
 	_, err = http.Get("http://" + line.Addr + "/metrics")
 	assert.Error(t, err, "stopped")
+}
+
+// In loop mode /healthz is served on --health-addr: 200 while passes end,
+// 503 once none has for --healthz-stale-intervals intervals and a group's
+// timeout.
+func TestServeHealth(t *testing.T) {
+	r, err := parse(t, "--loop", "--interval", "2s", "--health-addr", "127.0.0.1:0", "--healthz-stale-intervals", "4")
+	require.NoError(t, err, "an interval far below --group-timeout is fine")
+	assert.Equal(t, 8*time.Second+30*time.Second, r.healthzStale(), "4 intervals and one group's timeout")
+
+	m := metrics.New()
+	logs := &bytes.Buffer{}
+	get := func(stale time.Duration) int {
+		logs.Reset()
+		stop, err := serveHealth("127.0.0.1:0", m, stale, newLogger(logs, "json", "info"))
+		require.NoError(t, err)
+		defer stop()
+		var line struct{ Addr, Path string }
+		require.NoError(t, json.Unmarshal([]byte(strings.Split(logs.String(), "\n")[0]), &line))
+		assert.Equal(t, "/healthz", line.Path)
+		resp, err := http.Get("http://" + line.Addr + "/healthz")
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusOK, get(time.Hour), "within the limit since the start")
+	assert.Equal(t, http.StatusServiceUnavailable, get(-time.Second), "past the limit, no pass ended")
 }
 
 func TestWebhookFlags(t *testing.T) {

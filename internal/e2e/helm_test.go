@@ -35,9 +35,14 @@ func (r helmRelease) fullname() string { return r.name + "-" + chartName }
 //
 // The bed's Gitea is on loopback, which an empty allowedGiteaURLs refuses:
 // the platform team that installs here allows it explicitly.
+//
+// The liveness endpoint is off: the agent runs listener pods as processes
+// of the host, where every looping listener would bind the same /healthz
+// port; TestLoopingListenerServesHealthz turns it on, on a free port.
 func baseValues(watch ...string) map[string]any {
 	return map[string]any{
 		"image":            map[string]any{"repository": scalerImage},
+		"deployment":       map[string]any{"liveness": map[string]any{"enabled": false}},
 		"crds":             map[string]any{"install": false},
 		"watchNamespaces":  watch,
 		"allowedGiteaURLs": []string{bedGiteaURL},

@@ -6,7 +6,10 @@
 package metrics
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -23,11 +26,16 @@ import (
 type Metrics struct {
 	reg *prometheus.Registry
 
-	passes         *prometheus.CounterVec
-	passDuration   prometheus.Histogram
-	giteaRequests  *prometheus.CounterVec
-	kubeRequests   *prometheus.CounterVec
-	group          *prometheus.GaugeVec
+	passes        *prometheus.CounterVec
+	passDuration  prometheus.Histogram
+	giteaRequests *prometheus.CounterVec
+	kubeRequests  *prometheus.CounterVec
+	// groupGauges are the per-group gauges, one per number a pass sees
+	// of a group (see groupGaugeDefs).
+	groupGauges    []*prometheus.GaugeVec
+	giteaLatency   *prometheus.HistogramVec
+	buildInfo      *prometheus.GaugeVec
+	lastSuccess    prometheus.Gauge
 	runnersCreated prometheus.Counter
 	runnersReaped  *prometheus.CounterVec
 	queuedToJob    prometheus.Histogram
@@ -36,6 +44,23 @@ type Metrics struct {
 	// giteaTotal and kubeTotal are the request counts for the pass
 	// summary line (scaler.RequestCounter).
 	giteaTotal, kubeTotal atomic.Int64
+
+	// start is when New ran and lastPass (unix nanoseconds) when the
+	// last full pass ended, whatever its result: what Healthz judges.
+	start    time.Time
+	lastPass atomic.Int64
+	now      func() time.Time
+}
+
+// groupGaugeDefs name the per-group gauges, in the order ObservePass
+// reads GroupStats; each is labelled by the group's namespace and name.
+var groupGaugeDefs = []struct{ name, help string }{
+	{"runnergroup_queued_jobs", "Queued Gitea jobs the RunnerGroup can serve, as the last pass saw them (status.queuedJobs)."},
+	{"runnergroup_blocked_jobs", "Gitea jobs of the RunnerGroup waiting for their needs or an approval (status.blockedJobs)."},
+	{"runnergroup_running_jobs", "Gitea jobs in progress on the RunnerGroup's runners (status.runningJobs)."},
+	{"runnergroup_active_runners", "Runner Jobs of the RunnerGroup not yet complete or failed (status.activeRunners)."},
+	{"runnergroup_idle_runners", "Runners of the RunnerGroup whose pod runs and that run no Gitea job (status.idleRunners)."},
+	{"runnergroup_max_runners", "The RunnerGroup's cap on active runners (spec.maxActiveRunners)."},
 }
 
 const ns = "gitea_runner_scaler"
@@ -44,7 +69,9 @@ const ns = "gitea_runner_scaler"
 // collectors, on a registry of their own.
 func New() *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		reg:   prometheus.NewRegistry(),
+		start: time.Now(),
+		now:   time.Now,
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "passes_total",
 			Help: "Passes made, by result: ok, failed (a RunnerGroup or namespace failed) or error (the pass could not run)."}, []string{"result"}),
 		passDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "pass_duration_seconds",
@@ -53,8 +80,6 @@ func New() *Metrics {
 			Help: "Requests sent to Gitea, by HTTP status code (0: no answer) and the target of the RunnerGroup they were sent for, as its spec names it (admin, orgs/acme, users/alice, repos/acme/app; other for none)."}, []string{"code", "target"}),
 		kubeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "kubernetes_requests_total",
 			Help: "Requests sent to the Kubernetes API, by method and HTTP status code (0: no answer)."}, []string{"method", "code"}),
-		group: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "runnergroup",
-			Help: "What the last pass saw of a RunnerGroup, by value: queued, blocked, running (jobs), active, idle (runners), max (maxActiveRunners)."}, []string{"namespace", "name", "value"}),
 		runnersCreated: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "runners_created_total",
 			Help: "Runner Jobs created."}),
 		runnersReaped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "runners_reaped_total",
@@ -64,7 +89,24 @@ func New() *Metrics {
 		webhook: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "webhook_deliveries_total",
 			Help: "Gitea webhook deliveries, by outcome: triggered (a queued job), ignored (another event or action), duplicate (a delivery seen before), unauthorized (no or a wrong signature), bad_request (unreadable or past the size bound)."}, []string{"outcome"}),
 	}
-	m.reg.MustRegister(m.passes, m.passDuration, m.giteaRequests, m.kubeRequests, m.group, m.runnersCreated, m.runnersReaped, m.queuedToJob, m.webhook,
+	for _, d := range groupGaugeDefs {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: d.name, Help: d.help}, []string{"namespace", "name"})
+		m.groupGauges = append(m.groupGauges, g)
+		m.reg.MustRegister(g)
+	}
+	// The latency of Gitea's answers: from the request sent to its
+	// headers read (promhttp.InstrumentRoundTripperDuration), labelled as
+	// the request counter is, plus the method. Requests that got no
+	// answer are counted with code 0 by gitea_requests_total only.
+	m.giteaLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "gitea_request_duration_seconds",
+		Help:    "Time from a request to Gitea to its answer's headers, by HTTP status code, method and the target of the RunnerGroup it was sent for (as gitea_requests_total).",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"code", "method", "target"})
+	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "build_info",
+		Help: "Always 1; its labels name the scaler's version and the Go version it was built with."}, []string{"version", "goversion"})
+	m.lastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "last_successful_pass_timestamp_seconds",
+		Help: "Unix time at which the last full pass that could run ended (result ok or failed: RunnerGroups were listed and served; a group's own failure is on its Ready condition). 0 until one has."})
+	m.reg.MustRegister(m.giteaLatency, m.buildInfo, m.lastSuccess)
+	m.reg.MustRegister(m.passes, m.passDuration, m.giteaRequests, m.kubeRequests, m.runnersCreated, m.runnersReaped, m.queuedToJob, m.webhook,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "failed", "error"} {
 		m.passes.WithLabelValues(r)
@@ -73,6 +115,35 @@ func New() *Metrics {
 		m.runnersReaped.WithLabelValues(r)
 	}
 	return m
+}
+
+// SetBuildInfo labels build_info with the scaler's version and the Go
+// version it was built with.
+func (m *Metrics) SetBuildInfo(version string) {
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+}
+
+// Healthz answers 200 while a full pass has ended within stale (counted
+// from New until the first one has), whatever the pass's result, and 503
+// when none has: the loop is stuck, which a restart may cure. Failures a
+// restart cannot cure (Gitea down, a group's bad token) do not fail it;
+// the passes' results and the groups' Ready conditions report those.
+func (m *Metrics) Healthz(stale time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		last := m.start
+		if n := m.lastPass.Load(); n != 0 {
+			last = time.Unix(0, n)
+		}
+		age := m.now().Sub(last)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if age > stale {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "stale: no pass ended for %s (limit %s)\n", age.Round(time.Second), stale)
+			return
+		}
+		fmt.Fprintf(w, "ok: last pass ended %s ago\n", age.Round(time.Second))
+	})
 }
 
 // WebhookDelivery counts one webhook delivery by its outcome.
@@ -102,18 +173,24 @@ func (m *Metrics) ObservePass(sum scaler.Summary, took time.Duration, err error)
 		m.passes.WithLabelValues("ok").Inc()
 	}
 	m.passDuration.Observe(took.Seconds())
+	if !sum.Partial {
+		end := m.now()
+		m.lastPass.Store(end.UnixNano())
+		if err == nil {
+			m.lastSuccess.Set(float64(end.UnixNano()) / 1e9)
+		}
+	}
 	if err != nil {
 		return
 	}
 	if !sum.Partial {
-		m.group.Reset()
+		for _, g := range m.groupGauges {
+			g.Reset()
+		}
 	}
 	for _, g := range sum.GroupStats {
-		for _, v := range []struct {
-			name string
-			n    int
-		}{{"queued", g.Queued}, {"blocked", g.Blocked}, {"running", g.Running}, {"active", g.Active}, {"idle", g.Idle}, {"max", g.Max}} {
-			m.group.WithLabelValues(g.Namespace, g.Name, v.name).Set(float64(v.n))
+		for i, n := range []int{g.Queued, g.Blocked, g.Running, g.Active, g.Idle, g.Max} {
+			m.groupGauges[i].WithLabelValues(g.Namespace, g.Name).Set(float64(n))
 		}
 		m.runnersReaped.WithLabelValues(scaler.ReapStartTimeout).Add(float64(g.StartTimeouts))
 		m.runnersReaped.WithLabelValues(scaler.ReapIdle).Add(float64(g.IdleReaps))
@@ -132,8 +209,11 @@ func (m *Metrics) Requests() (gitea, kube int64) {
 }
 
 // GiteaTransport counts each request to Gitea that base carries.
+// Each answered request's latency goes to gitea_request_duration_seconds.
 func (m *Metrics) GiteaTransport(base http.RoundTripper) http.RoundTripper {
-	return countingTransport{base: base, count: func(r *http.Request, code int) {
+	timed := promhttp.InstrumentRoundTripperDuration(m.giteaLatency, base,
+		promhttp.WithLabelFromCtx("target", func(ctx context.Context) string { return targetOf(ctx) }))
+	return countingTransport{base: timed, count: func(r *http.Request, code int) {
 		m.giteaTotal.Add(1)
 		m.giteaRequests.WithLabelValues(strconv.Itoa(code), giteaTarget(r)).Inc()
 	}}
@@ -169,7 +249,11 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // RunnerGroups' targets, whatever repositories a listing returns; a
 // request not made for a target counts as "other".
 func giteaTarget(r *http.Request) string {
-	if t, ok := gitea.RequestTarget(r.Context()); ok {
+	return targetOf(r.Context())
+}
+
+func targetOf(ctx context.Context) string {
+	if t, ok := gitea.RequestTarget(ctx); ok {
 		return t.Path()
 	}
 	return "other"

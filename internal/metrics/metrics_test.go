@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -37,12 +42,16 @@ func TestObservePassCountsPassesRunnersAndGroups(t *testing.T) {
 	assert.InDelta(t, 1, testutil.ToFloat64(m.runnersReaped.WithLabelValues("start_timeout")), 0)
 	assert.InDelta(t, 2, testutil.ToFloat64(m.runnersReaped.WithLabelValues("idle")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.runnersReaped.WithLabelValues("orphan")), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(m.group.WithLabelValues("ci", "a", "queued")), 0, "the last pass's value")
-	assert.Equal(t, 6, testutil.CollectAndCount(m.group), "the group that is gone has no series left")
+	assert.InDelta(t, 1, testutil.ToFloat64(m.groupGauges[0].WithLabelValues("ci", "a")), 0, "the last pass's value")
+	for _, g := range m.groupGauges {
+		assert.Equal(t, 1, testutil.CollectAndCount(g), "the group that is gone has no series left")
+	}
 
 	m.ObservePass(scaler.Summary{Partial: true, GroupStats: []scaler.GroupStats{{Namespace: "ci", Name: "b", Queued: 2}}}, time.Second, nil)
-	assert.Equal(t, 12, testutil.CollectAndCount(m.group), "a partial pass keeps the groups it did not serve")
-	assert.InDelta(t, 1, testutil.ToFloat64(m.group.WithLabelValues("ci", "a", "queued")), 0)
+	for _, g := range m.groupGauges {
+		assert.Equal(t, 2, testutil.CollectAndCount(g), "a partial pass keeps the groups it did not serve")
+	}
+	assert.InDelta(t, 1, testutil.ToFloat64(m.groupGauges[0].WithLabelValues("ci", "a")), 0)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_pass_duration_seconds_count 4")
@@ -137,4 +146,183 @@ func TestGiteaRequestSeriesAreBoundedByTheGroupsTargets(t *testing.T) {
 	assert.Greater(t, g, int64(40*3), "every repository was listed")
 	assert.Equal(t, 1, testutil.CollectAndCount(m.giteaRequests), "one series: code 200, target users/alice")
 	assert.InDelta(t, float64(g), testutil.ToFloat64(m.giteaRequests.WithLabelValues("200", "users/alice")), 0)
+}
+
+// Each number a pass sees of a group has a gauge of its own, named for
+// what it counts, labelled only by the group.
+func TestGroupGaugesAreNamedForWhatTheyCount(t *testing.T) {
+	m := New()
+	m.ObservePass(scaler.Summary{Groups: 1, GroupStats: []scaler.GroupStats{
+		{Namespace: "ci", Name: "a", Queued: 4, Blocked: 1, Running: 2, Active: 3, Idle: 1, Max: 5},
+	}}, time.Second, nil)
+	want := `
+# HELP gitea_runner_scaler_runnergroup_active_runners Runner Jobs of the RunnerGroup not yet complete or failed (status.activeRunners).
+# TYPE gitea_runner_scaler_runnergroup_active_runners gauge
+gitea_runner_scaler_runnergroup_active_runners{name="a",namespace="ci"} 3
+# HELP gitea_runner_scaler_runnergroup_blocked_jobs Gitea jobs of the RunnerGroup waiting for their needs or an approval (status.blockedJobs).
+# TYPE gitea_runner_scaler_runnergroup_blocked_jobs gauge
+gitea_runner_scaler_runnergroup_blocked_jobs{name="a",namespace="ci"} 1
+# HELP gitea_runner_scaler_runnergroup_idle_runners Runners of the RunnerGroup whose pod runs and that run no Gitea job (status.idleRunners).
+# TYPE gitea_runner_scaler_runnergroup_idle_runners gauge
+gitea_runner_scaler_runnergroup_idle_runners{name="a",namespace="ci"} 1
+# HELP gitea_runner_scaler_runnergroup_max_runners The RunnerGroup's cap on active runners (spec.maxActiveRunners).
+# TYPE gitea_runner_scaler_runnergroup_max_runners gauge
+gitea_runner_scaler_runnergroup_max_runners{name="a",namespace="ci"} 5
+# HELP gitea_runner_scaler_runnergroup_queued_jobs Queued Gitea jobs the RunnerGroup can serve, as the last pass saw them (status.queuedJobs).
+# TYPE gitea_runner_scaler_runnergroup_queued_jobs gauge
+gitea_runner_scaler_runnergroup_queued_jobs{name="a",namespace="ci"} 4
+# HELP gitea_runner_scaler_runnergroup_running_jobs Gitea jobs in progress on the RunnerGroup's runners (status.runningJobs).
+# TYPE gitea_runner_scaler_runnergroup_running_jobs gauge
+gitea_runner_scaler_runnergroup_running_jobs{name="a",namespace="ci"} 2
+`
+	require.NoError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
+		"gitea_runner_scaler_runnergroup_active_runners", "gitea_runner_scaler_runnergroup_blocked_jobs", "gitea_runner_scaler_runnergroup_idle_runners",
+		"gitea_runner_scaler_runnergroup_max_runners", "gitea_runner_scaler_runnergroup_queued_jobs", "gitea_runner_scaler_runnergroup_running_jobs"))
+	n, err := testutil.GatherAndCount(m.Registry(), "gitea_runner_scaler_runnergroup")
+	require.NoError(t, err)
+	assert.Zero(t, n, "the gauge that mixed jobs, runners and the cap under one label is gone")
+}
+
+func TestGiteaLatencyIsObservedByCodeMethodAndTarget(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	m := New()
+	c := &http.Client{Transport: m.GiteaTransport(http.DefaultTransport)}
+	org := gitea.WithTarget(context.Background(), gitea.Target{Scope: gitea.ScopeOrg, Owner: "acme"})
+	for _, r := range []struct {
+		ctx    context.Context
+		method string
+	}{{org, http.MethodGet}, {org, http.MethodGet}, {org, http.MethodDelete}, {context.Background(), http.MethodGet}} {
+		req, err := http.NewRequestWithContext(r.ctx, r.method, srv.URL+"/api/v1/x", nil)
+		require.NoError(t, err)
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	req, err := http.NewRequestWithContext(org, http.MethodGet, "http://127.0.0.1:1/api/v1/x", nil)
+	require.NoError(t, err)
+	_, err = c.Do(req) //nolint:bodyclose // an error carries no body
+	require.Error(t, err)
+
+	count := func(code, method, target string) uint64 {
+		h, ok := m.giteaLatency.WithLabelValues(code, method, target).(prometheus.Histogram)
+		require.True(t, ok)
+		var out dto.Metric
+		require.NoError(t, h.Write(&out))
+		return out.GetHistogram().GetSampleCount()
+	}
+	assert.Equal(t, uint64(2), count("200", "get", "orgs/acme"))
+	assert.Equal(t, uint64(1), count("404", "delete", "orgs/acme"))
+	assert.Equal(t, uint64(1), count("200", "get", "other"))
+	assert.Equal(t, 3, testutil.CollectAndCount(m.giteaLatency), "no series for the request without an answer (it counts as code 0 in gitea_requests_total)")
+	assert.InDelta(t, 1, testutil.ToFloat64(m.giteaRequests.WithLabelValues("0", "orgs/acme")), 0)
+	g, _ := m.Requests()
+	assert.Equal(t, int64(5), g, "the counts are unchanged by the timing")
+}
+
+func TestBuildInfoNamesTheVersions(t *testing.T) {
+	m := New()
+	m.SetBuildInfo("v1.2.3")
+	m.SetBuildInfo("v1.2.4")
+	assert.Equal(t, 1, testutil.CollectAndCount(m.buildInfo), "one series, the last version set")
+	assert.InDelta(t, 1, testutil.ToFloat64(m.buildInfo.WithLabelValues("v1.2.4", runtime.Version())), 0)
+}
+
+func TestLastSuccessfulPassIsTheEndOfTheLastFullPassThatRan(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	m := New()
+	m.now = func() time.Time { return now }
+	assert.Zero(t, testutil.ToFloat64(m.lastSuccess), "no pass yet")
+
+	for _, c := range []struct {
+		name string
+		sum  scaler.Summary
+		err  error
+		want time.Time
+	}{
+		{"every group served", scaler.Summary{Groups: 1}, nil, time.Unix(1_700_000_010, 0)},
+		{"a group failed: the pass still ran", scaler.Summary{Groups: 2, Failed: []string{"ci/a"}}, nil, time.Unix(1_700_000_020, 0)},
+		{"the pass could not run", scaler.Summary{}, errors.New("cannot list RunnerGroups"), time.Unix(1_700_000_020, 0)},
+		{"a webhook's partial pass", scaler.Summary{Partial: true, Groups: 1}, nil, time.Unix(1_700_000_020, 0)},
+	} {
+		now = now.Add(10 * time.Second)
+		m.ObservePass(c.sum, time.Second, c.err)
+		assert.InDelta(t, float64(c.want.Unix()), testutil.ToFloat64(m.lastSuccess), 0, c.name)
+	}
+}
+
+func TestHealthzFailsWhenNoFullPassEndedWithinTheLimit(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	now := start
+	m := New()
+	m.start = start
+	m.now = func() time.Time { return now }
+	h := m.Healthz(time.Minute)
+	code := func() int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		return rec.Code
+	}
+	for _, c := range []struct {
+		name    string
+		advance time.Duration
+		pass    *scaler.Summary
+		err     error
+		want    int
+	}{
+		{"just started", 0, nil, nil, http.StatusOK},
+		{"the first pass may take the limit", time.Minute, nil, nil, http.StatusOK},
+		{"no pass ended since the start", time.Second, nil, nil, http.StatusServiceUnavailable},
+		{"a pass that could not run still ended: a restart would not help", 0, &scaler.Summary{}, errors.New("forbidden"), http.StatusOK},
+		{"fresh", 59 * time.Second, nil, nil, http.StatusOK},
+		{"a webhook's partial pass does not prove the loop polls", 0, &scaler.Summary{Partial: true}, nil, http.StatusOK},
+		{"stale", 2 * time.Second, nil, nil, http.StatusServiceUnavailable},
+		{"a full pass ends", 0, &scaler.Summary{Groups: 1}, nil, http.StatusOK},
+	} {
+		now = now.Add(c.advance)
+		if c.pass != nil {
+			m.ObservePass(*c.pass, time.Second, c.err)
+		}
+		assert.Equal(t, c.want, code(), c.name)
+	}
+}
+
+// The chart's alerts and dashboard are checked against the scaler's
+// metric names as scripts/tools/promrules/scaler-metrics.txt lists them
+// (charts/gitea-runner-operator/hack/check-prometheus-rules.sh); this keeps
+// that list equal to what the scaler serves.
+func TestScalerMetricNamesListIsCurrent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	m := New()
+	m.SetBuildInfo("v0.0.0")
+	m.WebhookDelivery("triggered")
+	m.ObservePass(scaler.Summary{Groups: 1, Created: 1, QueuedToJob: []time.Duration{time.Second},
+		GroupStats: []scaler.GroupStats{{Namespace: "ci", Name: "a"}}}, time.Second, nil)
+	for _, tr := range []http.RoundTripper{m.GiteaTransport(http.DefaultTransport), m.KubeTransport(http.DefaultTransport)} {
+		resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	var served []string
+	for _, f := range families {
+		if strings.HasPrefix(f.GetName(), ns+"_") {
+			served = append(served, f.GetName())
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "scripts", "tools", "promrules", "scaler-metrics.txt"))
+	require.NoError(t, err)
+	var listed []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			listed = append(listed, l)
+		}
+	}
+	assert.ElementsMatch(t, served, listed, "scaler-metrics.txt lists every metric the scaler serves, and no other")
 }

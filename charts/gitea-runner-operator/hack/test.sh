@@ -7,6 +7,7 @@
 #   5. kubeVersion admits 1.34 (what CI runs) and refuses 1.33
 #   5b. listener routing: each RunnerGroup label set has exactly one listener
 #   6. every rendered listener pod passes Pod Security Standards restricted
+#   6b. the PrometheusRule and dashboard parse and name metrics that exist
 #   7. helm unittest (tests/*_test.yaml)
 #
 # helm and the unittest plugin come from scripts/install-helm.sh (built and
@@ -49,6 +50,9 @@ step "listener routing (exactly one listener per RunnerGroup)"
 
 step "pod security (restricted) of every rendered listener pod"
 "${chart_dir}/hack/check-pod-security.sh"
+
+step "PrometheusRule and Grafana dashboard expressions"
+"${chart_dir}/hack/check-prometheus-rules.sh"
 
 step "helm unittest"
 helm unittest --strict "${chart_dir}"

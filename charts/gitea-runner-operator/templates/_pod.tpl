@@ -106,6 +106,12 @@ spec:
         - name: SCALER_METRICS_ADDR
           value: {{ printf ":%d" (int64 $v.metrics.port) | quote }}
         {{- end }}
+        {{- if $v.deployment.liveness.enabled }}
+        - name: SCALER_HEALTH_ADDR
+          value: {{ printf ":%d" (int64 $v.deployment.liveness.port) | quote }}
+        - name: SCALER_HEALTHZ_STALE_INTERVALS
+          value: {{ printf "%d" (int64 $v.deployment.liveness.staleIntervals) | quote }}
+        {{- end }}
         {{- if $v.webhook.enabled }}
         - name: SCALER_WEBHOOK_ADDR
           value: {{ printf ":%d" (int64 $v.webhook.port) | quote }}
@@ -213,8 +219,23 @@ spec:
           readOnly: true
         {{- end }}
       {{- end }}
-      {{- if and (eq $v.mode "deployment") (or $v.metrics.enabled $v.webhook.enabled) }}
+      {{- $live := and (eq $v.mode "deployment") $v.deployment.liveness.enabled }}
+      {{- if $live }}
+      {{- $lp := int64 $v.deployment.liveness.port }}
+      {{- if and $v.metrics.enabled (eq $lp (int64 $v.metrics.port)) }}
+      {{- fail (printf "deployment.liveness.port (%d) must differ from metrics.port" $lp) }}
+      {{- end }}
+      {{- if and $v.webhook.enabled (eq $lp (int64 $v.webhook.port)) }}
+      {{- fail (printf "deployment.liveness.port (%d) must differ from webhook.port" $lp) }}
+      {{- end }}
+      {{- end }}
+      {{- if and (eq $v.mode "deployment") (or $v.metrics.enabled $v.webhook.enabled $live) }}
       ports:
+        {{- if $live }}
+        - name: health
+          containerPort: {{ int64 $v.deployment.liveness.port }}
+          protocol: TCP
+        {{- end }}
         {{- if $v.metrics.enabled }}
         - name: metrics
           containerPort: {{ int64 $v.metrics.port }}
@@ -225,6 +246,17 @@ spec:
           containerPort: {{ int64 $v.webhook.port }}
           protocol: TCP
         {{- end }}
+      {{- end }}
+      {{- if $live }}
+      {{- /* /healthz counts from the start, so no initial delay: a stuck
+      first pass fails it like any other. */}}
+      livenessProbe:
+        httpGet:
+          path: /healthz
+          port: health
+        periodSeconds: 30
+        timeoutSeconds: 5
+        failureThreshold: 2
       {{- end }}
       resources:
         {{- toYaml $v.resources | nindent 8 }}
