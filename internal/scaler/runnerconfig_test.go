@@ -49,7 +49,7 @@ func TestAPassWritesTheRunnerConfigBeforeItsRunners(t *testing.T) {
 	var got map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &got))
 	assert.Equal(t, map[string]any{
-		"capacity": 1, "shutdown_timeout": "1m30s", "timeout": "45m", "fetch_interval": "1s",
+		"capacity": 1, "shutdown_timeout": "3h0m0s", "timeout": "45m", "fetch_interval": "1s",
 		"envs": map[string]any{"TEAM": "web", "HTTP_PROXY": "http://proxy"},
 	}, got["runner"])
 	assert.Equal(t, map[string]any{"docker_host": "-"}, got["container"])
