@@ -24,15 +24,15 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
-// runbookBlock is the shell block of the README that follows the marker
+// runbookBlock is the shell block of the chart README (Uninstalling) that follows the marker
 // <!-- runbook:uninstall:NAME -->, as written there.
 func runbookBlock(t *testing.T, root, name string) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	raw, err := os.ReadFile(filepath.Join(root, "charts", "gitea-runner-operator", "README.md"))
 	require.NoError(t, err)
 	re := regexp.MustCompile("(?s)<!-- runbook:uninstall:" + name + " -->\n```sh\n(.*?)```\n<!-- runbook:uninstall:end -->")
 	m := re.FindSubmatch(raw)
-	require.NotNil(t, m, "README.md has no runbook block %q", name)
+	require.NotNil(t, m, "the chart README has no runbook block %q", name)
 	return string(m[1])
 }
 
