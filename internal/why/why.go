@@ -430,7 +430,7 @@ func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup,
 		rep.say("%s is paused (%s) and is the only group that can run it, so it waits until the group is resumed.", key, how)
 	case ready != nil && ready.Status == metav1.ConditionFalse:
 		rep.Verdict = VerdictGroupFailing
-		rep.say("%s's last pass failed: %s: %s. Fix that and the next pass starts a runner (see `status` and the README's troubleshooting by reason).", key, ready.Reason, ready.Message)
+		rep.say("%s's last pass failed: %s: %s. Fix that and the next pass starts a runner (see `status` and the troubleshooting table, charts/gitea-runner-operator/docs/troubleshooting.md).", key, ready.Reason, ready.Message)
 	case rg.Status.ActiveRunners >= rg.Spec.MaxActiveRunners:
 		rep.Verdict = VerdictAtCapacity
 		rep.say("%s is at capacity: %d of %d runners active. The job gets a runner when one of them finishes, or when maxActiveRunners is raised.", key, rg.Status.ActiveRunners, rg.Spec.MaxActiveRunners)

@@ -29,7 +29,7 @@ type RunnerConfig struct {
 	// containers, host networking, volumes that are not named Docker
 	// volumes, another docker_host, and container.options other than a
 	// short list of harmless docker flags are allowed only in namespaces
-	// whose Pod Security level is privileged (README "Runner configuration").
+	// whose Pod Security level is privileged (the chart's docs/runner-config.md).
 	// +optional
 	Container *RunnerContainerConfig `json:"container,omitempty"`
 	// Cache is owned by the scaler: refused here.

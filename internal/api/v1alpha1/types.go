@@ -229,7 +229,7 @@ type RunnerGroupSpec struct {
 	// other than emptyDir, configMap, downwardAPI, projected (configMap and
 	// downwardAPI sources), ephemeral (without a dataSource) and image: the
 	// scaler would hand those to whoever may write RunnerGroups. The
-	// README's "Runner pods" section has the full table.
+	// docs/runner-pods.md of the chart has the full table.
 	// Field descriptions are left out of this part of the schema to keep
 	// the CRD small; see kubectl explain pod.spec.
 	// +optional
@@ -252,7 +252,7 @@ type RunnerGroupSpec struct {
 	// runnerConfig.defaults and under runnerConfig.pinned, adds what it
 	// owns (capacity 1, shutdown_timeout from the pod's grace period, the
 	// cache), and mounts the result into every runner pod (CONFIG_FILE).
-	// The README's "Runner configuration" section has the table.
+	// The chart's docs/runner-config.md has the table.
 	// +optional
 	RunnerConfig *RunnerConfig `json:"runnerConfig,omitempty"`
 }
