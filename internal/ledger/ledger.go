@@ -13,11 +13,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
@@ -148,12 +151,17 @@ func (s Store) Forget(ctx context.Context, namespace string, p Place, tags []str
 	})
 }
 
+// writeRetry bounds the retries of a write that lost a race: maxAttempts
+// tries in all, a few milliseconds apart.
+var writeRetry = wait.Backoff{Steps: maxAttempts, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.1}
+
 // change reads the ledger, applies edit and writes it back under the
 // resourceVersion it read, again from a fresh read when another pass wrote
 // in between.
 func (s Store) change(ctx context.Context, namespace string, edit func(Entries) bool) error {
 	cms := s.Client.CoreV1().ConfigMaps(namespace)
-	for attempt := 1; ; attempt++ {
+	lostRace := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
+	return retry.OnError(writeRetry, lostRace, func() error {
 		cm, err := cms.Get(ctx, ConfigMapName, metav1.GetOptions{})
 		exists := err == nil
 		switch {
@@ -181,12 +189,9 @@ func (s Store) change(ctx context.Context, namespace string, edit func(Entries) 
 		} else {
 			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
 		}
-		lost := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
-		if !lost || attempt == maxAttempts {
-			if err != nil {
-				return fmt.Errorf("cannot write ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
-			}
-			return nil
+		if err != nil {
+			return fmt.Errorf("cannot write ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
 		}
-	}
+		return nil
+	})
 }

@@ -2,13 +2,17 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 var (
@@ -83,4 +87,48 @@ func TestUnreadableEntriesAreLeftOut(t *testing.T) {
 
 	require.NoError(t, err)
 	assert.Equal(t, Entries{"aaaa0002": {Group: "ci", URL: "u", Scope: "global"}}, got)
+}
+
+// A write that loses the race for the ConfigMap (another pass wrote it, or
+// created it first) is tried again from a fresh read, a bounded number of
+// times; what the other pass wrote is kept.
+func TestAWriteThatLostTheRaceIsRetriedFromAFreshRead(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lose    int // writes that lose before one may win
+		wantErr string
+	}{
+		{name: "won at once"},
+		{name: "lost once", lose: 1},
+		{name: "lost three times", lose: 3},
+		{name: "lost every time", lose: 100, wantErr: "cannot write ConfigMap ns/" + ConfigMapName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			client := fake.NewClientset()
+			s := Store{Client: client}
+			require.NoError(t, s.Record(ctx, "ns", "aaaa0001", "ci", orgAcme))
+			lost := 0
+			client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if lost >= tc.lose {
+					return false, nil, nil
+				}
+				lost++
+				return true, nil, apierrors.NewConflict(corev1.Resource("configmaps"), ConfigMapName, errors.New("the object has been modified"))
+			})
+
+			err := s.Record(ctx, "ns", "aaaa0002", "web", repoApp)
+
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				assert.Equal(t, maxAttempts, lost, "bounded")
+				return
+			}
+			require.NoError(t, err)
+			got, err := s.Load(ctx, "ns")
+			require.NoError(t, err)
+			assert.Len(t, got, 2)
+			assert.Equal(t, tc.lose, lost)
+		})
+	}
 }
