@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
@@ -127,7 +129,7 @@ func (s *Scaler) createJob(ctx context.Context, g *groupRun, c plan.Claim) error
 // Only a claim still naming the same runner Job goes: another pass may have
 // claimed the job anew in between.
 func (s *Scaler) release(ctx context.Context, g *groupRun, claims []plan.Claim) error {
-	for attempt := 1; ; attempt++ {
+	return retry.OnError(stateRetry, lostStateRace, func() error {
 		loaded, err := g.store.Load(ctx, g.owner)
 		if err != nil {
 			return err
@@ -138,11 +140,19 @@ func (s *Scaler) release(ctx context.Context, g *groupRun, claims []plan.Claim) 
 				delete(next, c.GiteaJobID)
 			}
 		}
-		if _, err = g.store.Save(ctx, g.owner, loaded, next); !errors.Is(err, state.ErrConflict) || attempt == maxClaimAttempts {
-			return err
-		}
-	}
+		_, err = g.store.Save(ctx, g.owner, loaded, next)
+		return err
+	})
 }
+
+// stateRetry bounds the edits of the state that lost the race for its
+// ConfigMap (holdDemand, release): maxClaimAttempts tries in all, a few
+// milliseconds apart. The claim itself keeps its own loop: each of its
+// attempts observes and plans again, and its first may plan from caches.
+var stateRetry = wait.Backoff{Steps: maxClaimAttempts, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.1}
+
+// lostStateRace says an edit of the state lost to another pass's write.
+func lostStateRace(err error) bool { return errors.Is(err, state.ErrConflict) }
 
 // createError is one runner Job the API server did not create. Its message
 // names the Gitea job, not the Job's random name (which the log has), so a

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
@@ -172,7 +173,7 @@ func (s *Scaler) deleteSpent(ctx context.Context, g *groupRun, spent []*batchv1.
 // plus spawn TTL, not one per pass, while a fixed cluster serves the job
 // within the spawn TTL. Other queued jobs are not held.
 func (s *Scaler) holdDemand(ctx context.Context, g *groupRun, freed []*batchv1.Job) error {
-	for attempt := 1; ; attempt++ {
+	return retry.OnError(stateRetry, lostStateRace, func() error {
 		loaded, err := g.store.Load(ctx, g.owner)
 		if err != nil {
 			return err
@@ -185,10 +186,9 @@ func (s *Scaler) holdDemand(ctx context.Context, g *groupRun, freed []*batchv1.J
 				}
 			}
 		}
-		if _, err = g.store.Save(ctx, g.owner, loaded, next); !errors.Is(err, state.ErrConflict) || attempt == maxClaimAttempts {
-			return err
-		}
-	}
+		_, err = g.store.Save(ctx, g.owner, loaded, next)
+		return err
+	})
 }
 
 // reapRunners reaps, safely, the idle surplus runners (reap) and the
