@@ -19,7 +19,14 @@ for values in "" "${chart_dir}"/ci/*-values.yaml; do
     label="default"
     if [[ -n "${values}" ]]; then label="ci/$(basename "${values}")"; fi
     echo "pod security, values ${label}, mode ${mode}:"
+    # Mode cronjob refuses the values that only a looping listener serves
+    # (metrics, its PodMonitor, the webhook), which a values file for mode
+    # deployment may turn on: they are turned off for that render.
+    only_deployment=()
+    if [[ "${mode}" == cronjob ]]; then
+      only_deployment=(--set metrics.enabled=false --set metrics.podMonitor.enabled=false --set webhook.enabled=false)
+    fi
     helm template gro "${chart_dir}" --namespace gitea-runners --set "mode=${mode}" \
-      ${values:+--values "${values}"} | "${bin}" -level restricted
+      ${values:+--values "${values}"} "${only_deployment[@]}" | "${bin}" -level restricted
   done
 done

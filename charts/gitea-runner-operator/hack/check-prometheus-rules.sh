@@ -20,9 +20,12 @@ trap 'rm -rf "$(dirname "${bin}")"' EXIT
 
 for mode in cronjob deployment; do
   echo "prometheus rules and dashboard, mode ${mode}:"
+  # Only a looping listener serves /metrics; mode cronjob refuses it.
+  metrics=false
+  [[ "${mode}" == deployment ]] && metrics=true
   helm template gro "${chart_dir}" --namespace gitea-runners --set "mode=${mode}" \
     --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true \
-    --set kubeStateMetrics.enabled=true --set metrics.enabled=true \
+    --set kubeStateMetrics.enabled=true --set "metrics.enabled=${metrics}" \
     --set 'networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring' |
     "${bin}" -ksm "${chart_dir}/files/kube-state-metrics.yaml" -scaler "${tools}/scaler-metrics.txt"
 done
