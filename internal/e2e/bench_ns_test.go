@@ -169,7 +169,10 @@ func TestBenchmarkNamespaces(t *testing.T) {
 			steady := passes[firsts]
 			assert.Zero(t, steady.configMaps, "%s %s: a steady pass writes no ConfigMap", c, mode)
 			if mode == "loop" {
-				assert.Zero(t, steady.reads, "%s loop: a steady pass reads nothing but its watch caches", c)
+				// Its watch caches, and one get per namespace: the
+				// registrations ledger, which says where a group's
+				// runners of a former scope are (not cached).
+				assert.LessOrEqual(t, steady.reads, int64(c.namespaces), "%s loop: a steady pass reads its watch caches and one ledger per namespace", c)
 			}
 			dropNamespaces(ctx, t, kube, namespaces)
 		}

@@ -28,6 +28,10 @@ const ConditionRegistrationToken = "RegistrationToken"
 type regChecks struct {
 	mu   sync.Mutex
 	seen map[[sha256.Size]byte]regVerdict
+	// asking holds the checks in flight: groups of one pass that check the
+	// same key at once (a pass serves several groups at a time) wait for
+	// the one that asks instead of each asking Gitea.
+	asking map[[sha256.Size]byte]chan struct{}
 }
 
 // regVerdict is one check's outcome: match, or refused (the API token may
@@ -36,6 +40,48 @@ type regVerdict struct {
 	at      time.Time
 	match   bool
 	refused error
+	// transient is a failure a retry may not repeat (Gitea slow or down):
+	// that verdict is for the asking pass only and is not kept.
+	transient error
+}
+
+// verdict is the kept verdict for key, or ask's, asked once for the
+// groups that want it at the same time; a verdict with a transient
+// failure is not kept, and a group that waited for it asks again itself.
+func (r *regChecks) verdict(key [sha256.Size]byte, now time.Time, ask func() regVerdict) regVerdict {
+	for {
+		if v, ok := r.get(key, now); ok {
+			return v
+		}
+		r.mu.Lock()
+		if wait, busy := r.asking[key]; busy {
+			r.mu.Unlock()
+			<-wait
+			if v, ok := r.get(key, now); ok {
+				return v
+			}
+			r.mu.Lock()
+			if _, busy := r.asking[key]; busy {
+				r.mu.Unlock()
+				continue
+			}
+		}
+		if r.asking == nil {
+			r.asking = map[[sha256.Size]byte]chan struct{}{}
+		}
+		done := make(chan struct{})
+		r.asking[key] = done
+		r.mu.Unlock()
+		v := ask()
+		if v.transient == nil {
+			r.put(key, v)
+		}
+		r.mu.Lock()
+		delete(r.asking, key)
+		r.mu.Unlock()
+		close(done)
+		return v
+	}
 }
 
 func (r *regChecks) get(key [sha256.Size]byte, now time.Time) (regVerdict, bool) {
@@ -96,23 +142,23 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 	}
 	key := sha256.Sum256([]byte(rg.Spec.Gitea.URL + "\x00" + target.String() + "\x00" + apiToken + "\x00" + regToken))
 	now := s.now()
-	v, ok := s.regChecks.get(key, now)
-	if !ok {
+	v := s.regChecks.verdict(key, now, func() regVerdict {
 		match, err := checker.IsScopeRegistrationToken(ctx, target, regToken)
 		switch {
 		case err == nil:
-			v = regVerdict{at: now, match: match}
+			return regVerdict{at: now, match: match}
 		case errors.Is(err, gitea.ErrUnauthorized), errors.Is(err, gitea.ErrForbidden), errors.Is(err, gitea.ErrNotFound), errors.Is(err, gitea.ErrWrongUser):
-			v = regVerdict{at: now, refused: err}
+			return regVerdict{at: now, refused: err}
 		default:
 			// Gitea is slow or down: unknown for this pass only; the
 			// listing will say more, and the next pass asks again.
-			unchecked(err)
-			return nil
+			return regVerdict{at: now, transient: err}
 		}
-		s.regChecks.put(key, v)
-	}
+	})
 	switch {
+	case v.transient != nil:
+		unchecked(v.transient)
+		return nil
 	case v.refused != nil:
 		unchecked(v.refused)
 		return nil

@@ -2,8 +2,11 @@ package scaler
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,4 +280,43 @@ func TestAGroupThatCannotServeHoldsAnotherNamespacesJobAtMostOneHold(t *testing.
 			})
 		}
 	}
+}
+
+// Groups of one pass that check the same registration token at the same
+// time (a pass serves several groups at once) ask Gitea once; a transient
+// failure is not kept, so the next one asks again.
+func TestGroupsCheckingOneTokenAtOnceAskOnce(t *testing.T) {
+	var r regChecks
+	key := sha256.Sum256([]byte("one target, one pair of tokens"))
+	var asks atomic.Int32
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := r.verdict(key, t0, func() regVerdict {
+				asks.Add(1)
+				<-release
+				return regVerdict{at: t0, match: true}
+			})
+			assert.True(t, v.match)
+		}()
+	}
+	for asks.Load() == 0 {
+		goruntime.Gosched()
+	}
+	// Let the others reach the check in flight before it answers.
+	for range 1000 {
+		goruntime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	assert.EqualValues(t, 1, asks.Load(), "one ask for the groups that wanted it at once")
+
+	other := sha256.Sum256([]byte("another pair"))
+	failing := func() regVerdict { asks.Add(1); return regVerdict{at: t0, transient: errors.New("timeout")} }
+	r.verdict(other, t0, failing)
+	r.verdict(other, t0, failing)
+	assert.EqualValues(t, 3, asks.Load(), "a transient failure is asked again")
 }
