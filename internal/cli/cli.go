@@ -117,6 +117,7 @@ type RunCmd struct {
 	ServiceAccount            string        `env:"SCALER_SERVICE_ACCOUNT" placeholder:"NS:NAME" help:"The scaler's ServiceAccount (namespace:name); named in the message of a group whose namespace is not enabled."`
 	TrustUnlabelledNamespaces bool          `env:"SCALER_TRUST_UNLABELLED_NAMESPACES" help:"Take a namespace without a pod-security.kubernetes.io/enforce label to admit privileged runner pods (the cluster's default level is privileged)."`
 	AssignmentHold            time.Duration `env:"SCALER_ASSIGNMENT_HOLD" default:"10m" help:"How long the groups of one namespace keep a queued job that groups of other namespaces could also run, before it goes in turn to those (give every listener and why the same)."`
+	RightsRecheck             time.Duration `env:"SCALER_RIGHTS_RECHECK" default:"0s" help:"With --loop: how long a namespace's rights review that found it enabled is trusted, at most (each for a random half to all of it). 0 reviews every namespace every pass, so a removed RoleBinding is seen by the next pass; more saves one review per namespace per pass, and a removed RoleBinding then waits for the next review."`
 	// The install-wide runner pod template (the chart's runnerTemplate,
 	// mounted from a ConfigMap) and the fields groups may not change.
 	RunnerTemplate       string   `env:"SCALER_RUNNER_TEMPLATE" placeholder:"PATH" type:"path" help:"YAML file with a pod template (metadata and spec) merged over the built-in runner pod and under each group's spec.template; empty for none."`
@@ -147,6 +148,9 @@ func (r *RunCmd) Validate() error {
 	}
 	if r.SpawnTTL <= 0 {
 		errs = append(errs, fmt.Errorf("--spawn-ttl must be positive, got %s", r.SpawnTTL))
+	}
+	if r.RightsRecheck < 0 {
+		errs = append(errs, fmt.Errorf("--rights-recheck must be 0 or more, got %s", r.RightsRecheck))
 	}
 	if r.AssignmentHold <= 0 {
 		errs = append(errs, fmt.Errorf("--assignment-hold must be positive, got %s", r.AssignmentHold))
@@ -509,6 +513,7 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		Tenancy:                   tenancy.Names{TenantClusterRole: r.TenantClusterRole, ServiceAccount: r.ServiceAccount},
 		TrustUnlabelledNamespaces: r.TrustUnlabelledNamespaces,
 		AssignmentHold:            r.AssignmentHold,
+		RightsRecheck:             r.RightsRecheck,
 		NewGroupsPerPass:          newGroupsPerPass(r.KubeQPS),
 	}, err
 }

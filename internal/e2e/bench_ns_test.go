@@ -189,7 +189,9 @@ var passFinished = regexp.MustCompile(`msg="pass finished[^"]*".* duration=(\S+)
 // between passes).
 func loopPasses(ctx context.Context, t *testing.T, b *bed, o passOpts, snap func(time.Duration, int64, nsBenchPass) nsBenchPass) []nsBenchPass {
 	t.Helper()
-	o.args = append(o.args, "--loop", "--interval", "3s")
+	// A large install trusts a namespace's rights review for a while
+	// (the default reviews every pass, one request per namespace).
+	o.args = append(o.args, "--loop", "--interval", "3s", "--rights-recheck", "10m")
 	run := b.startPass(ctx, t, o)
 	defer func() {
 		_ = run.cmd.Process.Signal(syscall.SIGTERM)

@@ -140,6 +140,11 @@ type Config struct {
 	// it goes in turn to those (assign.Rule.Holding); 0 means
 	// DefaultAssignmentHold.
 	AssignmentHold time.Duration
+	// RightsRecheck is how long a loop trusts a namespace's rights review
+	// that found it enabled, at most (see review); 0, the default, reviews
+	// every namespace every pass, so a removed RoleBinding is seen by the
+	// next pass and the loop's watches there stop.
+	RightsRecheck time.Duration
 }
 
 // DefaultAssignmentHold is Config.AssignmentHold's default: longer than a

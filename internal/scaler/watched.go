@@ -27,14 +27,6 @@ type Cache interface {
 	Refused(namespace string) bool
 }
 
-// RightsRecheck is how long a loop trusts a namespace's rights review
-// that found it enabled, at most: each review is trusted for a random
-// half to all of it, so the reviews of many namespaces spread over the
-// passes instead of falling due together. A namespace found not enabled
-// is reviewed again every pass, and one where the API server refused a
-// watch or a request is reviewed again at the next pass.
-const RightsRecheck = 10 * time.Minute
-
 // SecretRecheck is how long a loop uses a token Secret it read (one with
 // the runner-token label) before it reads it again, at most, spread the
 // same way. A group that fails reads its Secrets again at its next pass,
@@ -66,7 +58,14 @@ func spread(now time.Time, d time.Duration) time.Time {
 
 // review says which Rights the scaler lacks in namespace and whether it
 // may watch there, from the memo when a loop's earlier review found the
-// namespace enabled and is still trusted.
+// namespace enabled and is still trusted: for Config.RightsRecheck at
+// most, each review for a random half to all of it, so the reviews of many
+// namespaces spread over the passes instead of falling due together. A
+// namespace found not enabled is reviewed again every pass, and one where
+// the API server refused a watch or a request at the next pass. Trusting
+// a review is what a removed RoleBinding waits for: until the next review
+// the loop's established watches there keep running (the API server
+// authorizes a watch when it starts), and its status says nothing.
 func (s *Scaler) review(ctx context.Context, namespace string) ([]tenancy.Right, bool, error) {
 	if s.cache == nil {
 		return tenancy.Review(ctx, s.kube, namespace)
@@ -90,7 +89,11 @@ func (s *Scaler) review(ctx context.Context, namespace string) ([]tenancy.Right,
 			s.cache.Forget(namespace)
 		}
 	default:
-		s.memo.rights[namespace] = rightsMemo{canWatch: canWatch, until: spread(now, RightsRecheck)}
+		until := now
+		if s.cfg.RightsRecheck > 0 {
+			until = spread(now, s.cfg.RightsRecheck)
+		}
+		s.memo.rights[namespace] = rightsMemo{canWatch: canWatch, until: until}
 		if !canWatch || s.cache.Refused(namespace) {
 			// Enabled, but the watches may not run, or one was refused
 			// before the rights came back: start them again if allowed.

@@ -123,7 +123,7 @@ func watchingScaler(t *testing.T, e *env) (scaler *Scaler, c *kubecache.Cache) {
 	groups, err := runnergroups.Watch(runnergroups.Client{Dynamic: e.dyn}, 10*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(groups.Stop)
-	return e.scaler(func(d *Deps, _ *Config) { d.Cache, d.Groups = c, groups }), c
+	return e.scaler(func(d *Deps, cfg *Config) { d.Cache, d.Groups = c, groups; cfg.RightsRecheck = 10 * time.Minute }), c
 }
 
 func TestASteadyLoopPassSendsNoListAndNoReview(t *testing.T) {
@@ -161,7 +161,7 @@ func TestALoopSeesANamespaceDisabledWithinTheRecheckAndAtOnceWhenRefused(t *test
 		t.Run(how, func(t *testing.T) {
 			e := newEnv(t, newGroup("ci", 5))
 			c := &stillCache{views: map[string]kubecache.View{ns: {}}, refused: map[string]bool{}}
-			sc := e.scaler(func(d *Deps, _ *Config) { d.Cache = c })
+			sc := e.scaler(func(d *Deps, cfg *Config) { d.Cache = c; cfg.RightsRecheck = 10 * time.Minute })
 			_, err := sc.Pass(context.Background())
 			require.NoError(t, err)
 			require.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason)
@@ -174,7 +174,7 @@ func TestALoopSeesANamespaceDisabledWithinTheRecheckAndAtOnceWhenRefused(t *test
 			assert.Equal(t, 1, e.reviews[ns], "within the recheck the review is not asked again")
 
 			if how == "recheck due" {
-				e.ticks.Add(int64(RightsRecheck / time.Second))
+				e.ticks.Add(int64(10 * time.Minute / time.Second))
 			} else {
 				c.mu.Lock()
 				c.refused[ns] = true
@@ -189,11 +189,32 @@ func TestALoopSeesANamespaceDisabledWithinTheRecheckAndAtOnceWhenRefused(t *test
 	}
 }
 
+// With the default RightsRecheck of 0, a loop reviews every namespace
+// every pass: a removed RoleBinding is seen by the next pass, as in a
+// CronJob, and the namespace's watches stop.
+func TestByDefaultALoopSeesANamespaceDisabledAtTheNextPass(t *testing.T) {
+	e := newEnv(t, newGroup("ci", 5))
+	c := &stillCache{views: map[string]kubecache.View{ns: {}}, refused: map[string]bool{}}
+	sc := e.scaler(func(d *Deps, _ *Config) { d.Cache = c })
+	_, err := sc.Pass(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason)
+
+	e.mu.Lock()
+	e.disabled[ns] = true
+	e.mu.Unlock()
+	_, err = sc.Pass(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 2, e.reviews[ns])
+	assert.Equal(t, ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
+	assert.Contains(t, c.forgot, ns, "the namespace's watches stop")
+}
+
 func TestALoopServesANamespaceFromThePassAfterItIsEnabled(t *testing.T) {
 	e := newEnv(t, newGroup("ci", 5))
 	e.disabled[ns] = true
 	c := &stillCache{views: map[string]kubecache.View{ns: {}}, refused: map[string]bool{}}
-	sc := e.scaler(func(d *Deps, _ *Config) { d.Cache = c })
+	sc := e.scaler(func(d *Deps, cfg *Config) { d.Cache = c; cfg.RightsRecheck = 10 * time.Minute })
 	for range 2 {
 		_, err := sc.Pass(context.Background())
 		require.NoError(t, err)

@@ -173,6 +173,10 @@ spec:
           value: {{ $s.runnerStartTimeout | toString | quote }}
         - name: SCALER_ASSIGNMENT_HOLD
           value: {{ $s.assignmentHold | toString | quote }}
+        {{- if and $s.rightsRecheck (ne ($s.rightsRecheck | toString) "0s") }}
+        - name: SCALER_RIGHTS_RECHECK
+          value: {{ $s.rightsRecheck | toString | quote }}
+        {{- end }}
         {{- with $v.allowedGiteaURLs }}
         - name: SCALER_ALLOWED_GITEA_URLS
           value: {{ join "," . | quote }}
