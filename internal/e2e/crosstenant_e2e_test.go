@@ -68,14 +68,16 @@ func TestStatusAndWhyShowAnotherNamespaceNothing(t *testing.T) {
 	require.NoError(t, err, "B may look at its own namespace: %s", out)
 
 	// What each says: status names the namespace it may not list (and
-	// cluster-wide, the API server's refusal); why finds no group it may
-	// read.
+	// with -A, cluster-wide, the API server's refusal); why finds no group
+	// it may read.
 	for _, tt := range []struct {
 		args []string
 		says string
 	}{
 		{[]string{"status", "-n", a.ns}, "cannot list the RunnerGroups of namespace " + a.ns},
-		{[]string{"status"}, "is forbidden"},
+		{[]string{"status", "-A"}, "is forbidden"},
+		// Without -n, the kubeconfig context's namespace, as kubectl.
+		{[]string{"status"}, "cannot list the RunnerGroups of namespace default"},
 		{[]string{"why", "12345", "-n", a.ns, "--allowed-gitea-urls", bedGiteaURL}, "no selected RunnerGroup"},
 	} {
 		out, err := run(tt.args...)
