@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	batchv1 "k8s.io/api/batch/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -35,27 +34,7 @@ func TestAnEvictedRunnerFinishesItsJobWithinTheGrace(t *testing.T) {
 	key := jobKey("drain")
 	pushJobs(ctx, t, b, s.fx, "drain.yml", []string{key}, wfJob{key: key, runsOn: []string{s.label}})
 	id := idsOf(b.gitea.waitJobs(ctx, t, s.fx.repo, 1), key)[key]
-	var runner batchv1.Job
-	waitUntil(ctx, t, stepWait, "the held job's step running on its runner", s.dump, func(ctx context.Context) (bool, string, error) {
-		gj, err := b.giteaJob(ctx, s.fx.repo, id)
-		if err != nil || gj.Status != "in_progress" || gj.RunnerName == "" {
-			return false, fmt.Sprintf("job %s err=%v", gj.State(), err), nil
-		}
-		if _, err := os.Stat(stepStarted(key)); err != nil {
-			return false, "step not started", nil
-		}
-		jobs, err := b.runnerJobs(ctx, s.ns, s.group)
-		if err != nil {
-			return false, "", err
-		}
-		for i := range jobs {
-			if runnerjob.RunnerNameOf(&jobs[i]) == gj.RunnerName {
-				runner = jobs[i]
-				return true, "", nil
-			}
-		}
-		return false, "runner " + gj.RunnerName + " has no runner Job", nil
-	})
+	runner := b.runnerRunningStep(ctx, t, s, key, id)
 	pods, err := b.jobPods(ctx, s.ns, runner.Name)
 	require.NoError(t, err)
 	require.Len(t, pods, 1)

@@ -48,27 +48,7 @@ func TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost(t *testing.T) {
 	// runner runs it once its step has started. (A runner stopped between
 	// the two drops the task it was given, and Gitea shows the job
 	// in_progress until its zombie-task timeout: what we saw first.)
-	var runner batchv1.Job
-	waitUntil(ctx, t, stepWait, "the held job's step running on its runner", s.dump, func(ctx context.Context) (bool, string, error) {
-		gj, err := b.giteaJob(ctx, s.fx.repo, id)
-		if err != nil || gj.Status != "in_progress" || gj.RunnerName == "" {
-			return false, fmt.Sprintf("job %s err=%v", gj.State(), err), nil
-		}
-		if _, err := os.Stat(stepStarted(key)); err != nil {
-			return false, "step not started", nil
-		}
-		jobs, err := b.runnerJobs(ctx, s.ns, s.group)
-		if err != nil {
-			return false, "", err
-		}
-		for i := range jobs {
-			if runnerjob.RunnerNameOf(&jobs[i]) == gj.RunnerName {
-				runner = jobs[i]
-				return true, "", nil
-			}
-		}
-		return false, "runner " + gj.RunnerName + " has no runner Job", nil
-	})
+	runner := b.runnerRunningStep(ctx, t, s, key, id)
 
 	// What a drain or a kubectl delete does: the Job and so its pod go.
 	require.NoError(t, b.kube.BatchV1().Jobs(s.ns).Delete(ctx, runner.Name,
@@ -109,6 +89,35 @@ func TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost(t *testing.T) {
 	for _, j := range byGiteaJob(jobs)[id] {
 		require.Equal(t, runner.Name, j.Name, "the stopped job got a second runner Job")
 	}
+}
+
+// runnerRunningStep waits until the Gitea job id (workflow job key) is
+// in_progress with its step started, and returns the runner Job of the
+// runner Gitea gave it to.
+func (b *bed) runnerRunningStep(ctx context.Context, t *testing.T, s scene, key string, id int64) batchv1.Job {
+	t.Helper()
+	var runner batchv1.Job
+	waitUntil(ctx, t, stepWait, "the held job's step running on its runner", s.dump, func(ctx context.Context) (bool, string, error) {
+		gj, err := b.giteaJob(ctx, s.fx.repo, id)
+		if err != nil || gj.Status != "in_progress" || gj.RunnerName == "" {
+			return false, fmt.Sprintf("job %s err=%v", gj.State(), err), nil
+		}
+		if _, err := os.Stat(stepStarted(key)); err != nil {
+			return false, "step not started", nil
+		}
+		jobs, err := b.runnerJobs(ctx, s.ns, s.group)
+		if err != nil {
+			return false, "", err
+		}
+		for i := range jobs {
+			if runnerjob.RunnerNameOf(&jobs[i]) == gj.RunnerName {
+				runner = jobs[i]
+				return true, "", nil
+			}
+		}
+		return false, "runner " + gj.RunnerName + " has no runner Job", nil
+	})
+	return runner
 }
 
 // giteaJob is one job of the repository as the admin lists it.

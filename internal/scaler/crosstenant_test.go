@@ -14,14 +14,14 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 )
 
-// Issue 19.3, the shared Gitea listing: groups of two namespaces on one
-// Gitea and one org share a listing only when they hold the very same
-// token. Team B's group names A's org with a token of its own that Gitea
-// refuses there: it must get Gitea's refusal, not A's listing (which a
-// listing keyed by URL and target alone would hand it), and A's token is
-// never sent for B's group.
-func TestOneTenantsTokenNeverAnswersForAnothersGroup(t *testing.T) {
-	const tokenA, tokenB = "team-a-api-token", "team-b-api-token"
+// The two tenants' API tokens on contoso: A's user, alice, owns the org;
+// B's, mallory, is no member.
+const tokenA, tokenB = "team-a-api-token", "team-b-api-token"
+
+// contoso is the fake Gitea of the cross-tenant scenes: org contoso, owned
+// by team A's user, with one queued job in contoso/web.
+func contoso(t *testing.T) *giteatest.Server {
+	t.Helper()
 	srv := giteatest.New()
 	t.Cleanup(srv.Close)
 	srv.AddToken(tokenA, "alice", false)
@@ -33,6 +33,17 @@ func TestOneTenantsTokenNeverAnswersForAnothersGroup(t *testing.T) {
 		Jobs: []giteatest.Job{{ID: 1, Owner: "contoso", Repo: "web", RunID: 1, Name: "build",
 			Labels: []string{"ubuntu-latest"}, Status: giteatest.StatusQueued}},
 	}))
+	return srv
+}
+
+// Issue 19.3, the shared Gitea listing: groups of two namespaces on one
+// Gitea and one org share a listing only when they hold the very same
+// token. Team B's group names A's org with a token of its own that Gitea
+// refuses there: it must get Gitea's refusal, not A's listing (which a
+// listing keyed by URL and target alone would hand it), and A's token is
+// never sent for B's group.
+func TestOneTenantsTokenNeverAnswersForAnothersGroup(t *testing.T) {
+	srv := contoso(t)
 	scopeTokens(srv, giteatest.Scene{Orgs: []giteatest.Org{{Name: "contoso"}}})
 	org := func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "contoso" }
 	a := newGroup("contoso", 5, inNamespace("team-a"), org, servedAt(t0))
@@ -91,18 +102,7 @@ func TestADeliveryStartsNoRunnerGiteaDoesNotList(t *testing.T) {
 // Secret, no runner), keeps none of A's jobs, and A's minted Secret is A's
 // alone.
 func TestAnotherTenantGetsNoMintedTokenItsTokenCouldNot(t *testing.T) {
-	const tokenA, tokenB = "team-a-api-token", "team-b-api-token"
-	srv := giteatest.New()
-	t.Cleanup(srv.Close)
-	srv.AddToken(tokenA, "alice", false)
-	srv.AddToken(tokenB, "mallory", false)
-	require.NoError(t, srv.Load(giteatest.Scene{
-		Users: []string{"alice", "mallory"},
-		Orgs:  []giteatest.Org{{Name: "contoso", Owners: []string{"alice"}, Members: []string{"alice"}}},
-		Repos: []giteatest.Repo{{Owner: "contoso", Name: "web"}},
-		Jobs: []giteatest.Job{{ID: 1, Owner: "contoso", Repo: "web", RunID: 1, Name: "build",
-			Labels: []string{"ubuntu-latest"}, Status: giteatest.StatusQueued}},
-	}))
+	srv := contoso(t)
 	org := func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "contoso" }
 	a := newGroup("ci", 5, inNamespace("team-a"), org, minting, servedAt(t0))
 	b := newGroup("ci", 5, inNamespace("team-b"), org, minting, repoScope("web"), servedAt(t0))
