@@ -495,11 +495,15 @@ func TestPolicyChartRefusals(t *testing.T) {
 		release := uniq("pol", "bad"+strconv.Itoa(i))
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			// A context of its own: a parallel subtest may wait for a free
+			// slot longer than its parent's context lasts (the suite runs
+			// GOMAXPROCS tests at once, 2 on CI's machines).
+			ctx := testContext(t, 2*time.Minute)
 			workload := release + "-" + chartName
 			out, err := b.tryHelmInstall(ctx, t, ns, release, base, filepath.Join(b.root, "internal", "e2e", "testdata", "policy-chart", tc.file))
 			require.Error(t, err, "helm install must fail:\n%s", out)
 			require.Contains(t, out, fmt.Sprintf(`%s "%s" is forbidden: ValidatingAdmissionPolicy '%s' with binding '%s' denied request: `,
-				tc.kind, workload, polPolicy, polPolicy), "refused by the policy at install time")
+				tc.kind, workload, polPolicy, polPolicy), "refused by the policy at install time (helm: %v)", err)
 			got := polRefusal(out)
 			want := make([]string, 0, len(tc.rules))
 			for r := range tc.rules {
