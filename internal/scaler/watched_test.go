@@ -162,20 +162,32 @@ func TestASteadyLoopPassSendsNoListAndNoReview(t *testing.T) {
 	assert.Equal(t, map[string]int{ns: 1, otherNS: 1}, e.reviews, "each namespace reviewed once, in the first pass")
 }
 
+// servedLoop is a loop (a still cache) with the given RightsRecheck whose
+// first pass served group ci of ns.
+func servedLoop(t *testing.T, recheck time.Duration) (*env, *stillCache, *Scaler) {
+	t.Helper()
+	e := newEnv(t, newGroup("ci", 5))
+	c := &stillCache{views: map[string]kubecache.View{ns: {}}, refused: map[string]bool{}}
+	sc := e.scaler(func(d *Deps, cfg *Config) { d.Cache = c; cfg.RightsRecheck = recheck })
+	_, err := sc.Pass(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason)
+	return e, c, sc
+}
+
+// disable makes the rights review find namespace not enabled.
+func (e *env) disable(namespace string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.disabled[namespace] = true
+}
+
 func TestALoopSeesANamespaceDisabledWithinTheRecheckAndAtOnceWhenRefused(t *testing.T) {
 	for _, how := range []string{"recheck due", "a watch refused"} {
 		t.Run(how, func(t *testing.T) {
-			e := newEnv(t, newGroup("ci", 5))
-			c := &stillCache{views: map[string]kubecache.View{ns: {}}, refused: map[string]bool{}}
-			sc := e.scaler(func(d *Deps, cfg *Config) { d.Cache = c; cfg.RightsRecheck = 10 * time.Minute })
+			e, c, sc := servedLoop(t, 10*time.Minute)
+			e.disable(ns)
 			_, err := sc.Pass(context.Background())
-			require.NoError(t, err)
-			require.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason)
-
-			e.mu.Lock()
-			e.disabled[ns] = true
-			e.mu.Unlock()
-			_, err = sc.Pass(context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, 1, e.reviews[ns], "within the recheck the review is not asked again")
 
@@ -199,17 +211,9 @@ func TestALoopSeesANamespaceDisabledWithinTheRecheckAndAtOnceWhenRefused(t *test
 // every pass: a removed RoleBinding is seen by the next pass, as in a
 // CronJob, and the namespace's watches stop.
 func TestByDefaultALoopSeesANamespaceDisabledAtTheNextPass(t *testing.T) {
-	e := newEnv(t, newGroup("ci", 5))
-	c := &stillCache{views: map[string]kubecache.View{ns: {}}, refused: map[string]bool{}}
-	sc := e.scaler(func(d *Deps, _ *Config) { d.Cache = c })
+	e, c, sc := servedLoop(t, 0)
+	e.disable(ns)
 	_, err := sc.Pass(context.Background())
-	require.NoError(t, err)
-	require.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason)
-
-	e.mu.Lock()
-	e.disabled[ns] = true
-	e.mu.Unlock()
-	_, err = sc.Pass(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 2, e.reviews[ns])
 	assert.Equal(t, ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
