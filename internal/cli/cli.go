@@ -57,6 +57,8 @@ const (
 type CLI struct {
 	Run     RunCmd     `cmd:"" help:"Run one scale pass over the selected RunnerGroups (or keep passing with --loop)."`
 	Version VersionCmd `cmd:"" help:"Print the version."`
+	// RenderRunnerConfig runs in runner pods, as their init container.
+	RenderRunnerConfig RenderRunnerConfigCmd `cmd:"" help:"Runner pods' init container (with the shared cache): write the runner config from the rendered ConfigMap and the cache secret in GITEA_RUNNER_CACHE_SECRET."`
 	Status  StatusCmd  `cmd:"" help:"Show one line per selected RunnerGroup from its status: demand, runners, last pass, conditions. Read-only."`
 	Why     WhyCmd     `cmd:"" help:"Explain why a Gitea job has or has not got a runner: the groups that could serve it, the one assigned, labels no group offers, needs:, capacity, the runner pod. Read-only; asks Gitea with a selected group's API token, read with your own rights."`
 }
@@ -126,6 +128,10 @@ type RunCmd struct {
 	// runnerConfig.defaults and runnerConfig.pinned), as JSON or YAML text.
 	RunnerConfigDefaults string `env:"SCALER_RUNNER_CONFIG_DEFAULTS" placeholder:"YAML" help:"Runner config (gitea/runner's keys, the subset of spec.runnerConfig) merged under each group's spec.runnerConfig; empty for none."`
 	RunnerConfigPinned   string `env:"SCALER_RUNNER_CONFIG_PINNED" placeholder:"YAML" help:"Runner config merged over each group's spec.runnerConfig; a group that sets one of its fields fails with InvalidRunnerConfig; empty for none."`
+	// The shared cache of each served namespace (the chart's runnerCache).
+	RunnerCacheURL        string `env:"SCALER_RUNNER_CACHE_URL" placeholder:"URL" help:"Base URL of each namespace's gitea-runner cache-server, {namespace} replaced by the group's namespace, e.g. http://gitea-runner-cache.{namespace}.svc:8088/; runners get it as cache.external_server. Empty: no shared cache, the runners' cache is off."`
+	RunnerCacheSecretName string `env:"SCALER_RUNNER_CACHE_SECRET_NAME" default:"gitea-runner-cache" placeholder:"NAME" help:"Secret, in each group's namespace, whose key external_secret is the cache server's shared secret; runner pods read it by secretKeyRef. A namespace without it gets runners with the cache off."`
+	RunnerConfigImage     string `env:"SCALER_RUNNER_CONFIG_IMAGE" placeholder:"IMAGE" help:"Image of the runner pods' init container that writes the runner config with the cache secret (this scaler's image; its render-runner-config command). Needed with --runner-cache-url."`
 
 	// giteaTransport sends every Gitea request: built once by Validate
 	// from --gitea-ca-file and the proxy variables, shared by all clients.
@@ -194,6 +200,7 @@ func (r *RunCmd) Validate() error {
 	if r.KubeBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-burst must be at least 1, got %d", r.KubeBurst))
 	}
+	errs = append(errs, r.validateCache()...)
 	if r.RunnerIdleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--runner-idle-timeout must be 0 (off) or more, got %s", r.RunnerIdleTimeout))
 	}
@@ -274,6 +281,9 @@ func (r *RunCmd) runnerOptions() (runnerjob.Options, error) {
 	if opts.Config.Pinned, err = runnerconfig.ParseLayer([]byte(r.RunnerConfigPinned), "--runner-config-pinned"); err != nil {
 		return opts, err
 	}
+	if r.RunnerCacheURL != "" {
+		opts.Cache = runnerjob.CacheOptions{URL: cacheURL(r.RunnerCacheURL), SecretName: r.RunnerCacheSecretName, Image: r.RunnerConfigImage}
+	}
 	if r.RunnerTemplate == "" {
 		return opts, nil
 	}
@@ -339,6 +349,8 @@ func Main(args []string, streams IO) int {
 		return ExitOK
 	case "status":
 		return c.Status.run(streams)
+	case "render-runner-config":
+		return c.RenderRunnerConfig.run(streams)
 	case "why <job>":
 		return c.Why.run(streams)
 	default:

@@ -284,6 +284,10 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 			want: "would keep act_runner's state file"},
 		{name: "runner config with a typo", env: map[string]string{"SCALER_RUNNER_CONFIG_DEFAULTS": "runner:\n  fetch_intervall: 1s\n"}, want: `--runner-config-defaults: json: unknown field "fetch_intervall"`},
 		{name: "pinned runner config that the scaler owns", env: map[string]string{"SCALER_RUNNER_CONFIG_PINNED": `{"runner":{"capacity":3}}`}, want: "--runner-config-pinned.runner.capacity must be 1"},
+		{name: "runner cache URL without a scheme", args: []string{"--runner-cache-url", "cache.{namespace}.svc:8088"}, want: `--runner-cache-url "cache.{namespace}.svc:8088": must be an http or https URL`},
+		{name: "runner cache URL with credentials", args: []string{"--runner-cache-url", "http://u:p@cache:8088/"}, want: "--runner-cache-url must not carry credentials"},
+		{name: "runner cache without its config image", args: []string{"--runner-cache-url", "http://cache.{namespace}.svc:8088/", "--runner-config-image", ""}, want: "--runner-cache-url needs --runner-config-image"},
+		{name: "runner cache Secret that is no name", args: []string{"--runner-cache-url", "http://cache:8088/", "--runner-cache-secret-name", "Not_A_Name"}, want: `--runner-cache-secret-name "Not_A_Name" is not a Secret name`},
 		{name: "unknown pinned field", env: map[string]string{"SCALER_RUNNER_TEMPLATE_PINNED": "spec.runtimeClassName,spec.nodeSelectors"}, want: `--runner-template-pinned: pinned field "spec.nodeSelectors": the pod spec has no field "nodeSelectors"`},
 	}
 	for _, tt := range tests {
@@ -350,6 +354,63 @@ func TestRunnerConfigFlags(t *testing.T) {
 	assert.Equal(t, map[string]string{"HTTP_PROXY": "http://proxy"}, cfg.Runner.Config.Defaults.Runner.Envs)
 	require.NotNil(t, cfg.Runner.Config.Pinned)
 	assert.Equal(t, "-", *cfg.Runner.Config.Pinned.Container.DockerHost)
+}
+
+// TestRunnerCacheFlags: the chart's runnerCache reaches the runner
+// options; a URL without a trailing slash gets one, since the runner hands
+// it to jobs as ACTIONS_CACHE_URL, to which the cache client appends
+// "_apis/...".
+func TestRunnerCacheFlags(t *testing.T) {
+	t.Setenv("SCALER_RUNNER_CACHE_URL", "http://gitea-runner-cache.{namespace}.svc:8088")
+	t.Setenv("SCALER_RUNNER_CONFIG_IMAGE", "ghcr.io/x/gitea-runner-scaler:1")
+	r, err := parse(t)
+	require.NoError(t, err)
+	cfg, err := r.scalerConfig()
+	require.NoError(t, err)
+	assert.Equal(t, "http://gitea-runner-cache.{namespace}.svc:8088/", cfg.Runner.Cache.URL)
+	assert.Equal(t, "gitea-runner-cache", cfg.Runner.Cache.SecretName)
+	assert.Equal(t, "ghcr.io/x/gitea-runner-scaler:1", cfg.Runner.Cache.Image)
+}
+
+// TestRenderRunnerConfig is the runner pod's init container: the rendered
+// ConfigMap plus the secret from its env, written where CONFIG_FILE points;
+// the secret is never printed.
+func TestRenderRunnerConfig(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.yaml")
+	out := filepath.Join(dir, "out", "config.yaml")
+	require.NoError(t, os.Mkdir(filepath.Dir(out), 0o755))
+	require.NoError(t, os.WriteFile(in, []byte("runner:\n  capacity: 1\ncache:\n  enabled: true\n  external_server: http://c:8088/\n"), 0o644))
+	t.Setenv("GITEA_RUNNER_CONFIG_TEMPLATE", in)
+	t.Setenv("GITEA_RUNNER_CONFIG_OUT", out)
+
+	t.Run("with the secret", func(t *testing.T) {
+		t.Setenv("GITEA_RUNNER_CACHE_SECRET", "hunter2")
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, ExitOK, Main([]string{"render-runner-config"}, IO{Out: &stdout, Err: &stderr}), stderr.String())
+		got, err := os.ReadFile(out)
+		require.NoError(t, err)
+		assert.Contains(t, string(got), "external_secret: hunter2")
+		assert.Contains(t, string(got), "external_server: http://c:8088/")
+		assert.NotContains(t, stdout.String()+stderr.String(), "hunter2")
+		assert.Contains(t, stderr.String(), "shared cache on")
+	})
+	t.Run("without it", func(t *testing.T) {
+		t.Setenv("GITEA_RUNNER_CACHE_SECRET", "")
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, ExitOK, Main([]string{"render-runner-config"}, IO{Out: &stdout, Err: &stderr}), stderr.String())
+		got, err := os.ReadFile(out)
+		require.NoError(t, err)
+		assert.Contains(t, string(got), "enabled: false")
+		assert.NotContains(t, string(got), "external_server")
+		assert.Contains(t, stderr.String(), "shared cache off")
+	})
+	t.Run("a template that is not there", func(t *testing.T) {
+		t.Setenv("GITEA_RUNNER_CONFIG_TEMPLATE", filepath.Join(dir, "missing.yaml"))
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, ExitFailed, Main([]string{"render-runner-config"}, IO{Out: &stdout, Err: &stderr}))
+		assert.Contains(t, stderr.String(), "missing.yaml")
+	})
 }
 
 func TestVersionAndHelp(t *testing.T) {

@@ -87,7 +87,49 @@ const (
 	ConfigKey = "config.yaml"
 	// ConfigPath is the runner's CONFIG_FILE.
 	ConfigPath = ConfigDir + "/" + ConfigKey
+	// With the shared cache (CacheOptions), the runner reads the config
+	// from RenderedConfigPath instead: the init container
+	// ConfigInitContainer writes it there, on the memory-backed emptyDir
+	// RenderedConfigVolume, from ConfigPath and the cache Secret
+	// (runnerconfig.WithSecret), since the runner reads
+	// cache.external_secret only from its config file and Secrets reach
+	// pods only through secretKeyRef.
+	ConfigInitContainer  = "runner-config"
+	RenderedConfigVolume = "gitea-runner-config-rendered"
+	RenderedConfigDir    = "/run/gitea-runner"
+	RenderedConfigPath   = RenderedConfigDir + "/" + ConfigKey
+	// CacheSecretKey is the key of cache.external_secret in the cache
+	// Secret (CacheOptions.SecretName).
+	CacheSecretKey = "external_secret"
+	// Env of the config init container: where it reads and writes.
+	renderTemplateEnv = "GITEA_RUNNER_CONFIG_TEMPLATE"
+	renderOutEnv      = "GITEA_RUNNER_CONFIG_OUT"
 )
+
+// CacheOptions are the shared cache of each served namespace (the chart's
+// runnerCache): one gitea-runner cache-server per namespace, which its
+// runners register each job's token with.
+type CacheOptions struct {
+	// URL is the cache server's base URL; "{namespace}" in it is replaced
+	// by the group's namespace. Empty: no shared cache, and the runner's
+	// cache is off.
+	URL string
+	// SecretName names the Secret, in the group's namespace, with the
+	// server's shared secret under CacheSecretKey. A namespace without it
+	// gets runners with the cache off (the reference is optional).
+	SecretName string
+	// Image runs ConfigInitContainer: the scaler's own image, whose
+	// render-runner-config command writes the config.
+	Image string
+}
+
+// Enabled says whether runners use a shared cache server.
+func (c CacheOptions) Enabled() bool { return c.URL != "" }
+
+// URLFor is the cache server's URL for runners in namespace.
+func (c CacheOptions) URLFor(namespace string) string {
+	return strings.ReplaceAll(c.URL, "{namespace}", namespace)
+}
 
 // ConfigMapName names the ConfigMap that holds the runner config the scaler
 // renders for the group named group; the group owns it. RunnerGroup names
@@ -115,6 +157,9 @@ type Options struct {
 	// Config are the platform's layers of every group's runner config
 	// (the chart's runnerConfig).
 	Config runnerconfig.Layers
+	// Cache is the shared cache of each namespace (the chart's
+	// runnerCache); zero for none.
+	Cache CacheOptions
 }
 
 // DefaultOptions are the settings the scaler uses when no flag changes them.
@@ -452,6 +497,78 @@ func reserve(pod *corev1.PodTemplateSpec, rg *v1alpha1.RunnerGroup, name string,
 			Items:                []corev1.KeyToPath{{Key: ConfigKey, Path: ConfigKey}},
 		},
 	}})
+	if opts.Cache.Enabled() {
+		reserveCache(pod, opts.Cache)
+	}
+}
+
+// reserveCache gives the runner the config with the cache secret: the init
+// container ConfigInitContainer writes it to RenderedConfigPath, which
+// CONFIG_FILE then names. A template's init container, volume or mount of
+// those names or at that directory is replaced, as for the config itself.
+func reserveCache(pod *corev1.PodTemplateSpec, cache CacheOptions) {
+	pod.Spec.InitContainers = slices.DeleteFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == ConfigInitContainer })
+	pod.Spec.InitContainers = append([]corev1.Container{configInitContainer(cache)}, pod.Spec.InitContainers...)
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if c.Name != ContainerName {
+			continue
+		}
+		for j := range c.Env {
+			if c.Env[j].Name == podtemplate.ConfigFileEnv {
+				c.Env[j].Value = RenderedConfigPath
+			}
+		}
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			p := path.Clean(m.MountPath)
+			return m.Name == RenderedConfigVolume || p == RenderedConfigDir || strings.HasPrefix(p, RenderedConfigDir+"/")
+		})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: RenderedConfigVolume, MountPath: RenderedConfigDir, ReadOnly: true})
+	}
+	pod.Spec.Volumes = slices.DeleteFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == RenderedConfigVolume })
+	// Memory-backed: the file holds the secret, which so never reaches
+	// the node's disk.
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: RenderedConfigVolume, VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))},
+	}})
+}
+
+// configInitContainer writes the runner's config with the cache secret
+// (the scaler's render-runner-config). It fits the restricted Pod Security
+// level, so it adds no need to the runner pod's.
+func configInitContainer(cache CacheOptions) corev1.Container {
+	return corev1.Container{
+		Name:    ConfigInitContainer,
+		Image:   cache.Image,
+		Command: []string{"gitea-runner-scaler", "render-runner-config"},
+		Env: []corev1.EnvVar{
+			{Name: renderTemplateEnv, Value: ConfigPath},
+			{Name: renderOutEnv, Value: RenderedConfigPath},
+			{Name: runnerconfig.SecretEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: cache.SecretName},
+				Key:                  CacheSecretKey,
+				// Optional: a namespace without the Secret gets runners
+				// with the cache off, not runners that never start.
+				Optional: ptr.To(true),
+			}}},
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: ConfigVolume, MountPath: ConfigDir, ReadOnly: true},
+			{Name: RenderedConfigVolume, MountPath: RenderedConfigDir},
+		},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			RunAsUser:                ptr.To[int64](65532),
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
 }
 
 // Grace is the grace period of a runner pod: what the kubelet gives it
@@ -465,11 +582,17 @@ func Grace(pod *corev1.PodTemplateSpec) time.Duration {
 
 // Config renders the runner config of the group's runner pods: the
 // platform's layers and spec.runnerConfig (runnerconfig.Merge), with a
-// shutdown_timeout that follows the grace period of the pod Build makes.
-func Config(rg *v1alpha1.RunnerGroup, opts Options, cache runnerconfig.Cache) ([]byte, error) {
+// shutdown_timeout that follows the grace period of the pod Build makes,
+// and the namespace's shared cache server when there is one (the secret is
+// added in the pod: reserveCache).
+func Config(rg *v1alpha1.RunnerGroup, opts Options) ([]byte, error) {
 	job, err := Build(rg, NewName(rg.Name), 1, opts)
 	if err != nil {
 		return nil, err
+	}
+	var cache runnerconfig.Cache
+	if opts.Cache.Enabled() {
+		cache.ExternalServer = opts.Cache.URLFor(rg.Namespace)
 	}
 	merged := runnerconfig.Merge(opts.Config.Defaults, rg.Spec.RunnerConfig, opts.Config.Pinned)
 	return runnerconfig.Render(merged, Grace(&job.Spec.Template), cache)

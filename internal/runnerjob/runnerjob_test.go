@@ -500,9 +500,85 @@ func TestConfigFollowsTheGrace(t *testing.T) {
 			if tc.group != nil {
 				rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{TerminationGracePeriodSeconds: tc.group}}
 			}
-			out, err := Config(rg, opts, runnerconfig.Cache{})
+			out, err := Config(rg, opts)
 			require.NoError(t, err)
 			assert.Contains(t, string(out), tc.want)
 		})
 	}
+}
+
+func cacheOptions() Options {
+	opts := DefaultOptions()
+	opts.Cache = CacheOptions{URL: "http://gitea-runner-cache.{namespace}.svc:8088/", SecretName: "gitea-runner-cache", Image: "ghcr.io/x/gitea-runner-scaler:1"}
+	return opts
+}
+
+// TestBuildWithTheSharedCache: the runner reads the config the init
+// container writes with the cache secret, which reaches the pod only
+// through an optional secretKeyRef; a template cannot replace any of it.
+func TestBuildWithTheSharedCache(t *testing.T) {
+	opts := cacheOptions()
+	opts.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "runner-config", Image: "evil"}, {Name: "mine", Image: "busybox"}},
+		Containers: []corev1.Container{{Name: "runner", VolumeMounts: []corev1.VolumeMount{{Name: "x", MountPath: "/run/gitea-runner/config.yaml", SubPath: "c"}}}},
+		Volumes:    []corev1.Volume{{Name: "x", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}, {Name: "gitea-runner-config-rendered", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
+	}}
+	j, err := Build(group(), "ci-x2v7k", 1, opts)
+	require.NoError(t, err)
+	spec := j.Spec.Template.Spec
+
+	require.Len(t, spec.InitContainers, 2)
+	ic := spec.InitContainers[0]
+	assert.Equal(t, "runner-config", ic.Name)
+	assert.Equal(t, "ghcr.io/x/gitea-runner-scaler:1", ic.Image)
+	assert.Equal(t, []string{"gitea-runner-scaler", "render-runner-config"}, ic.Command)
+	assert.Equal(t, "mine", spec.InitContainers[1].Name, "the template's other init containers stay")
+	secret := env(ic)[runnerconfig.SecretEnv]
+	require.NotNil(t, secret.ValueFrom)
+	require.NotNil(t, secret.ValueFrom.SecretKeyRef)
+	assert.Empty(t, secret.Value)
+	assert.Equal(t, "gitea-runner-cache", secret.ValueFrom.SecretKeyRef.Name)
+	assert.Equal(t, "external_secret", secret.ValueFrom.SecretKeyRef.Key)
+	assert.True(t, *secret.ValueFrom.SecretKeyRef.Optional, "a namespace without the Secret gets runners, with the cache off")
+	assert.Equal(t, "/etc/gitea-runner/config.yaml", env(ic)["GITEA_RUNNER_CONFIG_TEMPLATE"].Value)
+	assert.Equal(t, "/run/gitea-runner/config.yaml", env(ic)["GITEA_RUNNER_CONFIG_OUT"].Value)
+	assert.False(t, *ic.SecurityContext.AllowPrivilegeEscalation)
+	assert.True(t, *ic.SecurityContext.RunAsNonRoot)
+
+	c := spec.Containers[0]
+	assert.Equal(t, "/run/gitea-runner/config.yaml", env(c)["CONFIG_FILE"].Value)
+	var runMounts []corev1.VolumeMount
+	for _, m := range c.VolumeMounts {
+		if strings.HasPrefix(m.MountPath, "/run/gitea-runner") {
+			runMounts = append(runMounts, m)
+		}
+	}
+	assert.Equal(t, []corev1.VolumeMount{{Name: "gitea-runner-config-rendered", MountPath: "/run/gitea-runner", ReadOnly: true}}, runMounts)
+	var rendered []corev1.Volume
+	for _, v := range spec.Volumes {
+		if v.Name == "gitea-runner-config-rendered" {
+			rendered = append(rendered, v)
+		}
+	}
+	require.Len(t, rendered, 1)
+	require.NotNil(t, rendered[0].EmptyDir, "the template's volume of that name is replaced")
+	assert.Equal(t, corev1.StorageMediumMemory, rendered[0].EmptyDir.Medium, "the secret never reaches the node's disk")
+}
+
+func TestBuildWithoutTheSharedCacheHasNoInitContainer(t *testing.T) {
+	j, err := Build(group(), "ci-x2v7k", 1, DefaultOptions())
+	require.NoError(t, err)
+	assert.Empty(t, j.Spec.Template.Spec.InitContainers)
+	assert.Equal(t, "/etc/gitea-runner/config.yaml", env(j.Spec.Template.Spec.Containers[0])["CONFIG_FILE"].Value)
+}
+
+func TestConfigNamesTheNamespacesCacheServer(t *testing.T) {
+	out, err := Config(group(), cacheOptions())
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "cache:\n  enabled: true\n  external_server: http://gitea-runner-cache.runners.svc:8088/\n")
+	assert.NotContains(t, string(out), "external_secret")
+
+	out, err = Config(group(), DefaultOptions())
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "cache:\n  enabled: false\n")
 }

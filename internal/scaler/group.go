@@ -62,6 +62,9 @@ type groupRun struct {
 	// regCheck is the RegistrationToken condition the validate step
 	// found (nil: it did not get that far, and the last one stays).
 	regCheck *metav1.Condition
+	// cacheCheck is the Cache condition (nil: no shared cache, or the
+	// validate step did not get that far).
+	cacheCheck *metav1.Condition
 	// regs are the runners registered in the group's scope, listed once
 	// per group and pass (registrations), and regsErr why they could not
 	// be; regsRead says they were asked.
@@ -147,6 +150,7 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 	if err := s.tenantChecks(ctx, g); err != nil {
 		return err
 	}
+	g.cacheCheck = s.checkCache(ctx, g)
 	// Both tokens usually live in one Secret; read each Secret once.
 	secrets := map[string]*corev1.Secret{}
 	regRef := g.rg.RegistrationTokenRef()

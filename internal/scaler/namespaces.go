@@ -26,6 +26,9 @@ type namespaces struct {
 	// groups' registrations (removeLeftBehind).
 	ledgers shareOnce[string, ledger.Entries]
 	groups  shareOnce[string, map[string]string]
+	// caches is each namespace's Cache condition (cachecheck.go), checked
+	// at most once per pass.
+	caches shareOnce[string, metav1.Condition]
 }
 
 // namespaceFacts is one namespace's answers. once guards them: the groups

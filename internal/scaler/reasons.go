@@ -28,6 +28,14 @@ const (
 	// exists that the group does not own, so no runner config is written
 	// and no runner Job created.
 	ReasonRunnerConfigNotOwned = "RunnerConfigNotOwned"
+	// ReasonCacheReachable, ReasonCacheSecretMissing and
+	// ReasonCacheUnreachable are the Cache condition's (cachecheck.go):
+	// the namespace's shared cache server answers; the namespace has no
+	// cache Secret, so its runners start with the cache off; the server
+	// does not answer the scaler.
+	ReasonCacheReachable     = "CacheReachable"
+	ReasonCacheSecretMissing = "CacheSecretMissing"
+	ReasonCacheUnreachable   = "CacheUnreachable"
 	ReasonSecretNotFound       = "SecretNotFound"
 	ReasonSecretKeyMissing     = "SecretKeyMissing"
 	ReasonGiteaUnauthorized    = "GiteaUnauthorized"

@@ -78,6 +78,12 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 		c.ObservedGeneration, c.LastTransitionTime = rg.Generation, now
 		meta.SetStatusCondition(&st.Conditions, *c)
 	}
+	if c := g.cacheCheck; c != nil {
+		c.ObservedGeneration, c.LastTransitionTime = rg.Generation, now
+		meta.SetStatusCondition(&st.Conditions, *c)
+	} else if !s.cfg.Runner.Cache.Enabled() {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionCache)
+	}
 
 	if s.cfg.DryRun {
 		return

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -21,7 +20,7 @@ import (
 // that the group does not own is never touched.
 func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun) error {
 	rg := g.rg
-	rendered, err := runnerjob.Config(rg, s.cfg.Runner, runnerconfig.Cache{})
+	rendered, err := runnerjob.Config(rg, s.cfg.Runner)
 	if err != nil {
 		return newGroupError(ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
 	}

@@ -63,6 +63,7 @@ const (
 // +kubebuilder:printcolumn:name="Warm",type=integer,priority=1,JSONPath=".status.warmRunners",description="Idle runners the warm pool keeps ready (at most spec.minIdleRunners)."
 // +kubebuilder:printcolumn:name="Running",type=integer,priority=1,JSONPath=".status.runningJobs",description="Gitea jobs in progress on this group's runners."
 // +kubebuilder:printcolumn:name="Blocked",type=integer,priority=1,JSONPath=".status.blockedJobs",description="Matching Gitea jobs that wait for their needs or an approval."
+// +kubebuilder:printcolumn:name="Cache",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Cache")].reason`,description="Whether the namespace's shared cache server answers (the Cache condition; empty without the chart's runnerCache)."
 // +kubebuilder:printcolumn:name="URL",type=string,priority=1,JSONPath=".spec.gitea.url",description="Base URL of the Gitea instance."
 // +kubebuilder:printcolumn:name="Last Check",type=date,priority=1,JSONPath=".status.lastCheckTime",description="When a pass that changed the status asked Gitea; refreshed at least every 5m while the group is served."
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
@@ -371,8 +372,8 @@ type RunnerGroupStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions are Ready, ScalingActive and RegistrationToken, one of
-	// each type at most.
+	// Conditions are Ready, ScalingActive, RegistrationToken and, with
+	// the shared cache, Cache, one of each type at most.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
