@@ -45,7 +45,7 @@ func TestWithSecret(t *testing.T) {
 				"cache":  map[string]any{"external_secret": "x"},
 			},
 		},
-		"not a mapping": {template: []byte("- a\n"), secret: "x", wantErr: "not a YAML mapping"},
+		"not a mapping":                 {template: []byte("- a\n"), secret: "x", wantErr: "not a YAML mapping"},
 		"a cache that is not a mapping": {template: []byte("cache: on\n"), secret: "x", wantErr: "cache is not a mapping"},
 		"empty":                         {template: nil, secret: "x", wantErr: "empty"},
 	}

@@ -520,8 +520,8 @@ func TestBuildWithTheSharedCache(t *testing.T) {
 	opts := cacheOptions()
 	opts.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 		InitContainers: []corev1.Container{{Name: "runner-config", Image: "evil"}, {Name: "mine", Image: "busybox"}},
-		Containers: []corev1.Container{{Name: "runner", VolumeMounts: []corev1.VolumeMount{{Name: "x", MountPath: "/run/gitea-runner/config.yaml", SubPath: "c"}}}},
-		Volumes:    []corev1.Volume{{Name: "x", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}, {Name: "gitea-runner-config-rendered", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
+		Containers:     []corev1.Container{{Name: "runner", VolumeMounts: []corev1.VolumeMount{{Name: "x", MountPath: "/run/gitea-runner/config.yaml", SubPath: "c"}}}},
+		Volumes:        []corev1.Volume{{Name: "x", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}, {Name: "gitea-runner-config-rendered", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
 	}}
 	j, err := Build(group(), "ci-x2v7k", 1, opts)
 	require.NoError(t, err)

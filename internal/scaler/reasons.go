@@ -36,11 +36,11 @@ const (
 	ReasonCacheReachable     = "CacheReachable"
 	ReasonCacheSecretMissing = "CacheSecretMissing"
 	ReasonCacheUnreachable   = "CacheUnreachable"
-	ReasonSecretNotFound       = "SecretNotFound"
-	ReasonSecretKeyMissing     = "SecretKeyMissing"
-	ReasonGiteaUnauthorized    = "GiteaUnauthorized"
-	ReasonGiteaForbidden       = "GiteaForbidden"
-	ReasonGiteaNotFound        = "GiteaNotFound"
+	ReasonSecretNotFound     = "SecretNotFound"
+	ReasonSecretKeyMissing   = "SecretKeyMissing"
+	ReasonGiteaUnauthorized  = "GiteaUnauthorized"
+	ReasonGiteaForbidden     = "GiteaForbidden"
+	ReasonGiteaNotFound      = "GiteaNotFound"
 	// ReasonGiteaVersionUnsupported: Gitea answered 404 for an Actions
 	// route and says it is older than gitea.MinVersion.
 	ReasonGiteaVersionUnsupported = "GiteaVersionUnsupported"
