@@ -387,3 +387,20 @@ Name of the ConfigMap that holds runnerTemplate.
 {{- define "gitea-runner-operator.runnerTemplateName" -}}
 {{- printf "%s-runner-template" (include "gitea-runner-operator.fullname" . | trunc 47 | trimSuffix "-") -}}
 {{- end -}}
+
+{{/*
+The name of each namespace's shared cache server: its Deployment,
+Service, Secret, ConfigMap and PersistentVolumeClaim.
+*/}}
+{{- define "gitea-runner-operator.runnerCacheName" -}}
+{{- printf "%s-cache" (include "gitea-runner-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The cache server's URL that runners get (SCALER_RUNNER_CACHE_URL):
+runnerCache.url, or the namespace's Service, {namespace} filled in by the
+scaler for each group.
+*/}}
+{{- define "gitea-runner-operator.runnerCacheURL" -}}
+{{- .Values.runnerCache.url | default (printf "http://%s.{namespace}.svc:%d/" (include "gitea-runner-operator.runnerCacheName" .) (int64 .Values.runnerCache.port)) -}}
+{{- end -}}

@@ -210,6 +210,14 @@ spec:
         - name: SCALER_RUNNER_CONFIG_PINNED
           value: {{ toJson . | quote }}
         {{- end }}
+        {{- if ($v.runnerCache | default dict).enabled }}
+        - name: SCALER_RUNNER_CACHE_URL
+          value: {{ include "gitea-runner-operator.runnerCacheURL" .root | quote }}
+        - name: SCALER_RUNNER_CACHE_SECRET_NAME
+          value: {{ include "gitea-runner-operator.runnerCacheName" .root | quote }}
+        - name: SCALER_RUNNER_CONFIG_IMAGE
+          value: {{ include "gitea-runner-operator.image" .root | quote }}
+        {{- end }}
       {{- if or $ca $rt }}
       volumeMounts:
         {{- if $ca }}
