@@ -8,6 +8,7 @@ require (
 	code.gitea.io/actions-proto-go v0.4.1
 	connectrpc.com/connect v1.19.1
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/sys v0.31.0
 	google.golang.org/protobuf v1.36.9
 	k8s.io/api v0.34.2
 	k8s.io/apimachinery v0.34.2
@@ -40,7 +41,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.38.0 // indirect
 	golang.org/x/oauth2 v0.27.0 // indirect
-	golang.org/x/sys v0.31.0 // indirect
 	golang.org/x/term v0.30.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 	golang.org/x/time v0.9.0 // indirect

@@ -174,17 +174,19 @@ func TestProcessArgv(t *testing.T) {
 		command, args []string
 		want          []string
 	}{
-		"scaler by bare name":     {KindScaler, []string{"gitea-runner-scaler"}, []string{"run", "--loop"}, []string{"/bin/scaler", "run", "--loop"}},
-		"scaler by image path":    {KindScaler, []string{"/usr/local/bin/gitea-runner-scaler", "run"}, nil, []string{"/bin/scaler", "run"}},
-		"scaler entrypoint":       {KindScaler, nil, []string{"version"}, []string{"/bin/scaler", "version"}},
-		"scaler other command":    {KindScaler, []string{"sh", "-c", "true"}, nil, []string{"sh", "-c", "true"}},
-		"runner plays run.sh":     {KindGiteaRunner, []string{"/bin/s6-svscan"}, []string{"x"}, []string{"bash", "/c/run.sh"}},
-		"steered runner":          {KindSteeredRunner, []string{"/bin/s6-svscan"}, []string{"x"}, []string{"/bin/steered"}},
-		"stand-in has no process": {KindStandIn, []string{"sleep"}, nil, nil},
+		"scaler by bare name":      {KindScaler, []string{"gitea-runner-scaler"}, []string{"run", "--loop"}, []string{"/bin/scaler", "run", "--loop"}},
+		"scaler by image path":     {KindScaler, []string{"/usr/local/bin/gitea-runner-scaler", "run"}, nil, []string{"/bin/scaler", "run"}},
+		"scaler entrypoint":        {KindScaler, nil, []string{"version"}, []string{"/bin/scaler", "version"}},
+		"scaler other command":     {KindScaler, []string{"sh", "-c", "true"}, nil, []string{"sh", "-c", "true"}},
+		"runner plays run.sh":      {KindGiteaRunner, []string{"/bin/s6-svscan"}, []string{"x"}, []string{"bash", "/c/run.sh"}},
+		"runner's own command":     {KindGiteaRunner, []string{"gitea-runner"}, []string{"--config", "/c.yaml", "cache-server"}, []string{"/r/gitea-runner", "--config", "/c.yaml", "cache-server"}},
+		"runner's command by path": {KindGiteaRunner, []string{"/usr/local/bin/gitea-runner", "cache-server"}, []string{"--port", "1"}, []string{"/r/gitea-runner", "cache-server", "--port", "1"}},
+		"steered runner":           {KindSteeredRunner, []string{"/bin/s6-svscan"}, []string{"x"}, []string{"/bin/steered"}},
+		"stand-in has no process":  {KindStandIn, []string{"sleep"}, nil, nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, tc.want, ProcessArgv(tc.kind, tc.command, tc.args, Binaries{Scaler: "/bin/scaler", SteeredRunner: "/bin/steered", Entrypoint: "/c/run.sh"}))
+			assert.Equal(t, tc.want, ProcessArgv(tc.kind, tc.command, tc.args, Binaries{Scaler: "/bin/scaler", SteeredRunner: "/bin/steered", Entrypoint: "/c/run.sh", GiteaRunner: "/r/gitea-runner"}))
 		})
 	}
 }

@@ -89,6 +89,19 @@ type Binaries struct {
 	// Entrypoint is the runner image's entrypoint script as prepared for one
 	// container start (see PrepareEntrypoint).
 	Entrypoint string
+	// GiteaRunner is the gitea-runner binary, for a runner image container
+	// whose command runs it (RunsGiteaRunnerCommand).
+	GiteaRunner string
+}
+
+// GiteaRunnerCommand is the runner's binary name in its images.
+const GiteaRunnerCommand = "gitea-runner"
+
+// RunsGiteaRunnerCommand says whether a runner image container's command is
+// the gitea-runner binary itself (as a cache-server pod's is) rather than
+// the image's entrypoint: the bed then plays that command.
+func RunsGiteaRunnerCommand(kind Kind, command []string) bool {
+	return kind == KindGiteaRunner && len(command) > 0 && path.Base(command[0]) == GiteaRunnerCommand
 }
 
 // ProcessArgv is the argv that plays a container, or nil for a stand-in.
@@ -105,11 +118,14 @@ func ProcessArgv(kind Kind, command, args []string, bin Binaries) []string {
 		}
 		return argv
 	case KindGiteaRunner:
+		if RunsGiteaRunnerCommand(kind, command) {
+			return append(append([]string{bin.GiteaRunner}, command[1:]...), args...)
+		}
 		// The runner images' entrypoints (s6 supervising dockerd and run.sh in the
 		// dind variants, tini running run.sh in the basic one) all come down to
 		// run.sh with the container's env: the bed has no Docker, so it runs run.sh.
-		// A command the pod sets is not played: the bed has only what the image's
-		// own contract needs.
+		// Any other command the pod sets is not played: the bed has only what
+		// the image's own contract needs.
 		return []string{"bash", bin.Entrypoint}
 	case KindSteeredRunner:
 		// Configured by environment only.

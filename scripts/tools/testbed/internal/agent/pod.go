@@ -92,6 +92,11 @@ type podRunner struct {
 
 	dirty   chan struct{}
 	writeMu sync.Mutex
+
+	// net is the pod's own network namespace and loopback forward
+	// (AnnotationForward); nil for a pod that shares the host's.
+	net    *podNetwork
+	netErr error
 }
 
 func newPodRunner(a *Agent, pod *corev1.Pod, key string) *podRunner {
@@ -106,6 +111,10 @@ func newPodRunner(a *Agent, pod *corev1.Pod, key string) *podRunner {
 		dirty:     make(chan struct{}, 1),
 	}
 	r.stopCtx, r.cancel = context.WithCancel(context.Background())
+	if v, ok := pod.Annotations[AnnotationForward]; ok {
+		fwd, err := ParseForward(v)
+		r.net, r.netErr = &podNetwork{fwd: fwd, log: r.log}, err
+	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
@@ -217,6 +226,16 @@ func (r *podRunner) execute(ctx context.Context) {
 	envs, ok := r.prepare(ctx)
 	if !ok {
 		return
+	}
+	if r.net != nil {
+		err := r.netErr
+		if err == nil {
+			err = r.net.serve(r.stopCtx)
+		}
+		if err != nil {
+			r.setPhase(corev1.PodFailed, "NetworkError", err.Error())
+			return
+		}
 	}
 
 	// Sidecars run until the main containers end, then stop like a kubelet stops them.
@@ -404,7 +423,7 @@ func (r *podRunner) resolveAll(ctx context.Context) (map[string]*Env, error) {
 			return nil, err
 		}
 		env.Merge(podEnv)
-		mounts, err := mountConfigMaps(ctx, r.a.cfg.Client, r.pod, c.spec.c, filepath.Join(dir, "volumes"))
+		mounts, err := mountConfigMaps(ctx, r.a.cfg.Client, r.pod, c.spec.c, filepath.Join(dir, "volumes"), r.dir)
 		if err != nil {
 			return nil, err
 		}
@@ -575,8 +594,8 @@ func (r *podRunner) runStandIn(ctx context.Context, c *containerRun) int32 {
 // group after the grace period.
 func (r *podRunner) runProcess(ctx context.Context, c *containerRun, env *Env) int32 {
 	name := c.spec.c.Name
-	bin := Binaries{Scaler: r.a.cfg.ScalerBin, SteeredRunner: r.a.cfg.SteeredRunnerBin}
-	if c.spec.kind == KindGiteaRunner {
+	bin := Binaries{Scaler: r.a.cfg.ScalerBin, SteeredRunner: r.a.cfg.SteeredRunnerBin, GiteaRunner: filepath.Join(r.a.cfg.GiteaRunnerDir, GiteaRunnerCommand)}
+	if c.spec.kind == KindGiteaRunner && !RunsGiteaRunnerCommand(c.spec.kind, c.spec.c.Command) {
 		var err error
 		if bin.Entrypoint, env, err = r.freshRunnerLayer(c, env); err != nil {
 			r.log.Warn("cannot prepare the runner's entrypoint", "container", name, "err", err)
@@ -603,6 +622,9 @@ func (r *podRunner) runProcess(ctx context.Context, c *containerRun, env *Env) i
 	// Own group, so stopping reaches the process's children; Pdeathsig, so a killed
 	// agent leaves no orphans.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if r.net != nil {
+		newNetnsAttr(cmd.SysProcAttr)
+	}
 	if err := cmd.Start(); err != nil {
 		r.log.Warn("cannot start container", "container", name, "argv0", argv[0], "err", err)
 		fmt.Fprintf(logf, "testbed-agent: cannot start %s: %v\n", argv[0], err)
@@ -610,6 +632,15 @@ func (r *podRunner) runProcess(ctx context.Context, c *containerRun, env *Env) i
 		return exitStartError
 	}
 	pid := cmd.Process.Pid
+	if r.net != nil {
+		if err := loopbackUp(pid); err != nil {
+			r.log.Warn("cannot set lo up in the container's network namespace", "container", name, "err", err)
+		}
+		if !c.spec.init {
+			r.net.setPID(pid)
+			defer r.net.setPID(0)
+		}
+	}
 	r.log.Info("container started", "container", name, "kind", c.spec.kind.String(), "pid", pid, "argv", argv, "restarts", restarts, "log", logPath)
 	r.setRunning(c)
 

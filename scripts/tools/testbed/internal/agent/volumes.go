@@ -16,17 +16,30 @@ import (
 // under dir/<volume>, and the result maps each mount path to that directory.
 // The container is a process on this host, so it cannot see the mount path
 // itself; rewriteMountPaths points its env at the copies. Other volume types
-// are left out: nothing on the bed reads them.
-func mountConfigMaps(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c *corev1.Container, dir string) (map[string]string, error) {
+// are left out, but emptyDir volumes: each is one directory of the pod,
+// podDir/emptydir/<volume>, shared by its containers (an init container
+// writes a file there that a main container reads).
+func mountConfigMaps(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c *corev1.Container, dir, podDir string) (map[string]string, error) {
 	volumes := map[string]*corev1.ConfigMapVolumeSource{}
+	emptyDirs := map[string]bool{}
 	for i := range pod.Spec.Volumes {
 		if v := pod.Spec.Volumes[i]; v.ConfigMap != nil {
 			volumes[v.Name] = v.ConfigMap
+		} else if v.EmptyDir != nil {
+			emptyDirs[v.Name] = true
 		}
 	}
 	res := newEnvResolver(client, pod)
 	mounts := map[string]string{}
 	for _, m := range c.VolumeMounts {
+		if emptyDirs[m.Name] {
+			out := filepath.Join(podDir, "emptydir", m.Name)
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return nil, err
+			}
+			mounts[filepath.Clean(m.MountPath)] = out
+			continue
+		}
 		src, ok := volumes[m.Name]
 		if !ok {
 			continue

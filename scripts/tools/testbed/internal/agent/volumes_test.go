@@ -32,10 +32,14 @@ func TestConfigMapVolumesAndTheEnvThatNamesThem(t *testing.T) {
 		{Name: "tpl", MountPath: "/etc/gitea-runner-scaler/"},
 		{Name: "scratch", MountPath: "/scratch"},
 	}}
-	dir := t.TempDir()
-	mounts, err := mountConfigMaps(context.Background(), client, pod, c, dir)
+	dir, podDir := t.TempDir(), t.TempDir()
+	mounts, err := mountConfigMaps(context.Background(), client, pod, c, dir, podDir)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"/etc/gitea-runner-scaler": filepath.Join(dir, "tpl")}, mounts, "only configMap volumes")
+	assert.Equal(t, map[string]string{
+		"/etc/gitea-runner-scaler": filepath.Join(dir, "tpl"),
+		"/scratch":                 filepath.Join(podDir, "emptydir", "scratch"),
+	}, mounts, "configMap volumes per container, emptyDir volumes one per pod")
+	assert.DirExists(t, filepath.Join(podDir, "emptydir", "scratch"))
 	raw, err := os.ReadFile(filepath.Join(dir, "tpl", "runner-template.yaml"))
 	require.NoError(t, err)
 	assert.Equal(t, "spec: {}\n", string(raw))
@@ -50,6 +54,6 @@ func TestConfigMapVolumesAndTheEnvThatNamesThem(t *testing.T) {
 	assert.Equal(t, "/etc/gitea-runner-scaler-not-this", other)
 
 	pod.Spec.Volumes[0].ConfigMap.Name = "missing"
-	_, err = mountConfigMaps(context.Background(), client, pod, c, dir)
+	_, err = mountConfigMaps(context.Background(), client, pod, c, dir, t.TempDir())
 	assert.ErrorContains(t, err, `configmap "missing" not found`)
 }
