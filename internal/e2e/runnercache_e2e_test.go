@@ -104,9 +104,25 @@ func TestASharedCacheIsKeptAcrossEphemeralRunnersPerRepository(t *testing.T) {
 		key := jobKey(name)
 		seen := filepath.Join(holdDir, "rcache-"+key)
 		step := strings.NewReplacer("@PROOF@", proof, "@KEY@", cacheKey, "@SEEN@", seen).Replace(script)
-		wf := "name: e2e\non: [push]\njobs:\n  " + key + ":\n    runs-on: [" + s.label + "]\n    steps:\n      - run: |\n" + indent(step, "          ")
-		b.gitea.pushWorkflow(ctx, t, s.fx.pushAs, r, name+".yml", wf)
-		id := idsOf(b.gitea.waitJobs(ctx, t, r, 1), key)[key]
+		// Each workflow runs on the push that adds it only: a later push
+		// must not run an earlier save again.
+		file := name + ".yml"
+		wf := "name: e2e\non:\n  push:\n    paths: ['.gitea/workflows/" + file + "']\njobs:\n  " + key + ":\n    runs-on: [" + s.label + "]\n    steps:\n      - run: |\n" + indent(step, "          ")
+		b.gitea.pushWorkflow(ctx, t, s.fx.pushAs, r, file, wf)
+		var id int64
+		waitUntil(ctx, t, stepWait, "job "+name+" in Gitea", s.dump, func(ctx context.Context) (bool, string, error) {
+			jobs, err := b.gitea.repoJobs(ctx, r)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			for _, j := range jobs {
+				if j.Name == key {
+					id = j.ID
+					return true, "", nil
+				}
+			}
+			return false, describeGiteaJobs(jobs), nil
+		})
 		waitUntil(ctx, t, stepWait, "job "+name+" done", s.dump, func(ctx context.Context) (bool, string, error) {
 			gj, err := b.giteaJob(ctx, r, id)
 			return err == nil && gj.State() == "completed/success", gj.State(), nil

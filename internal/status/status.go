@@ -55,6 +55,9 @@ type Row struct {
 
 	Ready         Condition `json:"ready" yaml:"ready"`
 	ScalingActive Condition `json:"scalingActive" yaml:"scalingActive"`
+	// Cache is the Cache condition: whether the namespace's shared cache
+	// server answers (the chart's runnerCache); absent without one.
+	Cache *Condition `json:"cache,omitempty" yaml:"cache,omitempty"`
 
 	// Error says why the object could not be read as a RunnerGroup; the
 	// other fields are then empty.
@@ -93,6 +96,9 @@ func rowOf(rg *v1alpha1.RunnerGroup, now time.Time) Row {
 		Stale:         st.LastCheckTime != nil && st.ObservedGeneration != rg.Generation,
 		Ready:         condition(rg, scaler.ConditionReady),
 		ScalingActive: condition(rg, scaler.ConditionScalingActive),
+	}
+	if c := condition(rg, scaler.ConditionCache); c.Status != "" {
+		r.Cache = &c
 	}
 	if st.LastCheckTime != nil {
 		t := st.LastCheckTime.UTC()

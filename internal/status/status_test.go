@@ -46,6 +46,7 @@ func served() *v1alpha1.RunnerGroup {
 			Conditions: []metav1.Condition{
 				{Type: scaler.ConditionReady, Status: metav1.ConditionTrue, Reason: scaler.ReasonReconciled, Message: "ok"},
 				{Type: scaler.ConditionScalingActive, Status: metav1.ConditionFalse, Reason: scaler.ReasonAtCapacity, Message: "4 of 4"},
+				{Type: scaler.ConditionCache, Status: metav1.ConditionTrue, Reason: scaler.ReasonCacheReachable, Message: "answers"},
 			},
 		},
 	}
@@ -121,10 +122,12 @@ func TestRowsCarryTheRecordedStatus(t *testing.T) {
 	assert.False(t, ci.Stale)
 	assert.Equal(t, Condition{Status: "True", Reason: "Reconciled", Message: "ok"}, ci.Ready)
 	assert.Equal(t, Condition{Status: "False", Reason: "AtCapacity", Message: "4 of 4"}, ci.ScalingActive)
+	assert.Equal(t, &Condition{Status: "True", Reason: "CacheReachable", Message: "answers"}, ci.Cache, "the shared cache's condition, when there is one")
 
 	assert.Equal(t, "", all.Target, "global has no target")
 	assert.Nil(t, all.LastPass, "no pass yet")
 	assert.Equal(t, Condition{}, all.Ready)
+	assert.Nil(t, all.Cache, "no shared cache, no cache field")
 
 	assert.Equal(t, "alice/app", app.Target)
 	assert.True(t, app.Stale, "generation 3 was never passed: the numbers are of generation 2")
