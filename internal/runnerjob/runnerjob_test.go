@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 func group() *v1alpha1.RunnerGroup {
@@ -581,4 +582,21 @@ func TestConfigNamesTheNamespacesCacheServer(t *testing.T) {
 	out, err = Config(group(), DefaultOptions())
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "cache:\n  enabled: false\n")
+}
+
+// TestTheConfigInitContainerFitsRestricted: the init container the shared
+// cache adds asks for nothing the restricted Pod Security level refuses,
+// so it never changes what level a runner pod needs.
+func TestTheConfigInitContainerFitsRestricted(t *testing.T) {
+	j, err := Build(group(), "ci-x2v7k", 1, cacheOptions())
+	require.NoError(t, err)
+	spec := j.Spec.Template.Spec
+	alone := corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		InitContainers: spec.InitContainers[:1],
+		Containers:     []corev1.Container{spec.InitContainers[0]},
+		Volumes:        spec.Volumes,
+	}}
+	alone.Spec.Containers[0].Name = "main"
+	restricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "r", Labels: map[string]string{tenancy.LabelEnforce: "restricted"}}}
+	assert.Empty(t, tenancy.PodSecurity(restricted, &alone, false))
 }
