@@ -77,3 +77,35 @@ func TestTheCacheConditionSaysWhetherTheNamespacesCacheAnswers(t *testing.T) {
 	e.pass()
 	assert.Nil(t, cond("ci"), "no shared cache, no condition")
 }
+
+// TestASteadyLoopReadsTheCacheSecretAsRarelyAsTheTokens: with the shared
+// cache, a loop's steady passes send the API server no read for it either
+// (the Secret is remembered as the token Secrets are); only the probe of
+// the server goes out, once per namespace and pass.
+func TestASteadyLoopReadsTheCacheSecretAsRarelyAsTheTokens(t *testing.T) {
+	var asked int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked++ }))
+	t.Cleanup(srv.Close)
+	e := newEnv(t, newGroup("ci", 5), newGroup("web", 5))
+	require.NoError(t, e.kube.Tracker().Add(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "gitea-runner-cache", Namespace: ns},
+		Data:       map[string][]byte{"external_secret": []byte("hunter2")},
+	}))
+	sc, _ := watchingScaler(t, e, func(_ *Deps, c *Config) {
+		c.Runner.Cache = runnerjob.CacheOptions{URL: srv.URL + "/", SecretName: "gitea-runner-cache", Image: "scaler:1"}
+	})
+	_, err := sc.Pass(context.Background())
+	require.NoError(t, err)
+	e.kube.ClearActions()
+	asked = 0
+
+	for range 3 {
+		_, err := sc.Pass(context.Background())
+		require.NoError(t, err)
+	}
+	for _, a := range e.kube.Actions() {
+		assert.False(t, a.GetResource().Resource == "secrets", "steady passes read no Secret: %s", a.GetVerb())
+	}
+	assert.Equal(t, 3, asked, "one probe per namespace and pass")
+	assert.Equal(t, ReasonCacheReachable, meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionCache).Reason)
+}

@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
@@ -60,7 +61,16 @@ func (s *Scaler) probeCache(ctx context.Context, cache runnerjob.CacheOptions, n
 	cond := func(status metav1.ConditionStatus, reason, format string, args ...any) metav1.Condition {
 		return metav1.Condition{Type: ConditionCache, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
-	sec, err := s.kube.CoreV1().Secrets(namespace).Get(ctx, cache.SecretName, metav1.GetOptions{})
+	// A loop reads the Secret again only as often as the token Secrets
+	// (SecretRecheck); a missing one is asked for every pass.
+	key := types.NamespacedName{Namespace: namespace, Name: cache.SecretName}
+	sec, ok := s.rememberedSecret(key)
+	var err error
+	if !ok {
+		if sec, err = s.kube.CoreV1().Secrets(namespace).Get(ctx, cache.SecretName, metav1.GetOptions{}); err == nil {
+			s.rememberSecret(sec)
+		}
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return cond(metav1.ConditionFalse, ReasonCacheSecretMissing,

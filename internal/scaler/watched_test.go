@@ -109,7 +109,7 @@ func TestAPlanFromTheCachesThatCreatesNothingReadsNothingMore(t *testing.T) {
 // watchingScaler is a scaler of e whose scaler loops with real watch caches over the
 // fake clientsets, as the Deployment does; the fake API server lets the
 // scaler list and watch namespaces.
-func watchingScaler(t *testing.T, e *env) (scaler *Scaler, c *kubecache.Cache) {
+func watchingScaler(t *testing.T, e *env, more ...setup) (scaler *Scaler, c *kubecache.Cache) {
 	t.Helper()
 	e.kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		ar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
@@ -124,7 +124,7 @@ func watchingScaler(t *testing.T, e *env) (scaler *Scaler, c *kubecache.Cache) {
 	groups, err := runnergroups.Watch(runnergroups.Client{Dynamic: e.dyn}, 10*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(groups.Stop)
-	return e.scaler(func(d *Deps, cfg *Config) { d.Cache, d.Groups = c, groups; cfg.RightsRecheck = 10 * time.Minute }), c
+	return e.scaler(append([]setup{func(d *Deps, cfg *Config) { d.Cache, d.Groups = c, groups; cfg.RightsRecheck = 10 * time.Minute }}, more...)...), c
 }
 
 func TestASteadyLoopPassSendsNoListAndNoReview(t *testing.T) {
