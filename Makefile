@@ -233,7 +233,7 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each.
 	  echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; done
 
-test: verify-generated lint test-unit fuzz test-image test-chart testbed-fresh test-e2e test-demo ## Everything CI runs.
+test: verify-generated lint test-unit fuzz test-image test-chart testbed-fresh test-e2e test-smoke test-demo ## Everything CI runs.
 
 # make test owns its bed: it starts one from empty data, so whatever make
 # demo or an interrupted earlier run left (releases, namespaces, the CRD's
@@ -249,6 +249,12 @@ testbed-fresh: ## Stop the test bed, wipe its data (not the tool cache) and star
 # It first removes what an earlier make demo or an interrupted run left of
 # the demo (release, namespaces, Gitea org), so it starts from its own state.
 DEMO_CHECK_TIMEOUT ?= 5m
+
+# The bed's own proof (scripts/testbed smoke), run so that it cannot rot: it broke
+# unseen once the scaler refused loopback Gitea URLs not allowed by name.
+.PHONY: test-smoke
+test-smoke: testbed-up ## scripts/testbed smoke: one scaler pass serves a queued Gitea job on the bed.
+	scripts/testbed smoke
 
 .PHONY: test-demo
 test-demo: testbed-up ## The demo on the test bed: fails unless it shows what the README promises.
