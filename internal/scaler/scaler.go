@@ -145,6 +145,10 @@ type Config struct {
 	// every namespace every pass, so a removed RoleBinding is seen by the
 	// next pass and the loop's watches there stop.
 	RightsRecheck time.Duration
+	// DeletedNamespaces, when set, keeps a copy of what each served
+	// namespace registered and removes the registrations of namespaces
+	// that are gone (see DeletedNamespaces); nil does neither.
+	DeletedNamespaces *DeletedNamespaces
 }
 
 // DefaultAssignmentHold is Config.AssignmentHold's default: longer than a
@@ -214,6 +218,16 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		return nil, errors.New("the runner idle and start timeouts must not be negative")
 	case cfg.AssignmentHold < 0:
 		return nil, errors.New("the assignment hold must not be negative")
+	}
+	if d := cfg.DeletedNamespaces; d != nil {
+		switch {
+		case d.Namespace == "" || d.ConfigMap == "":
+			return nil, errors.New("the sweep of deleted namespaces needs the namespace and name of its ConfigMap")
+		case d.Token != "" && d.GiteaURL == "":
+			return nil, errors.New("the sweep of deleted namespaces needs the Gitea URL its token is for")
+		case d.MaxPerPass < 0:
+			return nil, errors.New("the deleted namespaces swept per pass must not be negative")
+		}
 	}
 	s := &Scaler{
 		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,
