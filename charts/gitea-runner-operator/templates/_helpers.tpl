@@ -387,3 +387,12 @@ Name of the ConfigMap that holds runnerTemplate.
 {{- define "gitea-runner-operator.runnerTemplateName" -}}
 {{- printf "%s-runner-template" (include "gitea-runner-operator.fullname" . | trunc 47 | trimSuffix "-") -}}
 {{- end -}}
+
+{{/*
+The ConfigMap, in the release namespace, where the scaler mirrors what each
+served namespace registered with Gitea (cleanup.deletedNamespaces); its Role
+and RoleBinding have the same name.
+*/}}
+{{- define "gitea-runner-operator.registrationsMirrorName" -}}
+{{- printf "%s-registrations" (include "gitea-runner-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
