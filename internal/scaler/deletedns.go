@@ -119,7 +119,12 @@ func (s *Scaler) sweepDeletedNamespaces(ctx context.Context, runs []*groupRun, t
 	for _, c := range served {
 		edits = append(edits, func(cs ledger.Copies) bool {
 			key := ledger.MirrorKey(c.Namespace, c.UID)
-			if reflect.DeepEqual(cs[key], c) {
+			old, had := cs[key]
+			switch {
+			case len(c.Groups) == 0:
+				delete(cs, key) // nothing of the namespace is left to sweep
+				return had
+			case had && reflect.DeepEqual(old, c):
 				return false
 			}
 			cs[key] = c

@@ -256,6 +256,12 @@ func TestAPassMirrorsWhatItsNamespacesRegistered(t *testing.T) {
 	assert.NotContains(t, e.copies()[key].Groups, runnerjob.OwnerTag(web.UID))
 	assert.Contains(t, e.copies()[key].Groups, runnerjob.OwnerTag(ci.UID))
 
+	// The tenant empties its ledger: only its own clean-up is lost, and
+	// the record, with nothing left, goes.
+	require.NoError(t, books.Forget(ctx, ns, placeOf(&ci.Spec), []string{runnerjob.OwnerTag(ci.UID)}))
+	e.pass(e.sweep(platformToken))
+	assert.NotContains(t, e.copies(), key)
+
 	// Without the opt-in, no mirror is written.
 	e2 := newNSEnv(t, ci)
 	require.NoError(t, ledger.Store{Client: e2.kube}.Record(ctx, ns, runnerjob.OwnerTag(ci.UID), "ci", placeOf(&ci.Spec)))
