@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
 // A namespace deleted while its group's runner is registered and has never
@@ -74,4 +76,68 @@ func TestLifecycleDeletedNamespaceRegistrationIsRemoved(t *testing.T) {
 	copies, err = ledger.Mirror{Client: b.kube, Namespace: platform, Name: mirror}.Load(ctx)
 	require.NoError(t, err)
 	require.NotContains(t, copies, ledger.MirrorKey(gone, goneNS.UID), "nothing of it is left: forgotten")
+}
+
+// The same through the chart, under the rights it grants: a release with
+// cleanup.deletedNamespaces and the platform's token in a Secret of its
+// namespace serves two namespaces, each with a warm runner registered and
+// idle (it never ran a job). The looping listener mirrors both into
+// <fullname>-registrations with only the Role the chart gives it; once one
+// namespace is deleted and gone, its runner's registration is removed and
+// the other namespace's stays.
+func TestChartSweepsADeletedNamespacesRegistrations(t *testing.T) {
+	t.Parallel()
+	b := getBed(t)
+	ctx := testContext(t, 12*time.Minute)
+	gone := b.namespace(ctx, t, "e2e-nsgc", nil)
+	kept := b.namespace(ctx, t, "e2e-nsgc-kept", nil)
+	sys := b.namespace(ctx, t, "e2e-nsgc-sys", nil)
+	secrets.add(b.gitea.adminToken)
+	_, err := b.kube.CoreV1().Secrets(sys).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea-platform"},
+		StringData: map[string]string{"token": b.gitea.adminToken}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	values := deploymentValues()
+	values["watchNamespaces"] = []string{gone, kept}
+	values["cleanup"] = map[string]any{"deletedNamespaces": map[string]any{"enabled": true, "giteaURL": b.gitea.admin.URL(),
+		"tokenSecret": map[string]any{"name": "gitea-platform"}}}
+	rel := b.helmInstall(ctx, t, sys, "gro", values)
+	fx := b.newOrgScope(ctx, t, uniq("e2e-nsgc"))
+	tags := map[string]string{}
+	for _, ns := range []string{gone, kept} {
+		b.tokenSecret(ctx, t, ns, groupSecret("warm"), fx.regToken, fx.apiToken)
+		spec := b.groupSpec(fx, groupSecret("warm"), 1, uniq("e2e-nsgc"))
+		spec.MinIdleRunners = 1
+		tags[ns] = runnerjob.OwnerTag(b.createGroup(ctx, t, ns, "warm", nil, spec).UID)
+	}
+	dump := func() string { return b.dumpNamespaces(sys, gone, kept) }
+	// registered is the name of ns's warm runner registered in Gitea, if any.
+	registered := func(ctx context.Context, ns string) string {
+		for name := range b.orgRunners(ctx, t, fx.spec.Org) {
+			if _, _, tag, ok := runnerjob.SplitRunnerName(name); ok && tag == tags[ns] {
+				return name
+			}
+		}
+		return ""
+	}
+	mirror := ledger.Mirror{Client: b.kube, Namespace: sys, Name: rel.fullname() + "-registrations"}
+	goneNS, err := b.kube.CoreV1().Namespaces().Get(ctx, gone, metav1.GetOptions{})
+	require.NoError(t, err)
+	var runner string
+	waitUntil(ctx, t, stepWait, "both warm runners registered, and "+gone+" mirrored", dump, func(ctx context.Context) (bool, string, error) {
+		runner = registered(ctx, gone)
+		copies, err := mirror.Load(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		_, mirrored := copies[ledger.MirrorKey(gone, goneNS.UID)]
+		return runner != "" && registered(ctx, kept) != "" && mirrored, fmt.Sprintf("runner %q, mirrored %v", runner, mirrored), nil
+	})
+
+	require.NoError(t, b.kube.CoreV1().Namespaces().Delete(ctx, gone, metav1.DeleteOptions{}))
+	waitUntil(ctx, t, 5*time.Minute, "runner "+runner+" of deleted namespace "+gone+" removed from Gitea", dump, func(ctx context.Context) (bool, string, error) {
+		_, err := b.kube.CoreV1().Namespaces().Get(ctx, gone, metav1.GetOptions{})
+		left := registered(ctx, gone)
+		return apierrors.IsNotFound(err) && left == "", fmt.Sprintf("namespace: %v, runner %q", err, left), nil
+	})
+	require.NotEmpty(t, registered(ctx, kept), "another namespace's registration stays")
 }
