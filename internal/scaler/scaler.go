@@ -23,6 +23,9 @@
 //	reap.go     runner Jobs that never started, idle surplus runners, orphan
 //	            registrations: deleted safely
 //	record.go   the group's status, conditions and events
+//	deletedns.go  after the groups, with cleanup.deletedNamespaces: the
+//	            mirror of what each namespace registered, and the removal of
+//	            the registrations of namespaces that are gone
 //	reasons.go  the reasons a group's conditions and events give
 package scaler
 
