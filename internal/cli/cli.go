@@ -120,6 +120,12 @@ type RunCmd struct {
 	TrustUnlabelledNamespaces bool          `env:"SCALER_TRUST_UNLABELLED_NAMESPACES" help:"Take a namespace without a pod-security.kubernetes.io/enforce label to admit privileged runner pods (the cluster's default level is privileged)."`
 	AssignmentHold            time.Duration `env:"SCALER_ASSIGNMENT_HOLD" default:"10m" help:"How long the groups of one namespace keep a queued job that groups of other namespaces could also run, before it goes in turn to those (give every listener and why the same)."`
 	RightsRecheck             time.Duration `env:"SCALER_RIGHTS_RECHECK" default:"0s" help:"With --loop: how long a namespace's rights review that found it enabled is trusted, at most (each for a random half to all of it). 0 reviews every namespace every pass, so a removed RoleBinding is seen by the next pass; more saves one review per namespace per pass, and a removed RoleBinding then waits for the next review."`
+	// The sweep of the registrations deleted namespaces leave in Gitea
+	// (scaler.DeletedNamespaces): the platform team's opt-in.
+	DeletedNamespacesMirror   string `env:"SCALER_DELETED_NAMESPACES_MIRROR" placeholder:"NS/NAME" help:"Keep a copy of what each served namespace registered with Gitea in this ConfigMap (the release namespace's, where no tenant writes), and remove the registrations of namespaces that are gone; empty does neither."`
+	DeletedNamespacesGiteaURL string `env:"SCALER_DELETED_NAMESPACES_GITEA_URL" placeholder:"URL" help:"The Gitea the sweep's token is for; only registrations recorded on this Gitea are removed, and the token goes nowhere else."`
+	DeletedNamespacesToken    string `env:"SCALER_DELETED_NAMESPACES_TOKEN" placeholder:"TOKEN" help:"Gitea API token that may list and delete the runners of the scopes served (the chart reads it from a Secret); empty deletes nothing and reports what is left."`
+	DeletedNamespacesPerPass  int    `env:"SCALER_DELETED_NAMESPACES_PER_PASS" default:"4" placeholder:"N" help:"Deleted namespaces swept per pass, at most; the others wait for later passes."`
 	// The install-wide runner pod template (the chart's runnerTemplate,
 	// mounted from a ConfigMap) and the fields groups may not change.
 	RunnerTemplate       string   `env:"SCALER_RUNNER_TEMPLATE" placeholder:"PATH" type:"path" help:"YAML file with a pod template (metadata and spec) merged over the built-in runner pod and under each group's spec.template; empty for none."`
@@ -136,6 +142,45 @@ type RunCmd struct {
 	// giteaTransport sends every Gitea request: built once by Validate
 	// from --gitea-ca-file and the proxy variables, shared by all clients.
 	giteaTransport http.RoundTripper
+}
+
+// validateDeletedNamespaces checks the sweep's flags. Its errors never
+// hold the token.
+func (r *RunCmd) validateDeletedNamespaces() []error {
+	var errs []error
+	if r.DeletedNamespacesMirror == "" {
+		if r.DeletedNamespacesToken != "" || r.DeletedNamespacesGiteaURL != "" {
+			errs = append(errs, errors.New("the sweep's Gitea URL and token (SCALER_DELETED_NAMESPACES_*) need --deleted-namespaces-mirror"))
+		}
+		return errs
+	}
+	if ns, name, ok := strings.Cut(r.DeletedNamespacesMirror, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		errs = append(errs, fmt.Errorf("--deleted-namespaces-mirror must be namespace/name, got %q", r.DeletedNamespacesMirror))
+	}
+	if r.DeletedNamespacesToken != "" && r.DeletedNamespacesGiteaURL == "" {
+		errs = append(errs, errors.New("the sweep's token needs --deleted-namespaces-gitea-url, the only Gitea it may be sent to"))
+	}
+	if r.DeletedNamespacesGiteaURL != "" {
+		if p, err := giteaPolicy(r.AllowedGiteaURLs); err == nil {
+			if err := p.Check(r.DeletedNamespacesGiteaURL); err != nil {
+				errs = append(errs, fmt.Errorf("--deleted-namespaces-gitea-url: %w", err))
+			}
+		}
+	}
+	if r.DeletedNamespacesPerPass < 0 {
+		errs = append(errs, fmt.Errorf("--deleted-namespaces-per-pass must be 0 (the default, %d) or more, got %d", scaler.DefaultDeletedNamespacesPerPass, r.DeletedNamespacesPerPass))
+	}
+	return errs
+}
+
+// deletedNamespaces is the sweep's configuration, nil when it is off.
+func (r *RunCmd) deletedNamespaces() *scaler.DeletedNamespaces {
+	if r.DeletedNamespacesMirror == "" {
+		return nil
+	}
+	ns, name, _ := strings.Cut(r.DeletedNamespacesMirror, "/")
+	return &scaler.DeletedNamespaces{Namespace: ns, ConfigMap: name, GiteaURL: r.DeletedNamespacesGiteaURL,
+		Token: r.DeletedNamespacesToken, MaxPerPass: r.DeletedNamespacesPerPass}
 }
 
 // minGiteaResponseBytes is the smallest --gitea-max-response-bytes: below
@@ -239,6 +284,7 @@ func (r *RunCmd) Validate() error {
 	if _, err := giteaPolicy(r.AllowedGiteaURLs); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, r.validateDeletedNamespaces()...)
 	if r.ServiceAccount != "" {
 		if ns, name, ok := strings.Cut(r.ServiceAccount, ":"); !ok || ns == "" || name == "" {
 			errs = append(errs, fmt.Errorf("--service-account must be namespace:name, got %q", r.ServiceAccount))
@@ -527,6 +573,7 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		AssignmentHold:            r.AssignmentHold,
 		RightsRecheck:             r.RightsRecheck,
 		NewGroupsPerPass:          newGroupsPerPass(r.KubeQPS),
+		DeletedNamespaces:         r.deletedNamespaces(),
 	}, err
 }
 
@@ -562,7 +609,8 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,
 		"runnerTemplate", r.RunnerTemplate, "runnerTemplatePinned", cfg.Runner.Pinned.String(),
 		"runnerConfigDefaults", runnerconfig.String(cfg.Runner.Config.Defaults), "runnerConfigPinned", runnerconfig.String(cfg.Runner.Config.Pinned),
-		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces)
+		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces,
+		"deletedNamespacesMirror", r.DeletedNamespacesMirror, "deletedNamespacesGiteaURL", r.DeletedNamespacesGiteaURL, "deletedNamespacesToken", r.DeletedNamespacesToken != "")
 	if len(r.AllowedGiteaURLs) == 0 {
 		deps.Log.Warn("no allowed Gitea URLs: a RunnerGroup may send its API token to any host but loopback, link-local and metadata addresses; set --allowed-gitea-urls")
 	}

@@ -94,12 +94,12 @@ func (s Store) Load(ctx context.Context, namespace string) (Entries, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot read ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
 	}
-	return decode(cm), nil
+	return decode(cm.Data), nil
 }
 
-func decode(cm *corev1.ConfigMap) Entries {
+func decode(data map[string]string) Entries {
 	out := Entries{}
-	for tag, raw := range cm.Data {
+	for tag, raw := range data {
 		var e Entry
 		if json.Unmarshal([]byte(raw), &e) == nil && e.Group != "" {
 			out[tag] = e
@@ -132,65 +132,86 @@ func (s Store) Record(ctx context.Context, namespace, tag, group string, p Place
 // current place goes moves to its first former one (only a deleted
 // group's current place is forgotten).
 func (s Store) Forget(ctx context.Context, namespace string, p Place, tags []string) error {
-	return s.change(ctx, namespace, func(cur Entries) bool {
-		changed := false
-		for _, t := range tags {
-			e, ok := cur[t]
-			if !ok || !slices.Contains(e.Places(), p) {
-				continue
-			}
-			changed = true
-			left := slices.DeleteFunc(e.Places(), func(q Place) bool { return q == p })
-			if len(left) == 0 {
-				delete(cur, t)
-				continue
-			}
-			cur[t] = entry(e.Group, left[0], left[1:])
+	return s.change(ctx, namespace, func(cur Entries) bool { return cur.Forget(p, tags) })
+}
+
+// Forget is Store.Forget on entries in memory; it says whether any changed.
+func (cur Entries) Forget(p Place, tags []string) bool {
+	changed := false
+	for _, t := range tags {
+		e, ok := cur[t]
+		if !ok || !slices.Contains(e.Places(), p) {
+			continue
 		}
-		return changed
-	})
+		changed = true
+		left := slices.DeleteFunc(e.Places(), func(q Place) bool { return q == p })
+		if len(left) == 0 {
+			delete(cur, t)
+			continue
+		}
+		cur[t] = entry(e.Group, left[0], left[1:])
+	}
+	return changed
 }
 
 // writeRetry bounds the retries of a write that lost a race: maxAttempts
 // tries in all, a few milliseconds apart.
 var writeRetry = wait.Backoff{Steps: maxAttempts, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.1}
 
-// change reads the ledger, applies edit and writes it back under the
-// resourceVersion it read, again from a fresh read when another pass wrote
-// in between.
+// change reads the ledger, applies edit and writes it back (see update).
 func (s Store) change(ctx context.Context, namespace string, edit func(Entries) bool) error {
-	cms := s.Client.CoreV1().ConfigMaps(namespace)
+	return update(ctx, s.Client, namespace, ConfigMapName, func(data map[string]string) (map[string]string, bool, error) {
+		cur := decode(data)
+		if !edit(cur) {
+			return nil, false, nil
+		}
+		return encode(cur)
+	})
+}
+
+// encode is the ConfigMap data of entries: one JSON value per owner tag.
+func encode[T any](m map[string]T) (map[string]string, bool, error) {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, false, err
+		}
+		out[k] = string(raw)
+	}
+	return out, true, nil
+}
+
+// update reads ConfigMap namespace/name, gives its data to edit and, when
+// edit changed it, writes the new data back under the resourceVersion it
+// read (creating the ConfigMap if there was none), again from a fresh read
+// when another pass wrote in between.
+func update(ctx context.Context, client kubernetes.Interface, namespace, name string, edit func(map[string]string) (map[string]string, bool, error)) error {
+	cms := client.CoreV1().ConfigMaps(namespace)
 	lostRace := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
 	return retry.OnError(writeRetry, lostRace, func() error {
-		cm, err := cms.Get(ctx, ConfigMapName, metav1.GetOptions{})
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
 		exists := err == nil
 		switch {
 		case apierrors.IsNotFound(err):
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: namespace,
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
 				Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}}}
 		case err != nil:
-			return fmt.Errorf("cannot read ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+			return fmt.Errorf("cannot read ConfigMap %s/%s: %w", namespace, name, err)
 		}
-		cur := decode(cm)
-		if !edit(cur) {
-			return nil
+		data, changed, err := edit(cm.Data)
+		if err != nil || !changed {
+			return err
 		}
 		cm = cm.DeepCopy()
-		cm.Data = map[string]string{}
-		for tag, e := range cur {
-			raw, err := json.Marshal(e)
-			if err != nil {
-				return err
-			}
-			cm.Data[tag] = string(raw)
-		}
+		cm.Data = data
 		if exists {
 			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
 		} else {
 			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
 		}
 		if err != nil {
-			return fmt.Errorf("cannot write ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+			return fmt.Errorf("cannot write ConfigMap %s/%s: %w", namespace, name, err)
 		}
 		return nil
 	})

@@ -38,8 +38,11 @@ type Metrics struct {
 	lastSuccess    prometheus.Gauge
 	runnersCreated prometheus.Counter
 	runnersReaped  *prometheus.CounterVec
-	queuedToJob    prometheus.Histogram
-	webhook        *prometheus.CounterVec
+	// deletedNSLeft is the last sweep's count of recorded groups of
+	// deleted namespaces that may still have registrations, by reason.
+	deletedNSLeft *prometheus.GaugeVec
+	queuedToJob   prometheus.Histogram
+	webhook       *prometheus.CounterVec
 
 	// giteaTotal and kubeTotal are the request counts for the pass
 	// summary line (scaler.RequestCounter).
@@ -83,7 +86,9 @@ func New() *Metrics {
 		runnersCreated: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "runners_created_total",
 			Help: "Runner Jobs created."}),
 		runnersReaped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "runners_reaped_total",
-			Help: "Runners that went, by reason: start_timeout (the Job's pod never started), idle (surplus runner reaped), orphan (registration without a Job removed)."}, []string{"reason"}),
+			Help: "Runners that went, by reason: start_timeout (the Job's pod never started), idle (surplus runner reaped), orphan (registration without a Job removed), deleted_namespace (registration of a deleted namespace removed)."}, []string{"reason"}),
+		deletedNSLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "deleted_namespace_groups_left",
+			Help: "RunnerGroups of deleted namespaces whose registrations may still be in Gitea, as the last sweep found them (cleanup.deletedNamespaces), by reason: no_token (the sweep has no Gitea token), other_gitea (registered on another Gitea than the token's), running (a registration is online or runs a job), failed (Gitea or the API server failed), later (over the per-pass bound)."}, []string{"reason"}),
 		queuedToJob: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "queued_to_job_seconds",
 			Help: "Time from a Gitea job's creation to its runner Job's creation.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}),
 		webhook: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "webhook_deliveries_total",
@@ -105,17 +110,24 @@ func New() *Metrics {
 		Help: "Always 1; its labels name the scaler's version and the Go version it was built with."}, []string{"version", "goversion"})
 	m.lastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "last_successful_pass_timestamp_seconds",
 		Help: "Unix time at which the last full pass that could run ended (result ok or failed: RunnerGroups were listed and served; a group's own failure is on its Ready condition). 0 until one has."})
-	m.reg.MustRegister(m.giteaLatency, m.buildInfo, m.lastSuccess)
+	m.reg.MustRegister(m.giteaLatency, m.buildInfo, m.lastSuccess, m.deletedNSLeft)
 	m.reg.MustRegister(m.passes, m.passDuration, m.giteaRequests, m.kubeRequests, m.runnersCreated, m.runnersReaped, m.queuedToJob, m.webhook,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "failed", "error"} {
 		m.passes.WithLabelValues(r)
 	}
-	for _, r := range []string{scaler.ReapStartTimeout, scaler.ReapIdle, scaler.ReapOrphan} {
+	for _, r := range []string{scaler.ReapStartTimeout, scaler.ReapIdle, scaler.ReapOrphan, scaler.ReapDeletedNamespace} {
 		m.runnersReaped.WithLabelValues(r)
+	}
+	for _, r := range leftReasons {
+		m.deletedNSLeft.WithLabelValues(r)
 	}
 	return m
 }
+
+// leftReasons are the reasons of deleted_namespace_groups_left, each
+// served from the start (0 until a sweep counts one).
+var leftReasons = []string{scaler.LeftNoToken, scaler.LeftOtherGitea, scaler.LeftRunning, scaler.LeftFailed, scaler.LeftLater}
 
 // SetBuildInfo labels build_info with the scaler's version and the Go
 // version it was built with.
@@ -197,6 +209,12 @@ func (m *Metrics) ObservePass(sum scaler.Summary, took time.Duration, err error)
 		m.runnersReaped.WithLabelValues(scaler.ReapOrphan).Add(float64(g.OrphansRemoved))
 	}
 	m.runnersCreated.Add(float64(sum.Created))
+	m.runnersReaped.WithLabelValues(scaler.ReapDeletedNamespace).Add(float64(sum.DeletedNamespaces.Removed))
+	if sum.DeletedNamespaces.Left != nil { // the pass swept
+		for _, reason := range leftReasons {
+			m.deletedNSLeft.WithLabelValues(reason).Set(float64(sum.DeletedNamespaces.Left[reason]))
+		}
+	}
 	for _, d := range sum.QueuedToJob {
 		m.queuedToJob.Observe(d.Seconds())
 	}

@@ -59,6 +59,23 @@ func TestObservePassCountsPassesRunnersAndGroups(t *testing.T) {
 	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_queued_to_job_seconds_sum 6")
 }
 
+// The sweep of deleted namespaces: registrations removed count as
+// reaped (reason deleted_namespace), and the groups of deleted namespaces
+// left behind are a gauge by reason, replaced by each pass that swept and
+// kept by one that did not (a webhook's).
+func TestObservePassReportsTheSweepOfDeletedNamespaces(t *testing.T) {
+	m := New()
+	m.ObservePass(scaler.Summary{DeletedNamespaces: scaler.DeletedNamespacesReport{Removed: 2,
+		Left: map[string]int{scaler.LeftNoToken: 3}}}, time.Second, nil)
+	m.ObservePass(scaler.Summary{Partial: true}, time.Second, nil)
+	assert.InDelta(t, 2, testutil.ToFloat64(m.runnersReaped.WithLabelValues(scaler.ReapDeletedNamespace)), 0)
+	assert.InDelta(t, 3, testutil.ToFloat64(m.deletedNSLeft.WithLabelValues(scaler.LeftNoToken)), 0, "kept by a pass that did not sweep")
+
+	m.ObservePass(scaler.Summary{DeletedNamespaces: scaler.DeletedNamespacesReport{Left: map[string]int{scaler.LeftRunning: 1}}}, time.Second, nil)
+	assert.InDelta(t, 0, testutil.ToFloat64(m.deletedNSLeft.WithLabelValues(scaler.LeftNoToken)), 0)
+	assert.InDelta(t, 1, testutil.ToFloat64(m.deletedNSLeft.WithLabelValues(scaler.LeftRunning)), 0)
+}
+
 func TestTransportsCountRequestsByCodeAndTarget(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.URL.Path, "nope") {

@@ -41,6 +41,9 @@ type Summary struct {
 	// Deferred counts the new groups left to later passes
 	// (Config.NewGroupsPerPass).
 	Deferred int
+	// DeletedNamespaces is what the sweep of deleted namespaces' registrations
+	// did (Config.DeletedNamespaces; zero when it is off, and in a partial pass).
+	DeletedNamespaces DeletedNamespacesReport
 }
 
 // Err is non-nil when any group or namespace failed, so the pass's Job
@@ -93,7 +96,8 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 			}
 		}
 	}
-	groups, deferred := s.admitNew(rotate(groups, s.turn()))
+	turn := s.turn()
+	groups, deferred := s.admitNew(rotate(groups, turn))
 	sum := Summary{Groups: len(groups) + len(broken), FailedNamespaces: failedNS, Partial: keep != nil || deferred > 0, Deferred: deferred}
 	if deferred > 0 {
 		s.log.Info("serving some new RunnerGroups in later passes, to keep this pass's writes bounded", "newGroupsPerPass", s.cfg.NewGroupsPerPass, "deferred", deferred)
@@ -130,6 +134,11 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	})
 	if shared != nil {
 		shared.wait.Wait()
+	}
+	// A full pass only: a webhook's pass is for speed, and serves some
+	// groups only.
+	if keep == nil && s.cfg.DeletedNamespaces != nil {
+		sum.DeletedNamespaces = s.sweepDeletedNamespaces(ctx, runs, turn)
 	}
 	sort.Strings(sum.Failed)
 	return sum, nil

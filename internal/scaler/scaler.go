@@ -23,6 +23,9 @@
 //	reap.go     runner Jobs that never started, idle surplus runners, orphan
 //	            registrations: deleted safely
 //	record.go   the group's status, conditions and events
+//	deletedns.go  after the groups, with cleanup.deletedNamespaces: the
+//	            mirror of what each namespace registered, and the removal of
+//	            the registrations of namespaces that are gone
 //	reasons.go  the reasons a group's conditions and events give
 package scaler
 
@@ -145,6 +148,10 @@ type Config struct {
 	// every namespace every pass, so a removed RoleBinding is seen by the
 	// next pass and the loop's watches there stop.
 	RightsRecheck time.Duration
+	// DeletedNamespaces, when set, keeps a copy of what each served
+	// namespace registered and removes the registrations of namespaces
+	// that are gone (see DeletedNamespaces); nil does neither.
+	DeletedNamespaces *DeletedNamespaces
 }
 
 // DefaultAssignmentHold is Config.AssignmentHold's default: longer than a
@@ -214,6 +221,16 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		return nil, errors.New("the runner idle and start timeouts must not be negative")
 	case cfg.AssignmentHold < 0:
 		return nil, errors.New("the assignment hold must not be negative")
+	}
+	if d := cfg.DeletedNamespaces; d != nil {
+		switch {
+		case d.Namespace == "" || d.ConfigMap == "":
+			return nil, errors.New("the sweep of deleted namespaces needs the namespace and name of its ConfigMap")
+		case d.Token != "" && d.GiteaURL == "":
+			return nil, errors.New("the sweep of deleted namespaces needs the Gitea URL its token is for")
+		case d.MaxPerPass < 0:
+			return nil, errors.New("the deleted namespaces swept per pass must not be negative")
+		}
 	}
 	s := &Scaler{
 		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,

@@ -23,6 +23,9 @@ const (
 	ReapStartTimeout = "start_timeout"
 	ReapIdle         = "idle"
 	ReapOrphan       = "orphan"
+	// ReapDeletedNamespace: a registration a deleted namespace left
+	// (DeletedNamespaces), counted in Summary.DeletedNamespaces.
+	ReapDeletedNamespace = "deleted_namespace"
 )
 
 // PassObserver hears about every finished pass: the metrics endpoint.
@@ -71,6 +74,9 @@ func summaryAttrs(sum Summary, took time.Duration, giteaReqs, kubeReqs int64) []
 	}
 	if sum.Deferred > 0 {
 		attrs = append(attrs, "deferred", sum.Deferred)
+	}
+	if d := sum.DeletedNamespaces; d.Left != nil {
+		attrs = append(attrs, slog.Group("deletedNamespaces", "removed", d.Removed, "waiting", d.Waiting, "left", d.Left))
 	}
 	if n := len(sum.QueuedToJob); n > 0 {
 		l := slices.Clone(sum.QueuedToJob)

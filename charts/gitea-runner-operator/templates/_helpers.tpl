@@ -404,3 +404,12 @@ scaler for each group.
 {{- define "gitea-runner-operator.runnerCacheURL" -}}
 {{- .Values.runnerCache.url | default (printf "http://%s.{namespace}.svc:%d/" (include "gitea-runner-operator.runnerCacheName" .) (int64 .Values.runnerCache.port)) -}}
 {{- end -}}
+
+{{/*
+The ConfigMap, in the release namespace, where the scaler mirrors what each
+served namespace registered with Gitea (cleanup.deletedNamespaces); its Role
+and RoleBinding have the same name.
+*/}}
+{{- define "gitea-runner-operator.registrationsMirrorName" -}}
+{{- printf "%s-registrations" (include "gitea-runner-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}

@@ -202,6 +202,26 @@ spec:
         {{- with $proxyEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+        {{- with (($v.cleanup | default dict).deletedNamespaces | default dict) }}
+        {{- if .enabled }}
+        - name: SCALER_DELETED_NAMESPACES_MIRROR
+          value: {{ printf "%s/%s" $.root.Release.Namespace (include "gitea-runner-operator.registrationsMirrorName" $.root) | quote }}
+        - name: SCALER_DELETED_NAMESPACES_PER_PASS
+          value: {{ printf "%d" (int64 (.perPass | default 4)) | quote }}
+        {{- with .giteaURL }}
+        - name: SCALER_DELETED_NAMESPACES_GITEA_URL
+          value: {{ . | quote }}
+        {{- end }}
+        {{- if (.tokenSecret | default dict).name }}
+        - name: SCALER_DELETED_NAMESPACES_TOKEN
+          valueFrom:
+            secretKeyRef:
+              name: {{ .tokenSecret.name | quote }}
+              key: {{ .tokenSecret.key | quote }}
+              optional: true
+        {{- end }}
+        {{- end }}
+        {{- end }}
         {{- with ($v.runnerConfig | default dict).defaults }}
         - name: SCALER_RUNNER_CONFIG_DEFAULTS
           value: {{ toJson . | quote }}

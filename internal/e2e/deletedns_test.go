@@ -1,0 +1,143 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+)
+
+// A namespace deleted while its group's runner is registered and has never
+// run a job takes its groups, runner Jobs, token Secrets and ledger with
+// it, but not the registration. With the sweep on (the chart's
+// cleanup.deletedNamespaces), passes mirror what each served namespace
+// registered into a ConfigMap outside it; once the namespace is gone
+// (404), a pass removes the registration with the platform's token.
+// Without the token nothing is removed and the pass says why. Another
+// namespace's registration stays.
+func TestLifecycleDeletedNamespaceRegistrationIsRemoved(t *testing.T) {
+	t.Parallel()
+	b := getBed(t)
+	ctx := testContext(t, 12*time.Minute)
+	gone, fx, _, runner := b.idleRegisteredRunner(ctx, t, "e2e-nsgone", time.Hour)
+	kept, fxKept, _, keptRunner := b.idleRegisteredRunner(ctx, t, "e2e-nskept", time.Hour)
+	platform := b.namespace(ctx, t, "e2e-platform", nil)
+	const mirror = "registrations"
+	sweep := func(namespaces []string, token bool) passResult {
+		args := []string{"--runner-idle-timeout", "1h", "--runner-start-timeout", "10m",
+			"--deleted-namespaces-mirror", platform + "/" + mirror, "--deleted-namespaces-gitea-url", b.gitea.admin.URL()}
+		if token {
+			args = append(args, "--deleted-namespaces-token", b.gitea.adminToken)
+		}
+		r := b.pass(ctx, t, passOpts{namespaces: namespaces, args: args})
+		requireSanePass(t, r, "pass with the sweep of deleted namespaces")
+		return r
+	}
+
+	sweep([]string{gone, kept}, true)
+	copies, err := ledger.Mirror{Client: b.kube, Namespace: platform, Name: mirror}.Load(ctx)
+	require.NoError(t, err)
+	goneNS, err := b.kube.CoreV1().Namespaces().Get(ctx, gone, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, copies, ledger.MirrorKey(gone, goneNS.UID), "the pass mirrored what %s registered", gone)
+
+	require.NoError(t, b.kube.CoreV1().Namespaces().Delete(ctx, gone, metav1.DeleteOptions{}))
+	waitUntil(ctx, t, 4*time.Minute, "namespace "+gone+" gone", nil, func(ctx context.Context) (bool, string, error) {
+		n, err := b.kube.CoreV1().Namespaces().Get(ctx, gone, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		return false, fmt.Sprintf("phase %s, conditions %v", n.Status.Phase, n.Status.Conditions), nil
+	})
+
+	r := sweep([]string{kept}, false)
+	require.Contains(t, r.log, "no Gitea token for the sweep of deleted namespaces", "without the token the pass says why")
+	require.Contains(t, b.orgRunners(ctx, t, fx.spec.Org), runner, "without the token nothing is removed")
+
+	waitUntil(ctx, t, 5*time.Minute, "runner "+runner+" of deleted namespace "+gone+" removed from Gitea", nil, func(ctx context.Context) (bool, string, error) {
+		sweep([]string{kept}, true)
+		r, ok := b.orgRunners(ctx, t, fx.spec.Org)[runner]
+		return !ok, fmt.Sprintf("runner %+v", r), nil
+	})
+	require.Contains(t, b.orgRunners(ctx, t, fxKept.spec.Org), keptRunner, "another namespace's registration stays")
+	copies, err = ledger.Mirror{Client: b.kube, Namespace: platform, Name: mirror}.Load(ctx)
+	require.NoError(t, err)
+	require.NotContains(t, copies, ledger.MirrorKey(gone, goneNS.UID), "nothing of it is left: forgotten")
+}
+
+// The same through the chart, under the rights it grants: a release with
+// cleanup.deletedNamespaces and the platform's token in a Secret of its
+// namespace serves two namespaces, each with a warm runner registered and
+// idle (it never ran a job). The looping listener mirrors both into
+// <fullname>-registrations with only the Role the chart gives it; once one
+// namespace is deleted and gone, its runner's registration is removed and
+// the other namespace's stays.
+func TestChartSweepsADeletedNamespacesRegistrations(t *testing.T) {
+	t.Parallel()
+	b := getBed(t)
+	ctx := testContext(t, 12*time.Minute)
+	gone := b.namespace(ctx, t, "e2e-nsgc", nil)
+	kept := b.namespace(ctx, t, "e2e-nsgc-kept", nil)
+	sys := b.namespace(ctx, t, "e2e-nsgc-sys", nil)
+	secrets.add(b.gitea.adminToken)
+	_, err := b.kube.CoreV1().Secrets(sys).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea-platform"},
+		StringData: map[string]string{"token": b.gitea.adminToken}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	values := deploymentValues()
+	values["watchNamespaces"] = []string{gone, kept}
+	values["cleanup"] = map[string]any{"deletedNamespaces": map[string]any{"enabled": true, "giteaURL": b.gitea.admin.URL(),
+		"tokenSecret": map[string]any{"name": "gitea-platform"}}}
+	rel := b.helmInstall(ctx, t, sys, "gro", values)
+	fx := b.newOrgScope(ctx, t, uniq("e2e-nsgc"))
+	tags := map[string]string{}
+	for _, ns := range []string{gone, kept} {
+		b.tokenSecret(ctx, t, ns, groupSecret("warm"), fx.regToken, fx.apiToken)
+		spec := b.groupSpec(fx, groupSecret("warm"), 1, uniq("e2e-nsgc"))
+		spec.MinIdleRunners = 1
+		tags[ns] = runnerjob.OwnerTag(b.createGroup(ctx, t, ns, "warm", nil, spec).UID)
+	}
+	dump := func() string { return b.dumpNamespaces(sys, gone, kept) }
+	// registered is the name of ns's warm runner registered in Gitea, if any.
+	registered := func(ctx context.Context, ns string) string {
+		for name := range b.orgRunners(ctx, t, fx.spec.Org) {
+			if _, _, tag, ok := runnerjob.SplitRunnerName(name); ok && tag == tags[ns] {
+				return name
+			}
+		}
+		return ""
+	}
+	mirror := ledger.Mirror{Client: b.kube, Namespace: sys, Name: rel.fullname() + "-registrations"}
+	goneNS, err := b.kube.CoreV1().Namespaces().Get(ctx, gone, metav1.GetOptions{})
+	require.NoError(t, err)
+	var runner string
+	waitUntil(ctx, t, stepWait, "both warm runners registered, and "+gone+" mirrored", dump, func(ctx context.Context) (bool, string, error) {
+		runner = registered(ctx, gone)
+		copies, err := mirror.Load(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		_, mirrored := copies[ledger.MirrorKey(gone, goneNS.UID)]
+		return runner != "" && registered(ctx, kept) != "" && mirrored, fmt.Sprintf("runner %q, mirrored %v", runner, mirrored), nil
+	})
+
+	require.NoError(t, b.kube.CoreV1().Namespaces().Delete(ctx, gone, metav1.DeleteOptions{}))
+	waitUntil(ctx, t, 5*time.Minute, "runner "+runner+" of deleted namespace "+gone+" removed from Gitea", dump, func(ctx context.Context) (bool, string, error) {
+		_, err := b.kube.CoreV1().Namespaces().Get(ctx, gone, metav1.GetOptions{})
+		left := registered(ctx, gone)
+		return apierrors.IsNotFound(err) && left == "", fmt.Sprintf("namespace: %v, runner %q", err, left), nil
+	})
+	require.NotEmpty(t, registered(ctx, kept), "another namespace's registration stays")
+}

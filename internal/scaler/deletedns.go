@@ -1,0 +1,442 @@
+package scaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+)
+
+// DeletedNamespaces turns on the sweep of the registrations deleted
+// namespaces left in Gitea (Config.DeletedNamespaces). Deleting a
+// namespace deletes its groups, runner Jobs, token Secrets and ledger: a
+// runner that registered there and never ran a job stays in Gitea,
+// offline, for ever, and nothing in the namespace is left to say whose it
+// was or to hold a token that may delete it. So the platform team, which
+// trusts itself and not the tenants, gives the install both: a place
+// outside every tenant's reach for the copy of what each served namespace
+// registered (a ConfigMap in the release namespace, the mirror), and a
+// Gitea API token of its own that may list and delete runners in the
+// scopes the install serves.
+type DeletedNamespaces struct {
+	// Namespace and ConfigMap name the mirror (ledger.Mirror): the
+	// release namespace, where no tenant can write, so no tenant can make
+	// the sweep delete another tenant's runners by writing a record.
+	Namespace, ConfigMap string
+	// GiteaURL is the Gitea the platform's token is for. The token is sent
+	// there and nowhere else: a recorded place on another URL came from a
+	// group's spec, which a tenant writes, and is left alone (and
+	// reported), or a tenant could have the platform's token sent to a
+	// server of its own.
+	GiteaURL string
+	// Token is the platform's API token. Empty: the mirror is kept and
+	// nothing is deleted; each pass says how many recorded groups of
+	// deleted namespaces may have left registrations (LeftNoToken).
+	Token string
+	// MaxPerPass bounds the deleted namespaces swept per pass (each costs
+	// a runners listing per recorded place, and a running-jobs listing
+	// where something is to be removed); 0 means
+	// DefaultDeletedNamespacesPerPass.
+	MaxPerPass int
+}
+
+// DefaultDeletedNamespacesPerPass is DeletedNamespaces.MaxPerPass's
+// default: a few listings per pass, next to the live groups' many. A
+// namespace left over waits for the next pass (LeftLater).
+const DefaultDeletedNamespacesPerPass = 4
+
+// maxNamespaceChecks bounds the namespaces a pass asks the API server
+// about for the sweep (records of namespaces it did not serve): one GET
+// each.
+const maxNamespaceChecks = 64
+
+// Why recorded groups of deleted namespaces are left (the keys of
+// DeletedNamespacesReport.Left, and the reason label of the metric).
+const (
+	// LeftNoToken: the sweep has no platform token, so nothing is deleted.
+	LeftNoToken = "no_token"
+	// LeftOtherGitea: the group registered on another Gitea than the
+	// platform token's.
+	LeftOtherGitea = "other_gitea"
+	// LeftRunning: a registration of the group is online or runs a job
+	// (Gitea has not yet seen its runner go); a later pass looks again.
+	LeftRunning = "running"
+	// LeftFailed: Gitea or the API server failed the sweep; a later pass
+	// tries again.
+	LeftFailed = "failed"
+	// LeftLater: over the pass's bound; a later pass sweeps it.
+	LeftLater = "later"
+)
+
+// DeletedNamespacesReport is what a pass's sweep of deleted namespaces
+// did: registrations removed, namespaces still being deleted (waited
+// for), and per reason how many recorded groups of deleted namespaces may
+// still have registrations in Gitea.
+type DeletedNamespacesReport struct {
+	Removed int
+	Waiting int
+	Left    map[string]int
+}
+
+// nsState is what the API server says of a recorded namespace.
+type nsState int
+
+const (
+	nsLive        nsState = iota // the same namespace, not being deleted
+	nsTerminating                // being deleted: its pods may still run
+	nsGone                       // 404, or another UID: every pod of it is gone
+)
+
+// sweepDeletedNamespaces mirrors what the pass's namespaces registered,
+// then removes the registrations of recorded namespaces that are gone.
+// Nothing it meets fails the pass: the live groups have been served, and
+// whatever was not swept waits for a later pass, counted in the report.
+func (s *Scaler) sweepDeletedNamespaces(ctx context.Context, runs []*groupRun, turn int64) DeletedNamespacesReport {
+	d := s.cfg.DeletedNamespaces
+	rep := DeletedNamespacesReport{Left: map[string]int{}}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
+	defer cancel()
+	m := ledger.Mirror{Client: s.kube, Namespace: d.Namespace, Name: d.ConfigMap}
+	cur, err := m.Load(ctx)
+	if err != nil {
+		s.log.Error("cannot read the registrations mirror; the registrations of deleted namespaces are not swept in this pass", "error", err)
+		return rep
+	}
+	served, current := s.mirrorServed(ctx, runs, cur)
+	var edits []func(ledger.Copies) bool
+	for _, c := range served {
+		edits = append(edits, func(cs ledger.Copies) bool {
+			key := ledger.MirrorKey(c.Namespace, c.UID)
+			old, had := cs[key]
+			switch {
+			case len(c.Groups) == 0:
+				delete(cs, key) // nothing of the namespace is left to sweep
+				return had
+			case had && reflect.DeepEqual(old, c):
+				return false
+			}
+			cs[key] = c
+			return true
+		})
+	}
+
+	var keys []string
+	for key := range cur {
+		if !current[key] {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	if n := int64(len(keys)); n > 0 {
+		i := (turn%n + n) % n // a record whose sweep keeps failing does not hold the others back
+		keys = append(keys[i:], keys[:i]...)
+	}
+	limit := d.MaxPerPass
+	if limit <= 0 {
+		limit = DefaultDeletedNamespacesPerPass
+	}
+	checks, swept, noToken := 0, 0, 0
+	for _, key := range keys {
+		c := cur[key]
+		if checks == maxNamespaceChecks {
+			rep.Left[LeftLater] += len(c.Groups)
+			continue
+		}
+		checks++
+		state, err := s.namespaceState(ctx, c.Namespace, c.UID)
+		switch {
+		case err != nil:
+			s.log.Warn("cannot tell whether a recorded namespace is gone; its registrations are looked at in a later pass", "namespace", c.Namespace, "error", err)
+			rep.Left[LeftFailed] += len(c.Groups)
+			continue
+		case state == nsTerminating:
+			rep.Waiting++
+			continue
+		case state == nsLive:
+			continue // no longer served, or served by no group now: its runners may still run
+		}
+		switch {
+		case d.Token == "":
+			rep.Left[LeftNoToken] += len(c.Groups)
+			noToken += len(c.Groups)
+			continue
+		case swept == limit:
+			rep.Left[LeftLater] += len(c.Groups)
+			continue
+		}
+		swept++
+		if edit := s.sweepNamespace(ctx, key, c, &rep); edit != nil {
+			edits = append(edits, edit)
+		}
+	}
+	if noToken > 0 {
+		s.log.Warn("no Gitea token for the sweep of deleted namespaces: their runners' registrations are not removed (see the chart's cleanup.deletedNamespaces)", "groups", noToken)
+	}
+	if len(edits) > 0 && !s.cfg.DryRun {
+		err := m.Change(ctx, func(cs ledger.Copies) bool {
+			changed := false
+			for _, edit := range edits {
+				changed = edit(cs) || changed
+			}
+			return changed
+		})
+		if err != nil {
+			s.log.Error("cannot write the registrations mirror", "error", err)
+		}
+	}
+	if rep.Removed > 0 || len(rep.Left) > 0 || rep.Waiting > 0 {
+		s.log.Info("swept the registrations of deleted namespaces", "removed", rep.Removed, "waiting", rep.Waiting, "left", rep.Left)
+	}
+	return rep
+}
+
+// mirrorServed is the mirror's record of each namespace the pass served
+// (enabled, its UID read), and the keys of those records. A record holds
+// the owner tags of the install's groups listed there now that the
+// namespace's ledger names under the same group name (they registered
+// runners), or that created runner Jobs in this pass; their places are the
+// group's spec's, then the former ones the ledger keeps. A tag of the old
+// record whose group is gone stays while the ledger keeps it (some
+// registration of it may be left) and goes with it. A tag only the ledger
+// names is never taken: the ledger is the tenant's to write, a group's UID
+// is the API server's.
+func (s *Scaler) mirrorServed(ctx context.Context, runs []*groupRun, cur ledger.Copies) ([]ledger.Copy, map[string]bool) {
+	byNS := map[string][]*groupRun{}
+	for _, g := range runs {
+		if g != nil {
+			byNS[g.rg.Namespace] = append(byNS[g.rg.Namespace], g)
+		}
+	}
+	var out []ledger.Copy
+	current := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(byNS)) {
+		gs := byNS[name]
+		f := gs[0].namespaces.facts(ctx, s, name)
+		if f.err != nil || len(f.missing) > 0 || f.ns == nil || f.nsErr != nil || f.ns.UID == "" {
+			continue
+		}
+		key := ledger.MirrorKey(name, f.ns.UID)
+		current[key] = true
+		books, err := s.ledger(ctx, gs[0])
+		c := ledger.Copy{Namespace: name, UID: f.ns.UID, Groups: ledger.Entries{}}
+		for _, g := range gs {
+			tag := runnerjob.OwnerTag(g.rg.UID)
+			e, ok := books[tag]
+			if (!ok || e.Group != g.rg.Name) && g.stats.Created == 0 {
+				continue
+			}
+			here := placeOf(&g.rg.Spec)
+			formerly := slices.DeleteFunc(slices.Clone(e.Formerly), func(p ledger.Place) bool { return p == here })
+			if e.Place() != here && e.Group == g.rg.Name && e.URL != "" {
+				formerly = append([]ledger.Place{e.Place()}, formerly...)
+			}
+			if len(formerly) == 0 {
+				formerly = nil
+			}
+			formerly = formerly[:min(len(formerly), ledger.MaxFormerly)]
+			c.Groups[tag] = ledger.Entry{Group: g.rg.Name, URL: here.URL, Scope: here.Scope, Owner: here.Owner, Repo: here.Repo, Formerly: formerly}
+		}
+		for tag, e := range cur[key].Groups {
+			if _, ok := c.Groups[tag]; ok {
+				continue
+			}
+			if _, kept := books[tag]; kept || err != nil {
+				c.Groups[tag] = e
+			}
+		}
+		if len(c.Groups) > 0 || len(cur[key].Groups) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out, current
+}
+
+// namespaceState asks the API server (not a loop's cache, which may lag)
+// about a recorded namespace. Only a 404, or the name holding another
+// namespace (another UID: deleted and made again), means every pod of the
+// recorded one is gone, so none of its runners can run again. A namespace
+// being deleted may still have runner pods finishing their jobs; one that
+// exists and is no longer served may have runners that run.
+func (s *Scaler) namespaceState(ctx context.Context, name string, uid types.UID) (nsState, error) {
+	n, err := s.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nsGone, nil
+	case err != nil:
+		return nsLive, err
+	case n.UID != uid:
+		return nsGone, nil
+	case n.DeletionTimestamp != nil:
+		return nsTerminating, nil
+	}
+	return nsLive, nil
+}
+
+// sweepNamespace removes, with the platform's token, the registrations
+// a gone namespace's recorded groups left, place by place, as
+// removeLeftBehind does for a deleted group (plan.LeftBehind, with no
+// group living): ephemeral, offline, running no job (Gitea's in_progress
+// jobs read soundly), named with a recorded owner tag under its recorded
+// group's name. It returns the edit of the record: the tags of which
+// nothing is left at a place are forgotten there, and the record goes
+// once no tag is left.
+func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, rep *DeletedNamespacesReport) func(ledger.Copies) bool {
+	d := s.cfg.DeletedNamespaces
+	log := s.log.With("deletedNamespace", c.Namespace)
+	fail := func(msg string, err error) func(ledger.Copies) bool {
+		log.Error(msg, "error", err)
+		rep.Left[LeftFailed] += len(c.Groups)
+		return nil
+	}
+	client, err := s.gitea(d.GiteaURL, d.Token)
+	if err != nil {
+		return fail("cannot reach Gitea for the sweep of deleted namespaces", err)
+	}
+	runners, ok := client.(gitea.Runners)
+	if !ok {
+		return fail("cannot sweep deleted namespaces", errors.New("this Gitea client has no runners API"))
+	}
+	home := assign.Instance(d.GiteaURL)
+	var places []ledger.Place
+	for _, e := range c.Groups {
+		for _, p := range e.Places() {
+			if !slices.Contains(places, p) {
+				places = append(places, p)
+			}
+		}
+	}
+	slices.SortFunc(places, func(a, b ledger.Place) int { return cmpPlace(a, b) })
+	left := maps.Clone(c.Groups)
+	why := map[string]string{}
+	type forgotten struct {
+		p    ledger.Place
+		tags []string
+	}
+	var forgets []forgotten
+	for _, p := range places {
+		recorded := map[string]string{}
+		for tag, e := range c.Groups {
+			if slices.Contains(e.Places(), p) {
+				recorded[tag] = e.Group
+			}
+		}
+		mark := func(reason string) {
+			for tag := range recorded {
+				why[tag] = reason
+			}
+		}
+		if p.URL != home {
+			mark(LeftOtherGitea)
+			continue
+		}
+		t := gitea.Target{Scope: gitea.Scope(p.Scope), Owner: p.Owner, Repo: p.Repo}
+		all, err := runners.ListRunners(ctx, t)
+		if err != nil {
+			log.Error("cannot list the runners of a deleted namespace's groups", "scope", t.String(), "error", err)
+			mark(LeftFailed)
+			continue
+		}
+		var named []plan.Named
+		for _, r := range all {
+			if group, _, tag, ok := runnerjob.SplitRunnerName(r.Name); ok {
+				named = append(named, plan.Named{Group: group, Tag: tag,
+					Registration: plan.Registration{ID: r.ID, Name: r.Name, Ephemeral: r.Ephemeral, Online: r.Online}})
+			}
+		}
+		in := plan.LeftBehindInput{Regs: named, Recorded: recorded}
+		remove, _ := plan.LeftBehind(in)
+		if len(remove) > 0 {
+			busy, err := s.runningRunners(ctx, runners, t)
+			if err != nil {
+				log.Error("cannot confirm that the runners of a deleted namespace run no job, so none is removed", "scope", t.String(), "error", err)
+				mark(LeftFailed)
+				continue
+			}
+			for i := range in.Regs {
+				in.Regs[i].Busy = busy[in.Regs[i].Name]
+			}
+			remove, _ = plan.LeftBehind(in)
+		}
+		failed := map[string]bool{}
+		for _, r := range remove {
+			group, _, tag, _ := runnerjob.SplitRunnerName(r.Name)
+			if s.cfg.DryRun {
+				fmt.Fprintf(s.out, "  would remove runner %s (ID %d) from Gitea: namespace %s of RunnerGroup %s that registered it is gone\n", r.Name, r.ID, c.Namespace, group)
+				continue
+			}
+			if err := runners.DeleteRunner(ctx, t, r.ID); err != nil {
+				log.Error("cannot remove a runner of a deleted namespace from Gitea", "runner", r.Name, "id", r.ID, "error", err)
+				failed[tag] = true
+				continue
+			}
+			rep.Removed++
+			log.Info("removed a registration of a deleted namespace", "runner", r.Name, "id", r.ID, "deletedGroup", group, "scope", t.String())
+		}
+		if s.cfg.DryRun {
+			continue
+		}
+		var kept []plan.Named
+		for _, r := range in.Regs {
+			if !removed(remove, r.ID) || failed[r.Tag] {
+				r.Online = true // what is left is not removed again here
+				kept = append(kept, r)
+			}
+		}
+		_, forget := plan.LeftBehind(plan.LeftBehindInput{Regs: kept, Recorded: recorded})
+		left.Forget(p, forget)
+		forgets = append(forgets, forgotten{p, forget})
+		for tag := range recorded {
+			switch {
+			case failed[tag]:
+				why[tag] = LeftFailed
+			case !slices.Contains(forget, tag):
+				why[tag] = LeftRunning
+			}
+		}
+	}
+	if s.cfg.DryRun {
+		return nil
+	}
+	for tag := range left {
+		rep.Left[why[tag]]++
+	}
+	return func(cs ledger.Copies) bool {
+		cur, ok := cs[key]
+		if !ok {
+			return false
+		}
+		changed := false
+		for _, f := range forgets {
+			changed = cur.Groups.Forget(f.p, f.tags) || changed
+		}
+		if len(cur.Groups) == 0 {
+			delete(cs, key)
+			return true
+		}
+		return changed
+	}
+}
+
+func cmpPlace(a, b ledger.Place) int {
+	for _, x := range [][2]string{{a.URL, b.URL}, {a.Scope, b.Scope}, {a.Owner, b.Owner}, {a.Repo, b.Repo}} {
+		if x[0] != x[1] {
+			if x[0] < x[1] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
