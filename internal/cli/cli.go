@@ -105,6 +105,8 @@ type RunCmd struct {
 	// The benchmark (make bench) runs the same binary both ways, to print
 	// the naive design's numbers beside the shared ones.
 	BenchNaive bool `env:"SCALER_BENCH_NAIVE" hidden:"" help:"Benchmark only: turn off what a pass shares between RunnerGroups and ask Gitea one status per request."`
+	// And to tell where a pass's memory goes (issue 23).
+	BenchHeapProfile string `env:"SCALER_BENCH_HEAP_PROFILE" hidden:"" placeholder:"DIR" help:"Benchmark only: after each pass write the heap profile to DIR/heap-<pass>.pprof and log the runtime's memory figures."`
 
 	// The runner lifecycle: idle surplus runners, runner Jobs that never
 	// start, orphan registrations.
@@ -392,6 +394,9 @@ func (r *RunCmd) run(streams IO) int {
 	deps := scaler.Deps{
 		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: factory, Log: log, Out: streams.Out,
 		Observer: m, Requests: m,
+	}
+	if r.BenchHeapProfile != "" {
+		deps.Observer = &heapProfiler{Metrics: m, dir: r.BenchHeapProfile, log: log}
 	}
 	if r.Loop && !r.BenchNaive {
 		stop := watchCaches(&deps, kube, dyn, log)

@@ -82,6 +82,29 @@ func nsMatrix(full bool) []nsCase {
 	return []nsCase{{500, 1}, {500, 10}, {500, 100}, {500, 500}, {5000, 10}, {5000, 100}, {5000, 500}}
 }
 
+// nsModes are the modes a case runs in: naive, cronjob and loop, or
+// those BENCH_NS_MODES=mode,mode picks.
+func nsModes() []string {
+	if pick := os.Getenv("BENCH_NS_MODES"); pick != "" {
+		return strings.Split(pick, ",")
+	}
+	return []string{"naive", "cronjob", "loop"}
+}
+
+// nsBenchEnv is what the scaler processes of the benchmark get: with
+// BENCH_NS_PROFILE=DIR, a heap profile after each pass in
+// DIR/<case>-<mode> (--bench-heap-profile); BENCH_NS_ARGS adds flags
+// (space-separated) and BENCH_NS_ENV variables (e.g. GOMEMLIMIT=100MiB).
+func nsBenchEnv(t *testing.T, c nsCase, mode string) (args, env []string) {
+	t.Helper()
+	if dir := os.Getenv("BENCH_NS_PROFILE"); dir != "" {
+		dir = fmt.Sprintf("%s/%d-%d-%s", dir, c.groups, c.namespaces, mode)
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		args = append(args, "--bench-heap-profile", dir)
+	}
+	return append(args, strings.Fields(os.Getenv("BENCH_NS_ARGS"))...), strings.Fields(os.Getenv("BENCH_NS_ENV"))
+}
+
 // isWatch says a request is a watch (counted apart from reads).
 func isWatch(q string) bool {
 	return strings.Contains(q, "watch=true") || strings.Contains(q, "watch=1")
@@ -94,13 +117,20 @@ type nsBenchPass struct {
 	reads, watches, write int64
 	statuses, configMaps  int64
 	rss                   int64
+	// passRSS is a loop pass's own peak (VmRSS over the pass and the
+	// wait before it), where rss is the process's since it started.
+	passRSS int64
 	// deferred says the pass left new groups to later passes.
 	deferred bool
 }
 
 func (p nsBenchPass) String() string {
-	return fmt.Sprintf("wall=%7.2fs gitea=%5d kube-reads=%6d kube-writes=%6d (status=%d configmaps=%d) watches=%4d rss=%6.1fMiB",
+	out := fmt.Sprintf("wall=%7.2fs gitea=%5d kube-reads=%6d kube-writes=%6d (status=%d configmaps=%d) watches=%4d rss=%6.1fMiB",
 		p.wall.Seconds(), p.gitea, p.reads, p.write, p.statuses, p.configMaps, p.watches, float64(p.rss)/(1<<20))
+	if p.passRSS > 0 {
+		out += fmt.Sprintf(" pass-rss=%6.1fMiB", float64(p.passRSS)/(1<<20))
+	}
+	return out
 }
 
 func TestBenchmarkNamespaces(t *testing.T) {
@@ -127,7 +157,7 @@ func TestBenchmarkNamespaces(t *testing.T) {
 
 	var report []string
 	for _, c := range nsMatrix(full) {
-		for _, mode := range []string{"naive", "cronjob", "loop"} {
+		for _, mode := range nsModes() {
 			if mode == "naive" && c.groups > benchNaiveMaxGroups {
 				continue
 			}
@@ -136,7 +166,8 @@ func TestBenchmarkNamespaces(t *testing.T) {
 			if mode == "naive" {
 				args = append(args, "--bench-naive")
 			}
-			o := passOpts{namespaces: namespaces, kubeconfig: api.kubeconfig, args: args, deadline: 30 * time.Minute}
+			more, env := nsBenchEnv(t, c, mode)
+			o := passOpts{namespaces: namespaces, kubeconfig: api.kubeconfig, args: append(args, more...), env: env, deadline: 30 * time.Minute}
 			var passes []nsBenchPass
 			snap := func(wall time.Duration, rss int64, since nsBenchPass) nsBenchPass {
 				return nsBenchPass{wall: wall, gitea: gt.RequestCount() - since.gitea,
@@ -213,6 +244,7 @@ func loopPasses(ctx context.Context, t *testing.T, b *bed, o passOpts, snap func
 			d, err := time.ParseDuration(m[seen][1])
 			require.NoError(t, err)
 			p := snap(d, run.hwm.Load(), last)
+			p.passRSS = run.rss.Swap(0)
 			p.deferred = strings.Contains(m[seen][0], " deferred=")
 			last = snap(0, 0, nsBenchPass{})
 			out = append(out, p)
