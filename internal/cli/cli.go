@@ -106,7 +106,7 @@ type RunCmd struct {
 	// the naive design's numbers beside the shared ones.
 	BenchNaive bool `env:"SCALER_BENCH_NAIVE" hidden:"" help:"Benchmark only: turn off what a pass shares between RunnerGroups and ask Gitea one status per request."`
 	// And to tell where a pass's memory goes (issue 23).
-	BenchHeapProfile string `hidden:"" placeholder:"DIR" help:"Benchmark only: after each pass write the heap profile to DIR/heap-<pass>.pprof and log the runtime's memory figures."`
+	BenchHeapProfile string `env:"SCALER_BENCH_HEAP_PROFILE" hidden:"" placeholder:"DIR" help:"Benchmark only: after each pass write the heap profile to DIR/heap-<pass>.pprof and log the runtime's memory figures."`
 
 	// The runner lifecycle: idle surplus runners, runner Jobs that never
 	// start, orphan registrations.
