@@ -392,7 +392,7 @@ func (r *RunCmd) run(streams IO) int {
 		defer stop()
 	}
 	deps := scaler.Deps{
-		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: factory, Log: log, Out: streams.Out,
+		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn, REST: kube.CoreV1().RESTClient()}, Gitea: factory, Log: log, Out: streams.Out,
 		Observer: m, Requests: m,
 	}
 	if r.BenchHeapProfile != "" {
@@ -422,7 +422,7 @@ func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Inter
 	err := kubecache.MayWatch(ctx, kube, v1alpha1.GroupVersionResource.Group, v1alpha1.GroupVersionResource.Resource)
 	var groups *runnergroups.Watched
 	if err == nil {
-		groups, err = runnergroups.Watch(runnergroups.Client{Dynamic: dyn}, watchSyncTimeout)
+		groups, err = runnergroups.Watch(runnergroups.Client{Dynamic: dyn, REST: kube.CoreV1().RESTClient()}, watchSyncTimeout)
 	}
 	if err != nil {
 		log.Warn("not watching RunnerGroups; each pass lists them", "error", err)
