@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,4 +109,29 @@ func TestListThroughRESTAcrossNamespacesAndItsErrors(t *testing.T) {
 	_, _, err = c.List(context.Background(), "forbidden", "")
 	assert.True(t, apierrors.IsForbidden(err), "%v", err)
 	assert.ErrorContains(t, err, "cannot list RunnerGroups in namespace forbidden")
+}
+
+// The watched client's first list goes through REST into the types too;
+// a group the types cannot hold is still reported apart.
+func TestWatchedListsThroughREST(t *testing.T) {
+	bad := group("a", "bad", nil)
+	require.NoError(t, unstructured.SetNestedField(bad.Object, "many", "spec", "maxActiveRunners"))
+	srv, queries := apiServer(t, group("a", "one", nil), bad, group("b", "two", nil))
+	w, err := Watch(Client{REST: restClient(t, srv), Dynamic: newClient().Dynamic}, 10*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+
+	groups, broken, err := w.List(context.Background(), "", "")
+
+	require.NoError(t, err)
+	var names []string
+	for _, g := range groups {
+		names = append(names, g.Namespace+"/"+g.Name)
+		assert.Nil(t, g.ManagedFields)
+		assert.EqualValues(t, 2, g.Spec.MaxActiveRunners)
+	}
+	assert.Equal(t, []string{"a/one", "b/two"}, names)
+	require.Len(t, broken, 1)
+	assert.Equal(t, "bad", broken[0].Name)
+	assert.Contains(t, (*queries)[0], "/apis/gitea.bpg.pw/v1alpha1/runnergroups?")
 }

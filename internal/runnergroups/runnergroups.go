@@ -62,6 +62,25 @@ type listPage struct {
 // converting: what made a CronJob pass over 5,000 groups peak at 240 MiB
 // (issue 23). managedFields, which a pass never reads, are dropped.
 func (c Client) listPages(ctx context.Context, namespace, selector string) (groups []v1alpha1.RunnerGroup, broken []Broken, err error) {
+	_, err = c.eachListed(ctx, namespace, selector, "", func(rg *v1alpha1.RunnerGroup, raw []byte, err error) {
+		if err != nil {
+			var id struct {
+				Metadata struct{ Namespace, Name string } `json:"metadata"`
+			}
+			_ = json.Unmarshal(raw, &id)
+			broken = append(broken, Broken{Namespace: id.Metadata.Namespace, Name: id.Metadata.Name, Err: err})
+			return
+		}
+		groups = append(groups, *rg)
+	})
+	return groups, broken, err
+}
+
+// eachListed lists through c.REST at resourceVersion (as a list request
+// means it), a page at a time, and calls item with each RunnerGroup
+// decoded, or with the item's JSON and why it could not be. It returns the
+// list's resourceVersion.
+func (c Client) eachListed(ctx context.Context, namespace, selector, resourceVersion string, item func(rg *v1alpha1.RunnerGroup, raw []byte, err error)) (string, error) {
 	gv := v1alpha1.GroupVersion
 	path := []string{"/apis", gv.Group, gv.Version}
 	if namespace != "" {
@@ -77,33 +96,31 @@ func (c Client) listPages(ctx context.Context, namespace, selector string) (grou
 		}
 		if next != "" {
 			req = req.Param("continue", next)
+		} else if resourceVersion != "" {
+			req = req.Param("resourceVersion", resourceVersion)
 		}
 		raw, err := req.Do(ctx).Raw()
 		if err != nil {
-			return nil, nil, err
+			return "", err
 		}
 		var page listPage
 		if err := json.Unmarshal(raw, &page); err != nil {
-			return nil, nil, fmt.Errorf("cannot decode the list: %w", err)
+			return "", fmt.Errorf("cannot decode the list: %w", err)
 		}
-		for _, item := range page.Items {
+		for _, it := range page.Items {
 			var rg v1alpha1.RunnerGroup
 			// Case-sensitive, as the API server and the unstructured
 			// converter read field names.
-			if err := utiljson.Unmarshal(item, &rg); err != nil {
-				var id struct {
-					Metadata struct{ Namespace, Name string } `json:"metadata"`
-				}
-				_ = json.Unmarshal(item, &id)
-				broken = append(broken, Broken{Namespace: id.Metadata.Namespace, Name: id.Metadata.Name, Err: err})
+			if err := utiljson.Unmarshal(it, &rg); err != nil {
+				item(nil, it, err)
 				continue
 			}
 			rg.ManagedFields = nil
 			rg.APIVersion, rg.Kind = gv.String(), v1alpha1.Kind
-			groups = append(groups, rg)
+			item(&rg, nil, nil)
 		}
 		if page.Metadata.Continue == "" {
-			return groups, broken, nil
+			return page.Metadata.ResourceVersion, nil
 		}
 		next = page.Metadata.Continue
 	}
