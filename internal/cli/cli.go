@@ -107,6 +107,8 @@ type RunCmd struct {
 	// The benchmark (make bench) runs the same binary both ways, to print
 	// the naive design's numbers beside the shared ones.
 	BenchNaive bool `env:"SCALER_BENCH_NAIVE" hidden:"" help:"Benchmark only: turn off what a pass shares between RunnerGroups and ask Gitea one status per request."`
+	// And to tell where a pass's memory goes (issue 23).
+	BenchHeapProfile string `env:"SCALER_BENCH_HEAP_PROFILE" hidden:"" placeholder:"DIR" help:"Benchmark only: after each pass write the heap profile to DIR/heap-<pass>.pprof and log the runtime's memory figures."`
 
 	// The runner lifecycle: idle surplus runners, runner Jobs that never
 	// start, orphan registrations.
@@ -448,8 +450,11 @@ func (r *RunCmd) run(streams IO) int {
 		defer stop()
 	}
 	deps := scaler.Deps{
-		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: factory, Log: log, Out: streams.Out,
+		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn, REST: kube.CoreV1().RESTClient()}, Gitea: factory, Log: log, Out: streams.Out,
 		Observer: m, Requests: m,
+	}
+	if r.BenchHeapProfile != "" {
+		deps.Observer = &heapProfiler{Metrics: m, dir: r.BenchHeapProfile, log: log}
 	}
 	if r.Loop && !r.BenchNaive {
 		stop := watchCaches(&deps, kube, dyn, log)
@@ -475,7 +480,7 @@ func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Inter
 	err := kubecache.MayWatch(ctx, kube, v1alpha1.GroupVersionResource.Group, v1alpha1.GroupVersionResource.Resource)
 	var groups *runnergroups.Watched
 	if err == nil {
-		groups, err = runnergroups.Watch(runnergroups.Client{Dynamic: dyn}, watchSyncTimeout)
+		groups, err = runnergroups.Watch(runnergroups.Client{Dynamic: dyn, REST: kube.CoreV1().RESTClient()}, watchSyncTimeout)
 	}
 	if err != nil {
 		log.Warn("not watching RunnerGroups; each pass lists them", "error", err)

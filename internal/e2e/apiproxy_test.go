@@ -9,6 +9,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
@@ -45,8 +46,22 @@ type apiProxy struct {
 }
 
 // newAPIProxy starts a proxy to the bed's API server and stops it when the
-// test ends.
+// test ends. Its clients speak HTTP/1.1 to it, one connection per watch.
 func (b *bed) newAPIProxy(t *testing.T) *apiProxy {
+	t.Helper()
+	return b.startAPIProxy(t, false)
+}
+
+// newTLSAPIProxy is newAPIProxy serving TLS and HTTP/2 as the API server
+// does (up to its default 1,000 streams per connection), so a client's
+// watches share connections as they do in a cluster: what a loop's
+// memory is measured with (issue 23).
+func (b *bed) newTLSAPIProxy(t *testing.T) *apiProxy {
+	t.Helper()
+	return b.startAPIProxy(t, true)
+}
+
+func (b *bed) startAPIProxy(t *testing.T, useTLS bool) *apiProxy {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", b.kubeconfig)
 	require.NoError(t, err)
@@ -59,14 +74,23 @@ func (b *bed) newAPIProxy(t *testing.T) *apiProxy {
 		Transport:     rt,
 		FlushInterval: -1,
 	}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = p.srv.Serve(ln) }()
-	t.Cleanup(func() { _ = p.srv.Close() })
-
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: "http://" + ln.Addr().String()}
+	if useTLS {
+		srv := httptest.NewUnstartedServer(p)
+		srv.EnableHTTP2 = true
+		srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1000}
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: srv.URL,
+			CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}
+	} else {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = p.srv.Serve(ln) }()
+		t.Cleanup(func() { _ = p.srv.Close() })
+		kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: "http://" + ln.Addr().String()}
+	}
 	kc.AuthInfos["anonymous"] = &clientcmdapi.AuthInfo{}
 	kc.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "anonymous"}
 	kc.CurrentContext = "proxy"

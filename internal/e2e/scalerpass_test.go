@@ -53,6 +53,8 @@ type passOpts struct {
 	args []string
 	// deadline bounds the pass; 0 means passDeadline.
 	deadline time.Duration
+	// env is more of the process's environment (e.g. GOMEMLIMIT).
+	env []string
 }
 
 // passRun is a pass in flight.
@@ -64,7 +66,10 @@ type passRun struct {
 	deadline time.Duration
 	// hwm is the highest VmHWM sampled (bytes); stop ends the sampling
 	// and sampled says it has ended.
-	hwm     atomic.Int64
+	hwm atomic.Int64
+	// rss is the highest VmRSS sampled since the caller last swapped it
+	// for 0: a loop's peak over one pass, where hwm is the whole run's.
+	rss     atomic.Int64
 	stop    chan struct{}
 	sampled chan struct{}
 }
@@ -109,10 +114,12 @@ func (r *passRun) sampleHWM(pid int) {
 			return
 		}
 		for _, line := range strings.Split(string(raw), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				if err == nil && kib*1024 > r.hwm.Load() {
-					r.hwm.Store(kib * 1024)
+			for prefix, peak := range map[string]*atomic.Int64{"VmHWM:": &r.hwm, "VmRSS:": &r.rss} {
+				if v, ok := strings.CutPrefix(line, prefix); ok {
+					kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+					if err == nil && kib*1024 > peak.Load() {
+						peak.Store(kib * 1024)
+					}
 				}
 			}
 		}
@@ -163,7 +170,7 @@ func (b *bed) startPass(ctx context.Context, t *testing.T, o passOpts) *passRun 
 	pctx, cancel := context.WithTimeout(ctx, cmp.Or(o.deadline, passDeadline))
 	cmd := exec.CommandContext(pctx, filepath.Join(b.root, "bin", "gitea-runner-scaler"), args...)
 	// Nothing of the test's environment (KUBECONFIG, SCALER_*) reaches it.
-	cmd.Env = []string{"HOME=" + t.TempDir()}
+	cmd.Env = append([]string{"HOME=" + t.TempDir()}, o.env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	r := &passRun{cmd: cmd, out: out, start: time.Now(), cancel: cancel, deadline: cmp.Or(o.deadline, passDeadline),

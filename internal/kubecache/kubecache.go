@@ -28,6 +28,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -48,11 +50,15 @@ type Cache struct {
 	stop  chan struct{}
 }
 
-// watched is one namespace's watch caches.
+// watched is one namespace's watch caches: a bare client-go Reflector
+// per kind, each feeding a plain store. An informer per kind (as
+// informers.SharedInformerFactory makes) would add a DeltaFIFO, a
+// processor and their goroutines for event handlers the scaler does not
+// have: at 500 namespaces, 1,500 of each, 4,500 goroutines and their
+// stacks fewer (issue 23).
 type watched struct {
-	factory            informers.SharedInformerFactory
 	stop               chan struct{}
-	jobs, pods, states cache.SharedIndexInformer
+	jobs, pods, states *reflected
 	refused            atomic.Bool
 }
 
@@ -78,7 +84,6 @@ func (c *Cache) Stop() {
 	defer c.mu.Unlock()
 	for name, w := range c.ns {
 		close(w.stop)
-		w.factory.Shutdown()
 		delete(c.ns, name)
 	}
 	select {
@@ -158,7 +163,7 @@ func (c *Cache) Watch(ctx context.Context, namespace string) (View, bool) {
 		c.ns[namespace] = w
 	}
 	c.mu.Unlock()
-	synced := []cache.InformerSynced{w.jobs.HasSynced, w.pods.HasSynced, w.states.HasSynced}
+	synced := []cache.InformerSynced{w.jobs.synced.Load, w.pods.synced.Load, w.states.synced.Load}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return View{}, false
 	}
@@ -172,7 +177,6 @@ func (c *Cache) Forget(namespace string) {
 	defer c.mu.Unlock()
 	if w, ok := c.ns[namespace]; ok {
 		close(w.stop)
-		w.factory.Shutdown()
 		delete(c.ns, namespace)
 	}
 }
@@ -198,37 +202,117 @@ func (c *Cache) Refused(namespace string) bool {
 	return ok && w.refused.Load()
 }
 
-// start makes and starts namespace's informers; c.mu is held.
+// start makes and starts namespace's reflectors; c.mu is held.
 func (c *Cache) start(namespace string) *watched {
-	f := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelRunnerGroupName }))
-	w := &watched{factory: f, stop: make(chan struct{}),
-		jobs: f.Batch().V1().Jobs().Informer(), pods: f.Core().V1().Pods().Informer(), states: f.Core().V1().ConfigMaps().Informer()}
-	for _, inf := range []cache.SharedIndexInformer{w.jobs, w.pods, w.states} {
-		_ = inf.SetTransform(dropManagedFields)
-		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-			if apierrors.IsForbidden(err) {
-				if !w.refused.Swap(true) {
-					c.log.Warn("the API server refused a watch; reviewing the scaler's rights in the namespace again", "namespace", namespace, "error", err)
-				}
-			}
-			cache.DefaultWatchErrorHandler(ctx, r, err)
-		})
+	w := &watched{stop: make(chan struct{})}
+	// A list or watch the API server refuses means the scaler's rights in
+	// the namespace changed: the caller reviews them again. The reflector
+	// itself retries with a back-off.
+	refused := func(err error) {
+		if apierrors.IsForbidden(err) && !w.refused.Swap(true) {
+			c.log.Warn("the API server refused a watch; reviewing the scaler's rights in the namespace again", "namespace", namespace, "error", err)
+		}
 	}
-	f.Start(w.stop)
+	anyGroup := func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelRunnerGroupName }
+	batch, core := c.kube.BatchV1(), c.kube.CoreV1()
+	w.jobs = startReflector(w.stop, &batchv1.Job{}, refused, &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			anyGroup(&o)
+			return batch.Jobs(namespace).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			anyGroup(&o)
+			return batch.Jobs(namespace).Watch(ctx, o)
+		},
+	})
+	w.pods = startReflector(w.stop, &corev1.Pod{}, refused, &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			anyGroup(&o)
+			return core.Pods(namespace).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			anyGroup(&o)
+			return core.Pods(namespace).Watch(ctx, o)
+		},
+	})
+	w.states = startReflector(w.stop, &corev1.ConfigMap{}, refused, &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			anyGroup(&o)
+			return core.ConfigMaps(namespace).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			anyGroup(&o)
+			return core.ConfigMaps(namespace).Watch(ctx, o)
+		},
+	})
 	return w
+}
+
+// reflected is one kind's cache in one namespace: the store a Reflector
+// keeps, which says when it has held a full list.
+type reflected struct {
+	store  cache.Store
+	synced atomic.Bool
+}
+
+// startReflector starts a Reflector of lw's objects into a new store until stop
+// is closed, telling refused of every list or watch that failed.
+func startReflector(stop <-chan struct{}, expected runtime.Object, refused func(error), lw *cache.ListWatch) *reflected {
+	r := &reflected{store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+	list, watchFn := lw.ListWithContextFunc, lw.WatchFuncWithContext
+	lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		obj, err := list(ctx, o)
+		if err != nil {
+			refused(err)
+		}
+		return obj, err
+	}
+	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		w, err := watchFn(ctx, o)
+		if err != nil {
+			refused(err)
+		}
+		return w, err
+	}
+	go cache.NewReflectorWithOptions(lw, expected, (*trimmingStore)(r), cache.ReflectorOptions{}).Run(stop)
+	return r
+}
+
+// trimmingStore is the store a Reflector writes to: each object trimmed
+// (trim) on its way in, and a full list marks the cache synced.
+type trimmingStore reflected
+
+func (t *trimmingStore) Add(obj any) error    { return t.store.Add(trim(obj)) }
+func (t *trimmingStore) Update(obj any) error { return t.store.Update(trim(obj)) }
+func (t *trimmingStore) Delete(obj any) error { return t.store.Delete(obj) }
+func (t *trimmingStore) Resync() error        { return nil }
+func (t *trimmingStore) Replace(list []any, rv string) error {
+	for i := range list {
+		list[i] = trim(list[i])
+	}
+	err := t.store.Replace(list, rv)
+	if err == nil {
+		t.synced.Store(true)
+	}
+	return err
+}
+
+// trim drops what a pass never reads from a cached object.
+func trim(obj any) any {
+	o, _ := dropManagedFields(obj)
+	return o
 }
 
 // view copies what the caches hold.
 func (w *watched) view() View {
 	var v View
-	for _, o := range w.jobs.GetStore().List() {
+	for _, o := range w.jobs.store.List() {
 		v.Jobs = append(v.Jobs, *o.(*batchv1.Job).DeepCopy())
 	}
-	for _, o := range w.pods.GetStore().List() {
+	for _, o := range w.pods.store.List() {
 		v.Pods = append(v.Pods, *o.(*corev1.Pod).DeepCopy())
 	}
-	for _, o := range w.states.GetStore().List() {
+	for _, o := range w.states.store.List() {
 		v.States = append(v.States, o.(*corev1.ConfigMap).DeepCopy())
 	}
 	return v

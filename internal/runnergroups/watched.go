@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
@@ -39,11 +40,15 @@ type broken struct {
 // does not come (the scaler may not list or watch RunnerGroups
 // cluster-wide): the caller then uses Client.
 func Watch(c Client, timeout time.Duration) (*Watched, error) {
-	f := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, 0)
-	inf := f.ForResource(v1alpha1.GroupVersionResource).Informer()
+	var inf cache.SharedIndexInformer
+	if c.REST != nil {
+		inf = cache.NewSharedIndexInformer(typedListWatch(c), &unstructured.Unstructured{}, 0, cache.Indexers{})
+	} else {
+		inf = dynamicinformer.NewFilteredDynamicInformer(c.Dynamic, v1alpha1.GroupVersionResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	}
 	_ = inf.SetTransform(toGroup)
 	w := &Watched{Client: c, informer: inf, stop: make(chan struct{})}
-	f.Start(w.stop)
+	go inf.Run(w.stop)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
@@ -60,6 +65,50 @@ func (w *Watched) Stop() {
 	default:
 		close(w.stop)
 	}
+}
+
+// typedListWatch lists through c.REST into the types (see listPages),
+// so the cache's first list never holds every RunnerGroup of the cluster
+// as nested maps at once, and watches through the dynamic client, whose
+// events come one object at a time and toGroup converts. An item the
+// types cannot hold is listed as it came, and toGroup marks it broken.
+func typedListWatch(c Client) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list := &mixedList{}
+			rv, err := c.eachListed(ctx, metav1.NamespaceAll, o.LabelSelector, o.ResourceVersion, func(rg *v1alpha1.RunnerGroup, raw []byte, _ error) {
+				if rg != nil {
+					list.Items = append(list.Items, rg)
+					return
+				}
+				u := &unstructured.Unstructured{}
+				if err := u.UnmarshalJSON(raw); err == nil {
+					list.Items = append(list.Items, u)
+				}
+			})
+			list.ResourceVersion = rv
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}
+}
+
+// mixedList is a list of RunnerGroups, some already in the types.
+type mixedList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []runtime.Object
+}
+
+func (l *mixedList) DeepCopyObject() runtime.Object {
+	out := &mixedList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	for _, o := range l.Items {
+		out.Items = append(out.Items, o.DeepCopyObject())
+	}
+	return out
 }
 
 // toGroup converts a RunnerGroup once as it enters the cache.

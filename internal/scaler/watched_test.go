@@ -109,7 +109,7 @@ func TestAPlanFromTheCachesThatCreatesNothingReadsNothingMore(t *testing.T) {
 // watchingScaler is a scaler of e whose scaler loops with real watch caches over the
 // fake clientsets, as the Deployment does; the fake API server lets the
 // scaler list and watch namespaces.
-func watchingScaler(t *testing.T, e *env, more ...setup) (scaler *Scaler, c *kubecache.Cache) {
+func watchingScaler(t testing.TB, e *env, more ...setup) (scaler *Scaler, c *kubecache.Cache) {
 	t.Helper()
 	e.kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		ar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()

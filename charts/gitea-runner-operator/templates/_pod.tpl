@@ -187,6 +187,14 @@ spec:
           value: {{ printf "%s:%s" .root.Release.Namespace (include "gitea-runner-operator.serviceAccountName" .root) | quote }}
         - name: SCALER_TRUST_UNLABELLED_NAMESPACES
           value: {{ ternary "true" "false" (eq ($s.trustUnlabelledNamespaces | toString) "true") | quote }}
+        {{- /* Go's collector keeps the heap under the container's memory
+        limit instead of letting it grow to twice what is live (issue 23);
+        the runtime reads the bytes. The listener's env may override it. */}}
+        - name: GOMEMLIMIT
+          valueFrom:
+            resourceFieldRef:
+              containerName: listener
+              resource: limits.memory
         {{- if $ca }}
         - name: SCALER_GITEA_CA_FILE
           value: {{ printf "/etc/gitea-runner-scaler/gitea-ca/%s" $ca.key | quote }}

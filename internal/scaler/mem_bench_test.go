@@ -1,0 +1,167 @@
+package scaler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+)
+
+// BenchmarkPassMemory measures what a scaler keeps in memory over the
+// fakes, G groups spread over N namespaces (10 orgs, nothing to create):
+// a CronJob pass (a fresh Scaler, no caches) and a loop (watch caches
+// over the fake clientsets, its steady pass). It prints, as metrics, the
+// heap and goroutine stacks the scaler adds to what the fakes hold, once
+// collected (live) and the highest seen while the passes ran (peak,
+// sampled every 5 ms); nothing is asserted. Run:
+//
+//	go test -run '^$' -bench BenchmarkPassMemory -benchtime 1x ./internal/scaler/
+//
+// BENCH_MEM=G/N picks the size (default 5000/500); BENCH_MEM_PROFILE=DIR
+// writes each mode's heap profile there before and after its steady
+// pass (compare with -diff_base), for
+// `go tool pprof -top -sample_index=inuse_space`.
+func BenchmarkPassMemory(b *testing.B) {
+	groups, namespaces := 5000, 500
+	if v := os.Getenv("BENCH_MEM"); v != "" {
+		if _, err := fmt.Sscanf(v, "%d/%d", &groups, &namespaces); err != nil {
+			b.Fatalf("BENCH_MEM=%q: want G/N", v)
+		}
+	}
+	for _, mode := range []string{"cronjob", "loop"} {
+		b.Run(fmt.Sprintf("%s/groups=%d/namespaces=%d", mode, groups, namespaces), func(b *testing.B) {
+			for b.Loop() {
+				benchmarkPassMemory(b, mode, groups, namespaces)
+			}
+		})
+	}
+}
+
+func benchmarkPassMemory(b *testing.B, mode string, groups, namespaces int) {
+	var rgs []*v1alpha1.RunnerGroup
+	for i := range groups {
+		rgs = append(rgs, newGroup(fmt.Sprintf("g%04d", i), 5, inNamespace(fmt.Sprintf("team-%03d", i%namespaces)), func(rg *v1alpha1.RunnerGroup) {
+			rg.Spec.Org = fmt.Sprintf("org-%d", i%10)
+		}))
+	}
+	e := newEnv(b, rgs...)
+	for n := range namespaces {
+		for _, s := range []*corev1.Secret{secret("api", secretToken), secret("reg", "reg-"+secretToken)} {
+			s.Namespace = fmt.Sprintf("team-%03d", n)
+			if err := e.kube.Tracker().Add(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// The wall clock (the fakes' moves a second per reading, which would
+	// make every status a heartbeat), the flags' defaults (4 workers,
+	// 1,500 new groups a pass at --kube-qps 50), no logs.
+	cronjob := func() *Scaler {
+		return e.scaler(func(d *Deps, c *Config) { d.Log, d.Now = nil, time.Now; c.Workers, c.NewGroupsPerPass = 4, 1500 })
+	}
+	ctx := context.Background()
+	pass := func(s *Scaler) Summary {
+		sum, err := s.Pass(ctx)
+		if err != nil || len(sum.Failed) > 0 || sum.Created > 0 {
+			b.Fatalf("%s pass: %v failed=%d created=%d", mode, err, len(sum.Failed), sum.Created)
+		}
+		return sum
+	}
+	// CronJob passes serve every new group first, so what the fakes keep
+	// of them (states, statuses) is in the baseline.
+	for pass(cronjob()).Deferred > 0 {
+	}
+	e.logs = &lockedBuffer{}
+	base := collected()
+
+	s := cronjob
+	if mode == "loop" {
+		sc, _ := watchingScaler(b, e)
+		sc.log, sc.now = slog.New(slog.DiscardHandler), time.Now
+		sc.cfg.Workers, sc.cfg.NewGroupsPerPass = 4, 1500
+		s = func() *Scaler { return sc }
+		pass(sc) // starts every namespace's caches
+	}
+	e.kube.ClearActions()
+	e.dyn.ClearActions()
+	writeHeapProfile(b, fmt.Sprintf("heap-%s-%d-%d-before.pprof", mode, groups, namespaces))
+	var peak atomic.Uint64
+	stop := sampleMemory(&peak)
+	last := s()
+	pass(last)
+	stop()
+	live := collected()
+	writeHeapProfile(b, fmt.Sprintf("heap-%s-%d-%d.pprof", mode, groups, namespaces))
+	runtime.KeepAlive(last)
+	b.ReportMetric(mib(live.heap-base.heap), "live-heap-MiB")
+	b.ReportMetric(mib(live.stack-base.stack), "stack-MiB")
+	b.ReportMetric(float64(live.goroutines-base.goroutines), "goroutines")
+	b.ReportMetric(mib(peak.Load()-base.heap-base.stack), "steady-peak-MiB")
+}
+
+// writeHeapProfile writes the heap profile as name in $BENCH_MEM_PROFILE,
+// when it is set.
+func writeHeapProfile(b *testing.B, name string) {
+	dir := os.Getenv("BENCH_MEM_PROFILE")
+	if dir == "" {
+		return
+	}
+	runtime.GC()
+	f, err := os.Create(dir + "/" + name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
+}
+
+type memNow struct {
+	heap, stack uint64
+	goroutines  int
+}
+
+// collected is the heap in use after a collection, and the stacks.
+func collected() memNow {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return memNow{heap: m.HeapInuse, stack: m.StackInuse, goroutines: runtime.NumGoroutine()}
+}
+
+// sampleMemory keeps in peak the most heap and stack in use seen, every 5 ms, until stop is called.
+func sampleMemory(peak *atomic.Uint64) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if v := m.HeapInuse + m.StackInuse; v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func mib(v uint64) float64 { return float64(int64(v)) / (1 << 20) }
