@@ -233,7 +233,7 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each.
 	  echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; done
 
-test: verify-generated lint test-unit fuzz test-image test-chart testbed-fresh test-e2e test-smoke test-demo ## Everything CI runs.
+test: verify-generated lint test-unit fuzz test-image test-chart testbed-fresh test-e2e test-smoke test-demo test-k8s-versions ## Everything CI runs.
 
 # make test owns its bed: it starts one from empty data, so whatever make
 # demo or an interrupted earlier run left (releases, namespaces, the CRD's
@@ -261,6 +261,35 @@ test-demo: testbed-up ## The demo on the test bed: fails unless it shows what th
 	scripts/demo down --keep-testbed </dev/null
 	t0=$$(date +%s); rc=0; DEMO_TESTBED_UP=0 DEMO_TIMEOUT=150 timeout --kill-after=10s $(DEMO_CHECK_TIMEOUT) scripts/demo up </dev/null || rc=$$?; \
 	  scripts/demo down --keep-testbed </dev/null; echo "test-demo: up and down took $$(( $$(date +%s) - t0 ))s"; exit $$rc
+
+# The chart's lowest and highest supported Kubernetes minors (Chart.yaml's
+# kubeVersion; the chart README's "Supported versions"), each on a bed of
+# its own data (.testbed/k8s-<version>) after the main suite, one after the
+# other: the ports are the bed's, so the default bed goes down first. The
+# focused suite: the quick start as written (helm installs the chart and its
+# CRD, a CronJob pass creates a runner Job, the real runner takes the job),
+# the looping Deployment and its watches, the CRD's schema and CEL
+# refusals, the policies' refusals and the Pod Security pre-check against
+# the API server's. Each release is built once into
+# .cache/kubernetes/<version>; a warm cache builds nothing.
+K8S_FLOOR_VERSION := v1.30.14
+K8S_CEILING_VERSION := v1.37.2
+K8S_VERSIONS ?= $(K8S_FLOOR_VERSION) $(K8S_CEILING_VERSION)
+K8S_VERSIONS_RUN := ^(TestQuickStartAsWritten|TestLoopingListenerServesHealthz|TestAdmissionRunnerGroups|TestAdmissionRunnerGroupStatus|TestPolicyRunnerGroupGuardrails|TestPolicyRestrictedPods|TestPodSecurityPreCheckAgreesWithTheAPIServer|TestRunnerRecipesAgainstPodSecurity)$$
+
+.PHONY: test-k8s-versions
+test-k8s-versions: ## The focused e2e suite on the chart's lowest and highest supported Kubernetes minors (K8S_VERSIONS).
+	scripts/testbed down
+	@for v in $(K8S_VERSIONS); do \
+	  export TESTBED_K8S_VERSION=$$v TESTBED_DIR=$(CURDIR)/.testbed/k8s-$$v; t0=$$(date +%s); rc=0; \
+	  echo "test-k8s-versions: Kubernetes $$v"; \
+	  if scripts/testbed up --fresh && eval "$$(scripts/testbed env)"; then \
+	    (set +e; go test -count=1 -tags e2e -timeout 10m -run '$(K8S_VERSIONS_RUN)' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/e2e-k8s-$$v.log | \
+	      grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)'; exit $${PIPESTATUS[0]}) || rc=$$?; \
+	  else rc=1; fi; \
+	  scripts/testbed down; echo "test-k8s-versions: Kubernetes $$v took $$(( $$(date +%s) - t0 ))s"; \
+	  [ $$rc = 0 ] || { echo "test-k8s-versions: the focused suite failed on Kubernetes $$v (log: $(CACHE)/e2e-k8s-$$v.log)"; exit $$rc; }; \
+	done
 
 .PHONY: demo
 demo: ## One command: test bed, Gitea org/repo/workflow, chart install, runners at work.

@@ -187,6 +187,9 @@ func TestAdmissionRunnerGroupStatus(t *testing.T) {
 			map[string]any{"type": "ScalingActive", "status": "True", "reason": "JobsQueued", "message": "7 queued", "lastTransitionTime": now},
 		},
 	}
+	// The schema refusals name the field from status down: kube-apiserver
+	// 1.30 (the chart's floor) reports a status write's schema errors
+	// without the "status." prefix that 1.34 and 1.37 put before them.
 	tests := map[string]struct {
 		mutate func(st map[string]any)
 		want   string
@@ -194,13 +197,13 @@ func TestAdmissionRunnerGroupStatus(t *testing.T) {
 		"the scaler's status": {mutate: func(map[string]any) {}},
 		"negative counter": {
 			mutate: func(st map[string]any) { st["queuedJobs"] = int64(-1) },
-			want:   "status.queuedJobs: Invalid value: -1",
+			want:   "queuedJobs: Invalid value: -1",
 		},
 		"bad condition status": {
 			mutate: func(st map[string]any) {
 				st["conditions"] = []any{map[string]any{"type": "Ready", "status": "Yes", "reason": "Polled", "message": "", "lastTransitionTime": now}}
 			},
-			want: `status.conditions[0].status: Unsupported value: "Yes"`,
+			want: `conditions[0].status: Unsupported value: "Yes"`,
 		},
 		"two conditions of one type": {
 			mutate: func(st map[string]any) {

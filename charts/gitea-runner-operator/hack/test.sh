@@ -4,7 +4,8 @@
 #   2. README values table == values.yaml keys      (hack/check-values-doc.sh)
 #   3. README merge table == templates/_merge.tpl   (hack/check-merge-rules.sh)
 #   4. helm lint --strict, default values and each ci/*-values.yaml
-#   5. kubeVersion admits 1.34 (what CI runs) and refuses 1.33
+#   5. kubeVersion admits the floor CI proves (1.30.0) and the highest minor it
+#      runs (1.37), and refuses the minor below the floor (1.29)
 #   5b. listener routing: each RunnerGroup label set has exactly one listener
 #   6. every rendered listener pod passes Pod Security Standards restricted
 #   6b. the PrometheusRule and dashboard parse and name metrics that exist
@@ -37,13 +38,17 @@ for f in "${chart_dir}"/ci/*-values.yaml; do
   helm lint --strict "${chart_dir}" --values "${f}"
 done
 
-step "kubeVersion: the version CI runs installs, an older minor is refused"
-helm template gro "${chart_dir}" --kube-version 1.34.2 >/dev/null
-if out="$(helm template gro "${chart_dir}" --kube-version 1.33.9 2>&1 >/dev/null)"; then
-  echo "kubeVersion: Kubernetes 1.33 was accepted, but CI proves only 1.34"; exit 1
+step "kubeVersion: the floor and the highest minor CI runs install, the minor below is refused"
+# make test-k8s-versions runs the chart on the bed at both ends (Makefile:
+# K8S_FLOOR_VERSION, K8S_CEILING_VERSION); the floor's first release must render.
+for v in 1.30.0 1.37.2; do
+  helm template gro "${chart_dir}" --kube-version "${v}" >/dev/null
+done
+if out="$(helm template gro "${chart_dir}" --kube-version 1.29.15 2>&1 >/dev/null)"; then
+  echo "kubeVersion: Kubernetes 1.29 was accepted, but CI proves 1.30 and up only"; exit 1
 fi
-grep -q "incompatible with Kubernetes v1.33.9" <<<"${out}" || { echo "kubeVersion: unexpected refusal: ${out}"; exit 1; }
-echo "kubeVersion: 1.34.2 renders, 1.33.9 is refused"
+grep -q "incompatible with Kubernetes v1.29.15" <<<"${out}" || { echo "kubeVersion: unexpected refusal: ${out}"; exit 1; }
+echo "kubeVersion: 1.30.0 and 1.37.2 render, 1.29.15 is refused"
 
 step "listener routing (exactly one listener per RunnerGroup)"
 "${chart_dir}/hack/check-listener-routing.sh"
