@@ -213,38 +213,10 @@ func (c *Cache) start(namespace string) *watched {
 			c.log.Warn("the API server refused a watch; reviewing the scaler's rights in the namespace again", "namespace", namespace, "error", err)
 		}
 	}
-	anyGroup := func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelRunnerGroupName }
 	batch, core := c.kube.BatchV1(), c.kube.CoreV1()
-	w.jobs = startReflector(w.stop, &batchv1.Job{}, refused, &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			anyGroup(&o)
-			return batch.Jobs(namespace).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			anyGroup(&o)
-			return batch.Jobs(namespace).Watch(ctx, o)
-		},
-	})
-	w.pods = startReflector(w.stop, &corev1.Pod{}, refused, &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			anyGroup(&o)
-			return core.Pods(namespace).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			anyGroup(&o)
-			return core.Pods(namespace).Watch(ctx, o)
-		},
-	})
-	w.states = startReflector(w.stop, &corev1.ConfigMap{}, refused, &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			anyGroup(&o)
-			return core.ConfigMaps(namespace).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			anyGroup(&o)
-			return core.ConfigMaps(namespace).Watch(ctx, o)
-		},
-	})
+	w.jobs = startReflector(w.stop, &batchv1.Job{}, refused, ofAnyGroup(batch.Jobs(namespace).List, batch.Jobs(namespace).Watch))
+	w.pods = startReflector(w.stop, &corev1.Pod{}, refused, ofAnyGroup(core.Pods(namespace).List, core.Pods(namespace).Watch))
+	w.states = startReflector(w.stop, &corev1.ConfigMap{}, refused, ofAnyGroup(core.ConfigMaps(namespace).List, core.ConfigMaps(namespace).Watch))
 	return w
 }
 
@@ -328,3 +300,28 @@ func dropManagedFields(obj any) (any, error) {
 
 // SyncTimeout bounds the wait for a namespace's first lists in a pass.
 const SyncTimeout = 20 * time.Second
+
+// ofAnyGroup lists and watches one kind's objects that belong to a
+// RunnerGroup (they carry its name label): a namespace's other Jobs, pods
+// and ConfigMaps are none of a pass's business, nor of its memory.
+func ofAnyGroup[L runtime.Object](
+	list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
+) *cache.ListWatch {
+	anyGroup := func(o metav1.ListOptions) metav1.ListOptions {
+		o.LabelSelector = v1alpha1.LabelRunnerGroupName
+		return o
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l, err := list(ctx, anyGroup(o))
+			if err != nil {
+				return nil, err // not a typed nil in a non-nil interface
+			}
+			return l, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return watchFn(ctx, anyGroup(o))
+		},
+	}
+}

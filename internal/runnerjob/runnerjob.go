@@ -482,16 +482,9 @@ func reserve(pod *corev1.PodTemplateSpec, rg *v1alpha1.RunnerGroup, name string,
 		}
 		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == podtemplate.ConfigFileEnv })
 		c.Env = append(ours, c.Env...)
-		// A template's mount at the config's directory or below it (a
-		// subPath mount on config.yaml) would shadow the scaler's file.
-		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
-			p := path.Clean(m.MountPath)
-			return m.Name == ConfigVolume || p == ConfigDir || strings.HasPrefix(p, ConfigDir+"/")
-		})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: ConfigVolume, MountPath: ConfigDir, ReadOnly: true})
+		reserveMount(c, ConfigVolume, ConfigDir)
 	}
-	pod.Spec.Volumes = slices.DeleteFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == ConfigVolume })
-	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: ConfigVolume, VolumeSource: corev1.VolumeSource{
+	reserveVolume(pod, corev1.Volume{Name: ConfigVolume, VolumeSource: corev1.VolumeSource{
 		ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(rg.Name)},
 			Items:                []corev1.KeyToPath{{Key: ConfigKey, Path: ConfigKey}},
@@ -519,18 +512,31 @@ func reserveCache(pod *corev1.PodTemplateSpec, cache CacheOptions) {
 				c.Env[j].Value = RenderedConfigPath
 			}
 		}
-		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
-			p := path.Clean(m.MountPath)
-			return m.Name == RenderedConfigVolume || p == RenderedConfigDir || strings.HasPrefix(p, RenderedConfigDir+"/")
-		})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: RenderedConfigVolume, MountPath: RenderedConfigDir, ReadOnly: true})
+		reserveMount(c, RenderedConfigVolume, RenderedConfigDir)
 	}
-	pod.Spec.Volumes = slices.DeleteFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == RenderedConfigVolume })
 	// Memory-backed: the file holds the secret, which so never reaches
 	// the node's disk.
-	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: RenderedConfigVolume, VolumeSource: corev1.VolumeSource{
+	reserveVolume(pod, corev1.Volume{Name: RenderedConfigVolume, VolumeSource: corev1.VolumeSource{
 		EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))},
 	}})
+}
+
+// reserveMount gives c the scaler's read-only mount of the volume name at
+// dir. A template's mount of that volume, at dir or below it (a subPath
+// mount on a file there), would shadow the scaler's files: it goes.
+func reserveMount(c *corev1.Container, name, dir string) {
+	c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		p := path.Clean(m.MountPath)
+		return m.Name == name || p == dir || strings.HasPrefix(p, dir+"/")
+	})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+}
+
+// reserveVolume puts the scaler's volume v in the pod, in place of a
+// template's volume of the same name.
+func reserveVolume(pod *corev1.PodTemplateSpec, v corev1.Volume) {
+	pod.Spec.Volumes = slices.DeleteFunc(pod.Spec.Volumes, func(o corev1.Volume) bool { return o.Name == v.Name })
+	pod.Spec.Volumes = append(pod.Spec.Volumes, v)
 }
 
 // configInitContainer writes the runner's config with the cache secret
