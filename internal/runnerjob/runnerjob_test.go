@@ -461,19 +461,8 @@ func TestBuildMountsTheRenderedConfig(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, n, "one CONFIG_FILE, the scaler's")
-	var mounts []corev1.VolumeMount
-	for _, m := range c.VolumeMounts {
-		if strings.HasPrefix(m.MountPath, "/etc/gitea-runner") {
-			mounts = append(mounts, m)
-		}
-	}
-	assert.Equal(t, []corev1.VolumeMount{{Name: "gitea-runner-config", MountPath: "/etc/gitea-runner", ReadOnly: true}}, mounts)
-	var cfg []corev1.Volume
-	for _, v := range spec.Volumes {
-		if v.Name == "gitea-runner-config" {
-			cfg = append(cfg, v)
-		}
-	}
+	assert.Equal(t, []corev1.VolumeMount{{Name: "gitea-runner-config", MountPath: "/etc/gitea-runner", ReadOnly: true}}, mountsUnder(c, "/etc/gitea-runner"))
+	cfg := volumesNamed(spec, "gitea-runner-config")
 	require.Len(t, cfg, 1)
 	require.NotNil(t, cfg[0].ConfigMap)
 	assert.Equal(t, "ci-runner-config", cfg[0].ConfigMap.Name)
@@ -548,19 +537,8 @@ func TestBuildWithTheSharedCache(t *testing.T) {
 
 	c := spec.Containers[0]
 	assert.Equal(t, "/run/gitea-runner/config.yaml", env(c)["CONFIG_FILE"].Value)
-	var runMounts []corev1.VolumeMount
-	for _, m := range c.VolumeMounts {
-		if strings.HasPrefix(m.MountPath, "/run/gitea-runner") {
-			runMounts = append(runMounts, m)
-		}
-	}
-	assert.Equal(t, []corev1.VolumeMount{{Name: "gitea-runner-config-rendered", MountPath: "/run/gitea-runner", ReadOnly: true}}, runMounts)
-	var rendered []corev1.Volume
-	for _, v := range spec.Volumes {
-		if v.Name == "gitea-runner-config-rendered" {
-			rendered = append(rendered, v)
-		}
-	}
+	assert.Equal(t, []corev1.VolumeMount{{Name: "gitea-runner-config-rendered", MountPath: "/run/gitea-runner", ReadOnly: true}}, mountsUnder(c, "/run/gitea-runner"))
+	rendered := volumesNamed(spec, "gitea-runner-config-rendered")
 	require.Len(t, rendered, 1)
 	require.NotNil(t, rendered[0].EmptyDir, "the template's volume of that name is replaced")
 	assert.Equal(t, corev1.StorageMediumMemory, rendered[0].EmptyDir.Medium, "the secret never reaches the node's disk")
@@ -599,4 +577,27 @@ func TestTheConfigInitContainerFitsRestricted(t *testing.T) {
 	alone.Spec.Containers[0].Name = "main"
 	restricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "r", Labels: map[string]string{tenancy.LabelEnforce: "restricted"}}}
 	assert.Empty(t, tenancy.PodSecurity(restricted, &alone, false))
+}
+
+// mountsUnder is c's mounts at dir or below it.
+func mountsUnder(c corev1.Container, dir string) []corev1.VolumeMount {
+	var mounts []corev1.VolumeMount
+	for _, m := range c.VolumeMounts {
+		if strings.HasPrefix(m.MountPath, dir) {
+			mounts = append(mounts, m)
+		}
+	}
+	return mounts
+}
+
+// volumesNamed is the pod's volumes of that name (one, unless a template's
+// was kept beside the scaler's).
+func volumesNamed(spec corev1.PodSpec, name string) []corev1.Volume {
+	var vols []corev1.Volume
+	for _, v := range spec.Volumes {
+		if v.Name == name {
+			vols = append(vols, v)
+		}
+	}
+	return vols
 }
