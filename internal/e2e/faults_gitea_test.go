@@ -77,6 +77,9 @@ func TestFaultGiteaFailsOnlyItsGroupAndTheNextPassRecovers(t *testing.T) {
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
+			// A context of its own: a parallel subtest may wait minutes for
+			// a free slot in the full suite, past its parent's deadline.
+			ctx := testContext(t, 5*time.Minute)
 			ns := b.quietNamespace(ctx, t, "e2e-fault-gitea")
 			proxy := newGiteaProxy(t, b.gitea.admin.URL())
 			faultedJob, healthyJob := queued[labels[r.name][0]], queued[labels[r.name][1]]
@@ -133,11 +136,13 @@ func TestFaultGiteaFailsOnlyItsGroupAndTheNextPassRecovers(t *testing.T) {
 func TestFaultGiteaListingThatChangesBetweenPagesStartsNoSecondRunner(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
-	ctx := testContext(t, 4*time.Minute)
 	const jobs = 5
 	for _, shift := range []pageShift{shiftDrop, shiftInsert} {
 		t.Run(string(shift), func(t *testing.T) {
 			t.Parallel()
+			// A context of its own: a parallel subtest may wait minutes for
+			// a free slot in the full suite, past any deadline its parent set.
+			ctx := testContext(t, 4*time.Minute)
 			fx := b.newOrgScope(ctx, t, uniq("e2e-fault-pages", string(shift)))
 			label := uniq("e2e-pages", string(shift))
 			ids := b.queueJobs(ctx, t, fx, "pages.yml", map[string]int{label: jobs})[label]

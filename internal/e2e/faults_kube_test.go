@@ -366,6 +366,9 @@ func TestFaultKubeLostCreateResponseStartsNoSecondRunner(t *testing.T) {
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
+			// A context of its own: a parallel subtest may wait minutes for
+			// a free slot in the full suite, past its parent's deadline.
+			ctx := testContext(t, 4*time.Minute)
 			ids := queued[labels[r.name]]
 			ns := b.quietNamespace(ctx, t, "e2e-fault-lost")
 			b.faultGroup(ctx, t, ns, "unheard", fx, b.gitea.admin.URL(), 5, labels[r.name])

@@ -62,11 +62,15 @@ func baseValues(watch ...string) map[string]any {
 // (.testbed/gitea-runner-config.yaml), so the bed's polling goes here.
 // The runner's defaults ask every 2s and back off to 5s when idle; the bed
 // asks every 500ms, up to 1s, so a test waits on its own steps rather than
-// on polls. (The runner's own cache server, which listens on every
+// on polls. It waits up to 30s for Gitea to answer a fetch, not 5s: under
+// the full suite's load Gitea 1.26 (sqlite) took over 5s to answer a
+// FetchTask it had already assigned, and a runner that gave up lost the
+// job, which Gitea then showed in_progress on that runner for ever.
+// (The runner's own cache server, which listens on every
 // interface, is off in the rendered config unless a group has a shared
 // cache.)
 func bedRunnerConfig() map[string]any {
-	return map[string]any{"runner": map[string]any{"fetch_interval": "500ms", "fetch_interval_max": "1s"}}
+	return map[string]any{"runner": map[string]any{"fetch_interval": "500ms", "fetch_interval_max": "1s", "fetch_timeout": "30s"}}
 }
 
 // deploymentValues run the listener as a Deployment that passes every 2s.

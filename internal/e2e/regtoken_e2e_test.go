@@ -85,6 +85,9 @@ func TestRegistrationTokenIsMintedForRepoAndUserScopes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(string(tc.scope), func(t *testing.T) {
 			t.Parallel()
+			// A context of its own: a parallel subtest may wait minutes for
+			// a free slot in the full suite, past its parent's deadline.
+			ctx := testContext(t, 6*time.Minute)
 			fx := b.newUserScope(ctx, t, uniq("e2e-mint-"+string(tc.scope)), tc.scalerScopes...)
 			runners := giteasetup.UserRunners()
 			if tc.scope == v1alpha1.ScopeRepo {

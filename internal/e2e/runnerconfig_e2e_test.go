@@ -62,7 +62,7 @@ func TestGroupRunnerConfigReachesTheRunner(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal([]byte(cm.Data[runnerjob.ConfigKey]), &rendered))
 	assert.Equal(t, map[string]any{
 		"capacity": 1, "shutdown_timeout": "3h0m0s", "timeout": "20m",
-		"fetch_interval": "500ms", "fetch_interval_max": "1s",
+		"fetch_interval": "500ms", "fetch_interval_max": "1s", "fetch_timeout": "30s",
 		"envs": map[string]any{"RC_PROOF": proof},
 	}, rendered["runner"], "the built-in grace is 3h and 120s: shutdown_timeout leaves 120s to cancel and report")
 	assert.Equal(t, map[string]any{"enabled": false}, rendered["cache"])

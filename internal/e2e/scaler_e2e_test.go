@@ -80,6 +80,9 @@ func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(string(tc.scope), func(t *testing.T) {
 			t.Parallel()
+			// A context of its own: a parallel subtest may wait minutes for
+			// a free slot in the full suite, past its parent's deadline.
+			ctx := testContext(t, 8*time.Minute)
 			fx := tc.setup(t)
 			group := "rg-" + string(tc.scope)
 			label := uniq("e2e-" + string(tc.scope))
