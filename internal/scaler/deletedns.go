@@ -348,60 +348,33 @@ func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, 
 			mark(LeftFailed)
 			continue
 		}
-		var named []plan.Named
-		for _, r := range all {
-			if group, _, tag, ok := runnerjob.SplitRunnerName(r.Name); ok {
-				named = append(named, plan.Named{Group: group, Tag: tag,
-					Registration: plan.Registration{ID: r.ID, Name: r.Name, Ephemeral: r.Ephemeral, Online: r.Online}})
-			}
-		}
-		in := plan.LeftBehindInput{Regs: named, Recorded: recorded}
-		remove, _ := plan.LeftBehind(in)
-		if len(remove) > 0 {
-			busy, err := s.runningRunners(ctx, runners, t)
-			if err != nil {
-				log.Error("cannot confirm that the runners of a deleted namespace run no job, so none is removed", "scope", t.String(), "error", err)
-				mark(LeftFailed)
-				continue
-			}
-			for i := range in.Regs {
-				in.Regs[i].Busy = busy[in.Regs[i].Name]
-			}
-			remove, _ = plan.LeftBehind(in)
-		}
-		failed := map[string]bool{}
-		for _, r := range remove {
-			group, _, tag, _ := runnerjob.SplitRunnerName(r.Name)
-			if s.cfg.DryRun {
-				fmt.Fprintf(s.out, "  would remove runner %s (ID %d) from Gitea: namespace %s of RunnerGroup %s that registered it is gone\n", r.Name, r.ID, c.Namespace, group)
-				continue
-			}
-			if err := runners.DeleteRunner(ctx, t, r.ID); err != nil {
+		sw, err := s.sweepLeftBehind(ctx, runners, t, plan.LeftBehindInput{Regs: namedRegistrations(all, ""), Recorded: recorded}, leftBehindActions{
+			dryRun: func(r plan.Registration, group string) string {
+				return fmt.Sprintf("namespace %s of RunnerGroup %s that registered it is gone", c.Namespace, group)
+			},
+			removed: func(r plan.Registration, group string) {
+				rep.Removed++
+				log.Info("removed a registration of a deleted namespace", "runner", r.Name, "id", r.ID, "deletedGroup", group, "scope", t.String())
+			},
+			failed: func(r plan.Registration, _ string, err error) {
 				log.Error("cannot remove a runner of a deleted namespace from Gitea", "runner", r.Name, "id", r.ID, "error", err)
-				failed[tag] = true
-				continue
-			}
-			rep.Removed++
-			log.Info("removed a registration of a deleted namespace", "runner", r.Name, "id", r.ID, "deletedGroup", group, "scope", t.String())
+			},
+		})
+		if err != nil {
+			log.Error("cannot confirm that the runners of a deleted namespace run no job, so none is removed", "scope", t.String(), "error", err)
+			mark(LeftFailed)
+			continue
 		}
 		if s.cfg.DryRun {
 			continue
 		}
-		var kept []plan.Named
-		for _, r := range in.Regs {
-			if !removed(remove, r.ID) || failed[r.Tag] {
-				r.Online = true // what is left is not removed again here
-				kept = append(kept, r)
-			}
-		}
-		_, forget := plan.LeftBehind(plan.LeftBehindInput{Regs: kept, Recorded: recorded})
-		left.Forget(p, forget)
-		forgets = append(forgets, forgotten{p, forget})
+		left.Forget(p, sw.forget)
+		forgets = append(forgets, forgotten{p, sw.forget})
 		for tag := range recorded {
 			switch {
-			case failed[tag]:
+			case sw.failed[tag]:
 				why[tag] = LeftFailed
-			case !slices.Contains(forget, tag):
+			case !slices.Contains(sw.forget, tag):
 				why[tag] = LeftRunning
 			}
 		}
