@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -83,18 +84,63 @@ type Store struct {
 	Client kubernetes.Interface
 }
 
+// labels are the ledger's labels. Besides managed-by it carries the
+// RunnerGroup label with an empty value (it is no group's): the one list of
+// a namespace's state ConfigMaps by that label, and a loop's watch of them,
+// then hold the ledger too, and a pass needs no request of its own to read
+// it (issue 23). No group is named "", so no group's selector picks it.
+var labels = map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy, v1alpha1.LabelRunnerGroupName: ""}
+
 // Load returns a namespace's ledger; none is an empty one. Entries that
 // cannot be read are left out: a group missing from the ledger is only
-// never swept.
-func (s Store) Load(ctx context.Context, namespace string) (Entries, error) {
+// never swept. listable says whether the ConfigMap exists with the labels
+// that a list of the namespace's state ConfigMaps selects (see
+// MakeListable).
+func (s Store) Load(ctx context.Context, namespace string) (_ Entries, listable bool, _ error) {
 	cm, err := s.Client.CoreV1().ConfigMaps(namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return Entries{}, nil
+		return Entries{}, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+		return nil, false, fmt.Errorf("cannot read ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
 	}
-	return decode(cm.Data), nil
+	return decode(cm.Data), hasLabels(cm, labels), nil
+}
+
+// FromList is the ledger in a list of a namespace's ConfigMaps by the
+// RunnerGroup label (a pass's list of its state ConfigMaps, or a loop's
+// watch cache of them), keyed by name; ok is false when the list does not
+// hold it. A list that lacks it proves nothing: the ledger may be missing,
+// or older than its labels (Store.Load tells).
+func FromList(byName map[string]*corev1.ConfigMap) (_ Entries, ok bool) {
+	cm, ok := byName[ConfigMapName]
+	if !ok {
+		return nil, false
+	}
+	return decode(cm.Data), true
+}
+
+// MakeListable makes the namespace's ledger one that a list of its state
+// ConfigMaps holds: it creates an empty one where none is, and labels one
+// written before the ledger had the RunnerGroup label. It is done once per
+// namespace; from then on no pass reads the ledger with a request of its
+// own.
+func (s Store) MakeListable(ctx context.Context, namespace string) error {
+	return update(ctx, s.Client, namespace, ConfigMapName, labels, func(data map[string]string) (map[string]string, bool, error) {
+		// A missing ledger (no data) is created; an existing one is
+		// written only when it lacks the labels (update).
+		return nil, data == nil, nil
+	})
+}
+
+// hasLabels says whether cm carries every label of want.
+func hasLabels(cm *corev1.ConfigMap, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := cm.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 func decode(data map[string]string) Entries {
@@ -160,7 +206,7 @@ var writeRetry = wait.Backoff{Steps: maxAttempts, Duration: 10 * time.Millisecon
 
 // change reads the ledger, applies edit and writes it back (see update).
 func (s Store) change(ctx context.Context, namespace string, edit func(Entries) bool) error {
-	return update(ctx, s.Client, namespace, ConfigMapName, func(data map[string]string) (map[string]string, bool, error) {
+	return update(ctx, s.Client, namespace, ConfigMapName, labels, func(data map[string]string) (map[string]string, bool, error) {
 		cur := decode(data)
 		if !edit(cur) {
 			return nil, false, nil
@@ -183,10 +229,11 @@ func encode[T any](m map[string]T) (map[string]string, bool, error) {
 }
 
 // update reads ConfigMap namespace/name, gives its data to edit and, when
-// edit changed it, writes the new data back under the resourceVersion it
+// edit changed it or the ConfigMap lacks any of labels (or is missing),
+// writes the new data and the labels back under the resourceVersion it
 // read (creating the ConfigMap if there was none), again from a fresh read
 // when another pass wrote in between.
-func update(ctx context.Context, client kubernetes.Interface, namespace, name string, edit func(map[string]string) (map[string]string, bool, error)) error {
+func update(ctx context.Context, client kubernetes.Interface, namespace, name string, labels map[string]string, edit func(map[string]string) (map[string]string, bool, error)) error {
 	cms := client.CoreV1().ConfigMaps(namespace)
 	lostRace := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
 	return retry.OnError(writeRetry, lostRace, func() error {
@@ -194,17 +241,25 @@ func update(ctx context.Context, client kubernetes.Interface, namespace, name st
 		exists := err == nil
 		switch {
 		case apierrors.IsNotFound(err):
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
-				Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}}}
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
 		case err != nil:
 			return fmt.Errorf("cannot read ConfigMap %s/%s: %w", namespace, name, err)
 		}
 		data, changed, err := edit(cm.Data)
-		if err != nil || !changed {
+		if err != nil {
 			return err
 		}
+		if !changed && (!exists || hasLabels(cm, labels)) {
+			return nil
+		}
 		cm = cm.DeepCopy()
-		cm.Data = data
+		if changed {
+			cm.Data = data
+		}
+		if cm.Labels == nil {
+			cm.Labels = map[string]string{}
+		}
+		maps.Copy(cm.Labels, labels)
 		if exists {
 			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
 		} else {

@@ -27,20 +27,20 @@ func TestRecordAndForget(t *testing.T) {
 	ci := Entry{Group: "ci", URL: "https://gitea.example.com", Scope: "org", Owner: "acme"}
 	web := Entry{Group: "web", URL: "https://gitea.example.com", Scope: "repo", Owner: "acme", Repo: "app"}
 
-	empty, err := s.Load(ctx, "ns")
+	empty, _, err := s.Load(ctx, "ns")
 	require.NoError(t, err)
 	assert.Empty(t, empty, "no ledger is an empty one")
 
 	require.NoError(t, s.Record(ctx, "ns", "aaaa0001", "ci", orgAcme))
 	require.NoError(t, s.Record(ctx, "ns", "aaaa0002", "web", repoApp))
 	require.NoError(t, s.Record(ctx, "ns", "aaaa0001", "ci", orgAcme), "recording again changes nothing")
-	got, err := s.Load(ctx, "ns")
+	got, _, err := s.Load(ctx, "ns")
 	require.NoError(t, err)
 	assert.Equal(t, Entries{"aaaa0001": ci, "aaaa0002": web}, got)
 
 	require.NoError(t, s.Forget(ctx, "ns", repoApp, []string{"aaaa0001", "unknown"}), "ci is not recorded there")
 	require.NoError(t, s.Forget(ctx, "ns", orgAcme, []string{"aaaa0001", "unknown"}))
-	got, err = s.Load(ctx, "ns")
+	got, _, err = s.Load(ctx, "ns")
 	require.NoError(t, err)
 	assert.Equal(t, Entries{"aaaa0002": web}, got)
 }
@@ -52,7 +52,7 @@ func TestAGroupThatMovesKeepsItsFormerPlaces(t *testing.T) {
 	ctx := context.Background()
 	s := Store{Client: fake.NewClientset()}
 	load := func() Entry {
-		got, err := s.Load(ctx, "ns")
+		got, _, err := s.Load(ctx, "ns")
 		require.NoError(t, err)
 		return got["aaaa0001"]
 	}
@@ -83,7 +83,7 @@ func TestUnreadableEntriesAreLeftOut(t *testing.T) {
 	kube := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: "ns"},
 		Data: map[string]string{"aaaa0001": "not json", "aaaa0002": `{"group":"ci","url":"u","scope":"global"}`}})
 
-	got, err := Store{Client: kube}.Load(context.Background(), "ns")
+	got, _, err := Store{Client: kube}.Load(context.Background(), "ns")
 
 	require.NoError(t, err)
 	assert.Equal(t, Entries{"aaaa0002": {Group: "ci", URL: "u", Scope: "global"}}, got)
@@ -125,10 +125,84 @@ func TestAWriteThatLostTheRaceIsRetriedFromAFreshRead(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			got, err := s.Load(ctx, "ns")
+			got, _, err := s.Load(ctx, "ns")
 			require.NoError(t, err)
 			assert.Len(t, got, 2)
 			assert.Equal(t, tc.lose, lost)
 		})
 	}
+}
+
+// TestTheStateListHoldsTheLedger: a pass reads the ledger from its one
+// list of the namespace's state ConfigMaps (by the RunnerGroup label), so
+// every ledger the scaler writes carries that label, one written before the
+// label gets it once (MakeListable, or its next write), and a namespace
+// without one gets an empty one once. The release namespace's mirror is no
+// ledger and stays out of such lists.
+func TestTheStateListHoldsTheLedger(t *testing.T) {
+	old := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: "ns",
+		Labels: map[string]string{"gitea.bpg.pw/managed-by": "gitea-runner-operator"}},
+		Data: map[string]string{"aaaa0001": `{"group":"ci","url":"https://gitea.example.com","scope":"org","owner":"acme"}`}}
+	ci := Entries{"aaaa0001": {Group: "ci", URL: "https://gitea.example.com", Scope: "org", Owner: "acme"}}
+	tests := []struct {
+		name     string
+		objects  []runtime.Object
+		write    func(ctx context.Context, s Store) error
+		want     Entries
+		listable bool // before the write
+	}{
+		{"no ledger: MakeListable creates an empty one", nil, func(ctx context.Context, s Store) error { return s.MakeListable(ctx, "ns") }, Entries{}, false},
+		{"an unlabelled ledger: MakeListable labels it and keeps its entries", []runtime.Object{old.DeepCopy()}, func(ctx context.Context, s Store) error { return s.MakeListable(ctx, "ns") }, ci, false},
+		{"an unlabelled ledger: a write that changes nothing labels it", []runtime.Object{old.DeepCopy()}, func(ctx context.Context, s Store) error {
+			return s.Record(ctx, "ns", "aaaa0001", "ci", orgAcme)
+		}, ci, false},
+		{"no ledger: the first record creates it labelled", nil, func(ctx context.Context, s Store) error {
+			return s.Record(ctx, "ns", "aaaa0001", "ci", orgAcme)
+		}, ci, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			kube := fake.NewClientset(tt.objects...)
+			s := Store{Client: kube}
+			_, listable, err := s.Load(ctx, "ns")
+			require.NoError(t, err)
+			assert.Equal(t, tt.listable, listable)
+
+			require.NoError(t, tt.write(ctx, s))
+			got, listable, err := s.Load(ctx, "ns")
+			require.NoError(t, err)
+			assert.True(t, listable, "labelled after the write")
+			assert.Equal(t, tt.want, got)
+
+			list, err := kube.CoreV1().ConfigMaps("ns").List(ctx, metav1.ListOptions{LabelSelector: "gitea.bpg.pw/runnergroup-name"})
+			require.NoError(t, err)
+			byName := map[string]*corev1.ConfigMap{}
+			for i := range list.Items {
+				byName[list.Items[i].Name] = &list.Items[i]
+			}
+			fromList, ok := FromList(byName)
+			require.True(t, ok, "the state list holds the ledger")
+			assert.Equal(t, tt.want, fromList)
+			assert.Equal(t, "gitea-runner-operator", list.Items[0].Labels["gitea.bpg.pw/managed-by"])
+			assert.Empty(t, list.Items[0].Labels["gitea.bpg.pw/runnergroup-name"], "the ledger is no group's")
+		})
+	}
+
+	t.Run("a list without it proves nothing", func(t *testing.T) {
+		_, ok := FromList(map[string]*corev1.ConfigMap{"ci-runner-state": {}})
+		assert.False(t, ok)
+	})
+	t.Run("the mirror stays out of state lists", func(t *testing.T) {
+		ctx := context.Background()
+		kube := fake.NewClientset()
+		m := Mirror{Client: kube, Namespace: "platform", Name: "rel-registrations"}
+		require.NoError(t, m.Change(ctx, func(cs Copies) bool {
+			cs.Put(Copy{Namespace: "team", UID: "u1", Groups: ci})
+			return true
+		}))
+		list, err := kube.CoreV1().ConfigMaps("platform").List(ctx, metav1.ListOptions{LabelSelector: "gitea.bpg.pw/runnergroup-name"})
+		require.NoError(t, err)
+		assert.Empty(t, list.Items)
+	})
 }

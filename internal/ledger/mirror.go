@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
 // Mirror is one install's copy, in its own (release) namespace, of what
@@ -81,8 +83,12 @@ func decodeCopies(data map[string]string) Copies {
 // Change reads the mirror, applies edit and, when edit says it changed
 // anything, writes it back under the resourceVersion it read (again from
 // a fresh read when another pass wrote in between).
+// mirrorLabels are the mirror's: it lives in the release namespace and is
+// no namespace's ledger, so a list of state ConfigMaps must not hold it.
+var mirrorLabels = map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}
+
 func (m Mirror) Change(ctx context.Context, edit func(Copies) bool) error {
-	return update(ctx, m.Client, m.Namespace, m.Name, func(data map[string]string) (map[string]string, bool, error) {
+	return update(ctx, m.Client, m.Namespace, m.Name, mirrorLabels, func(data map[string]string) (map[string]string, bool, error) {
 		cur := decodeCopies(data)
 		if !edit(cur) {
 			return nil, false, nil

@@ -130,7 +130,7 @@ func TestRegistrationsLeftInAGroupsFormerScopeAreRemoved(t *testing.T) {
 
 	assert.Equal(t, []string{runnerjob.RunnerName(before, "ci-gone2"), runnerjob.RunnerName(before, "ci-gone3"),
 		runnerjob.RunnerName(other, "ci-bbbbb")}, g.namesAt(old))
-	entries, err := books.Load(context.Background(), ns)
+	entries, _, err := books.Load(context.Background(), ns)
 	require.NoError(t, err)
 	assert.Equal(t, []ledger.Place{placeOf(&rg.Spec), placeOf(&before.Spec)}, entries[tag].Places(), "moved, the former scope kept while runners are left there")
 
@@ -143,7 +143,7 @@ func TestRegistrationsLeftInAGroupsFormerScopeAreRemoved(t *testing.T) {
 	e.pass(set)
 
 	assert.Equal(t, []string{runnerjob.RunnerName(other, "ci-bbbbb")}, g.namesAt(old))
-	entries, err = books.Load(context.Background(), ns)
+	entries, _, err = books.Load(context.Background(), ns)
 	require.NoError(t, err)
 	assert.Equal(t, []ledger.Place{placeOf(&rg.Spec)}, entries[tag].Places(), "nothing of the group is left in its former scope")
 }

@@ -200,6 +200,9 @@ func (s *Scaler) loadStates(ctx context.Context, namespace string, groups []*gro
 // attempt only as far as claim allows.
 func (s *Scaler) preloadStates(ctx context.Context, groups []*groupRun, listed state.Listed, listErr error, cached bool) {
 	err := listErr
+	if err == nil {
+		preloadLedger(ctx, groups, listed)
+	}
 	var own []*groupRun
 	for _, g := range groups {
 		g.fromCache = cached

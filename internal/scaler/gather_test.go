@@ -21,6 +21,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
@@ -261,6 +262,82 @@ func TestGroupsOfOneListingShareTheRunnersListing(t *testing.T) {
 			})
 			require.Empty(t, sum.Failed)
 			assert.Len(t, rg.calls, tt.want)
+		})
+	}
+}
+
+// TestASteadyPassReadsTheLedgerFromTheStateList: the registrations ledger
+// comes with the one list of a namespace's state ConfigMaps, so a steady
+// pass reads it with no request of its own. A namespace without a ledger
+// gets an empty one, and a ledger from before its RunnerGroup label gets
+// the label, once, in the first pass (not in a dry run); the naive design
+// reads it each pass.
+func TestASteadyPassReadsTheLedgerFromTheStateList(t *testing.T) {
+	old := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ledger.ConfigMapName, Namespace: ns,
+		Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}}}
+	tests := []struct {
+		name         string
+		objects      []runtime.Object
+		setup        setup
+		first        map[string]int // ledger requests of the first pass
+		steadyGets   int
+		labelledOnce bool
+	}{
+		{"no ledger yet", nil, func(*Deps, *Config) {}, map[string]int{"get": 2, "create": 1}, 0, true},
+		{"a ledger from before its label", []runtime.Object{old}, func(*Deps, *Config) {}, map[string]int{"get": 2, "update": 1}, 0, true},
+		{"a dry run writes nothing", nil, func(_ *Deps, c *Config) { c.DryRun = true }, map[string]int{"get": 1}, 1, false},
+		{"naive", nil, naive, map[string]int{"get": 2, "create": 1}, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, newGroup("a", 5), newGroup("b", 5))
+			for _, o := range tt.objects {
+				_, err := e.kube.CoreV1().ConfigMaps(ns).Create(context.Background(), o.(*corev1.ConfigMap).DeepCopy(), metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+			rg := &runnersGitea{fakeGitea: e.gitea}
+			withRunners := func(d *Deps, c *Config) {
+				d.Gitea = func(string, string) (gitea.Client, error) { return rg, nil }
+				c.RunnerIdleTimeout = time.Minute
+				tt.setup(d, c)
+			}
+			ledgerCalls := func() map[string]int {
+				out := map[string]int{}
+				for _, a := range e.kube.Actions() {
+					if a.GetResource().Resource != "configmaps" {
+						continue
+					}
+					name := ""
+					switch a := a.(type) {
+					case k8stesting.GetAction:
+						name = a.GetName()
+					case k8stesting.CreateAction:
+						name = a.GetObject().(*corev1.ConfigMap).Name
+					case k8stesting.UpdateAction:
+						name = a.GetObject().(*corev1.ConfigMap).Name
+					}
+					if name == ledger.ConfigMapName {
+						out[a.GetVerb()]++
+					}
+				}
+				return out
+			}
+
+			e.kube.ClearActions()
+			require.Empty(t, e.pass(withRunners).Failed)
+			assert.Equal(t, tt.first, ledgerCalls(), "the first pass")
+			for range 2 {
+				e.kube.ClearActions()
+				require.Empty(t, e.pass(withRunners).Failed)
+				want := map[string]int{}
+				if tt.steadyGets > 0 {
+					want["get"] = tt.steadyGets
+				}
+				assert.Equal(t, want, ledgerCalls(), "a steady pass")
+			}
+			_, listable, err := ledger.Store{Client: e.kube}.Load(context.Background(), ns)
+			require.NoError(t, err)
+			assert.Equal(t, tt.labelledOnce, listable)
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
 // recordOwner writes the group's owner tag in its namespace's ledger
@@ -100,11 +101,36 @@ func placeOf(spec *v1alpha1.RunnerGroupSpec) ledger.Place {
 	return ledger.Place{URL: assign.Instance(spec.Gitea.URL), Scope: string(t.Scope), Owner: t.Owner, Repo: t.Repo}
 }
 
-// ledger is the pass's reading of the group's namespace's ledger.
+// ledger is the pass's reading of the group's namespace's ledger: from the
+// pass's list of the namespace's state ConfigMaps (preloadLedger) when it
+// holds it, or else with a read of its own. A ledger the list could not
+// hold (none yet, or one written before it had the RunnerGroup label) is
+// then made one it holds, once, so that no later pass reads it on its own
+// (one request per namespace and pass saved; not in a dry run).
 func (s *Scaler) ledger(ctx context.Context, g *groupRun) (ledger.Entries, error) {
 	ns := g.rg.Namespace
 	return g.namespaces.ledgers.get(ctx, ns, func(ctx context.Context) (ledger.Entries, error) {
-		return ledger.Store{Client: s.kube}.Load(ctx, ns)
+		store := ledger.Store{Client: s.kube}
+		entries, listable, err := store.Load(ctx, ns)
+		if err == nil && !listable && !s.cfg.DryRun {
+			if err := store.MakeListable(ctx, ns); err != nil {
+				g.log.Debug("cannot label the registrations ledger; passes read it on their own", "error", err)
+			}
+		}
+		return entries, err
+	})
+}
+
+// preloadLedger gives the pass its reading of a namespace's ledger from
+// the list (or watch cache) of its state ConfigMaps, which holds the
+// ledger by its labels. A list without it leaves the reading to ledger.
+func preloadLedger(ctx context.Context, groups []*groupRun, listed state.Listed) {
+	entries, ok := ledger.FromList(listed)
+	if !ok || len(groups) == 0 {
+		return
+	}
+	_, _ = groups[0].namespaces.ledgers.get(ctx, groups[0].rg.Namespace, func(context.Context) (ledger.Entries, error) {
+		return entries, nil
 	})
 }
 

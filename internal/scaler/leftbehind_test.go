@@ -63,7 +63,7 @@ func TestRegistrationsOfDeletedGroupsAreRemoved(t *testing.T) {
 		runnerjob.RunnerName(otherScope, "web-ddddd"), runnerjob.RunnerName(newGroup("x", 1), "x-eeeee"),
 	}, g.names())
 	assert.EqualValues(t, 2, e.group("ci").Status.ReapedRunners)
-	left, err := books.Load(context.Background(), ns)
+	left, _, err := books.Load(context.Background(), ns)
 	require.NoError(t, err)
 	assert.NotContains(t, left, runnerjob.OwnerTag(oldCI.UID), "no registration of it is left: forgotten")
 	assert.Contains(t, left, runnerjob.OwnerTag(gone.UID), "one is still online")
@@ -83,7 +83,7 @@ func TestAGroupIsRecordedBeforeItsFirstRunner(t *testing.T) {
 	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), ledger.ConfigMapName, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, cm.OwnerReferences, "it outlives the group")
-	left, err := ledger.Store{Client: e.kube}.Load(context.Background(), ns)
+	left, _, err := ledger.Store{Client: e.kube}.Load(context.Background(), ns)
 	require.NoError(t, err)
 	assert.Equal(t, ledger.Entry{Group: "ci", URL: rg.Spec.Gitea.URL, Scope: "org", Owner: "acme"}, left[runnerjob.OwnerTag(rg.UID)])
 }
