@@ -3,6 +3,7 @@ package scaler
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
@@ -88,7 +90,7 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 	if s.cfg.DryRun {
 		return
 	}
-	patch := statusChanged(&rg.Status, &st, s.now())
+	patch := statusChanged(rg.UID, &rg.Status, &st, s.now())
 	if !patch {
 		// Unchanged: keep the lastCheckTime the API server holds.
 		st.LastCheckTime = rg.Status.LastCheckTime
@@ -115,11 +117,30 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 // that means the group is not being served.
 const StatusHeartbeat = 5 * time.Minute
 
-// statusChanged reports whether next must be written over prev: anything
-// but lastCheckTime differs, or prev's lastCheckTime is missing or older
-// than StatusHeartbeat.
-func statusChanged(prev, next *v1alpha1.RunnerGroupStatus, now time.Time) bool {
-	if prev.LastCheckTime == nil || now.Sub(prev.LastCheckTime.Time) >= StatusHeartbeat {
+// heartbeatOf is when group uid's steady status is written again: at a
+// point between three quarters of StatusHeartbeat and all of it, fixed per
+// group by its UID. Groups first served by one pass (a new install, or the
+// 1,500 new groups a pass serves at most) would otherwise all fall due in
+// the same later pass, and that pass would patch them all, paced by
+// --kube-qps (30 s at 1,500; issue 23); spread, they fall due over a
+// quarter of the heartbeat, and their periods differ, so they drift
+// further apart. Writes cost G / (7/8 × StatusHeartbeat) per second on
+// average, a seventh more than a fixed heartbeat.
+func heartbeatOf(uid types.UID) time.Duration {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(uid))
+	// The hash's fraction of 2^32, of a quarter of the heartbeat (in
+	// milliseconds, so the product fits in 64 bits).
+	quarter := uint64(StatusHeartbeat / 4 / time.Millisecond)
+	spread := time.Duration(uint64(h.Sum32())*quarter>>32) * time.Millisecond
+	return StatusHeartbeat - spread
+}
+
+// statusChanged reports whether next must be written over prev, the status
+// of group uid: anything but lastCheckTime differs, or prev's
+// lastCheckTime is missing or as old as the group's heartbeat.
+func statusChanged(uid types.UID, prev, next *v1alpha1.RunnerGroupStatus, now time.Time) bool {
+	if prev.LastCheckTime == nil || now.Sub(prev.LastCheckTime.Time) >= heartbeatOf(uid) {
 		return true
 	}
 	a, b := *prev, *next

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -144,6 +146,7 @@ func TestSteadyPassPatchesOnlyTheStatusesThatChanged(t *testing.T) {
 }
 
 func TestStatusChangedIgnoresOnlyAFreshLastCheckTime(t *testing.T) {
+	const uid = types.UID("0f3c9a52-1d4e-4b7a-8c2f-6e5d4c3b2a19")
 	checked := metav1.NewTime(t0)
 	base := v1alpha1.RunnerGroupStatus{QueuedJobs: 2, LastCheckTime: &checked, ObservedGeneration: 3,
 		Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReconciled, Message: "m", LastTransitionTime: checked}}}
@@ -160,14 +163,39 @@ func TestStatusChangedIgnoresOnlyAFreshLastCheckTime(t *testing.T) {
 		{"a count changed", func(s *v1alpha1.RunnerGroupStatus) { s.QueuedJobs = 3 }, t0.Add(time.Second), true},
 		{"a condition's message changed", func(s *v1alpha1.RunnerGroupStatus) { s.Conditions[0].Message = "n" }, t0.Add(time.Second), true},
 		{"the generation moved", func(s *v1alpha1.RunnerGroupStatus) { s.ObservedGeneration = 4 }, t0.Add(time.Second), true},
-		{"the heartbeat is due", func(*v1alpha1.RunnerGroupStatus) {}, t0.Add(StatusHeartbeat), true},
+		{"the heartbeat is due", func(*v1alpha1.RunnerGroupStatus) {}, t0.Add(heartbeatOf(uid)), true},
+		{"not yet", func(*v1alpha1.RunnerGroupStatus) {}, t0.Add(heartbeatOf(uid) - time.Second), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			next := *base.DeepCopy()
 			tt.mutate(&next)
-			assert.Equal(t, tt.want, statusChanged(&base, &next, tt.now))
+			assert.Equal(t, tt.want, statusChanged(uid, &base, &next, tt.now))
 		})
 	}
-	assert.True(t, statusChanged(&v1alpha1.RunnerGroupStatus{}, &base, t0), "a group never checked is recorded")
+	assert.True(t, statusChanged(uid, &v1alpha1.RunnerGroupStatus{}, &base, t0), "a group never checked is recorded")
+}
+
+// TestHeartbeatsOfGroupsServedTogetherSpread: groups first served by one
+// pass do not all fall due in one later pass. Each group's heartbeat is
+// fixed by its UID within the last quarter of StatusHeartbeat, so the
+// served-within rule (ServedWithin) still holds, and 1,500 groups spread
+// over that quarter: no 10 s pass (the loop's interval) gets more than a
+// few times its share.
+func TestHeartbeatsOfGroupsServedTogetherSpread(t *testing.T) {
+	const groups, pass = 1500, 10 * time.Second
+	perPass := map[time.Duration]int{}
+	for i := range groups {
+		uid := types.UID(fmt.Sprintf("5f0c%04d-7b1e-4c2a-9d3e-%012d", i, i*7919))
+		h := heartbeatOf(uid)
+		require.GreaterOrEqual(t, h, StatusHeartbeat*3/4, uid)
+		require.LessOrEqual(t, h, StatusHeartbeat, uid)
+		assert.Equal(t, h, heartbeatOf(uid), "fixed per group")
+		perPass[h/pass]++
+	}
+	share := groups / int(StatusHeartbeat/4/pass)
+	assert.GreaterOrEqual(t, len(perPass), int(StatusHeartbeat/4/pass)-1, "the heartbeats fall in every pass of the quarter")
+	for slot, n := range perPass {
+		assert.LessOrEqual(t, n, 3*share, "pass %d after 3m45s gets %d heartbeats; its share is %d", slot, n, share)
+	}
 }
