@@ -219,6 +219,15 @@ func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	if err := tenancy.CheckGrant(f.ns, g.rg.Spec.Gitea.URL, grantTarget(&g.rg.Spec)); err != nil {
 		return newGroupError(ReasonNotGranted, "%w", err)
 	}
+	if s.cache == nil {
+		return s.podChecks(g, f.ns)
+	}
+	return s.verdicts.judge(g.rg, f.ns, func() error { return s.podChecks(g, f.ns) })
+}
+
+// podChecks refuses a group whose runner pod, or what its runner config
+// gives job containers, the namespace's Pod Security would not admit.
+func (s *Scaler) podChecks(g *groupRun, ns *corev1.Namespace) error {
 	// The runner pod as it would be created, with the group's template and
 	// the install's: its shape does not depend on the Gitea job. The
 	// template was checked before, so Build accepts it.
@@ -226,14 +235,14 @@ func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	if err != nil {
 		return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
 	}
-	if why := tenancy.PodSecurity(f.ns, &job.Spec.Template, s.cfg.TrustUnlabelledNamespaces); why != "" {
+	if why := tenancy.PodSecurity(ns, &job.Spec.Template, s.cfg.TrustUnlabelledNamespaces); why != "" {
 		return newGroupError(ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	// What the runner config gives job containers is judged by the same
 	// level: a privileged job container goes only where a privileged
 	// runner pod would.
 	merged := runnerconfig.Merge(s.cfg.Runner.Config.Defaults, g.rg.Spec.RunnerConfig, s.cfg.Runner.Config.Pinned)
-	if why := tenancy.RunnerConfigRights(f.ns, runnerconfig.NeedsPrivileged(merged), s.cfg.TrustUnlabelledNamespaces); why != "" {
+	if why := tenancy.RunnerConfigRights(ns, runnerconfig.NeedsPrivileged(merged), s.cfg.TrustUnlabelledNamespaces); why != "" {
 		return newGroupError(ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	return nil

@@ -190,8 +190,9 @@ type Scaler struct {
 	// RegistrationTokenRecheck (regcheck.go).
 	regChecks regChecks
 	// cache and memo are a loop's: what it keeps between passes.
-	cache Cache
-	memo  memo
+	cache    Cache
+	memo     memo
+	verdicts podVerdicts
 
 	// include and excludes are cfg's selectors, parsed once.
 	include  labels.Selector

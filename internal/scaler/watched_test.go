@@ -20,6 +20,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // stillCache is a loop's Cache whose views are what the test says, however
@@ -318,4 +319,55 @@ func TestNewGroupsBeyondTheBoundWaitForLaterPasses(t *testing.T) {
 		assert.Equal(t, want.recorded, recorded(), "pass %d: new groups served so far", pass+1)
 		assert.Equal(t, want.deferred > 0, sum.Partial)
 	}
+}
+
+// TestALoopJudgesARunnerPodAgainOnlyWhenItsGroupOrNamespaceChanged: a
+// loop keeps each group's Pod Security verdict while neither the group nor
+// its namespace moves (building every runner Job to judge it was over half
+// of a steady pass's allocations at 5,000 groups), and judges again at once
+// when either does: a namespace whose enforce label drops to baseline
+// refuses the privileged runner in the next pass.
+func TestALoopJudgesARunnerPodAgainOnlyWhenItsGroupOrNamespaceChanged(t *testing.T) {
+	ctx := context.Background()
+	rg := newGroup("ci", 5)
+	rg.ResourceVersion = "10"
+	e := newEnv(t, rg)
+	sc, c := watchingScaler(t, e)
+	label := func(level, version string) {
+		t.Helper()
+		nsObj, err := e.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		require.NoError(t, err)
+		nsObj.Labels = map[string]string{tenancy.LabelEnforce: level}
+		nsObj.ResourceVersion = version
+		_, err = e.kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			got, ok := c.Namespace(ns)
+			return ok && got.ResourceVersion == version
+		}, 10*time.Second, 10*time.Millisecond, "the loop's cache sees namespace version %s", version)
+	}
+	pass := func() string {
+		t.Helper()
+		_, err := sc.Pass(ctx)
+		require.NoError(t, err)
+		return ready(e.group("ci")).Reason
+	}
+	label(tenancy.LevelPrivileged, "100")
+
+	require.Equal(t, ReasonReconciled, pass())
+	require.Equal(t, 1, sc.verdicts.judged)
+	for range 3 {
+		require.Equal(t, ReasonReconciled, pass())
+	}
+	assert.Equal(t, 1, sc.verdicts.judged, "steady passes judge nothing again")
+
+	label("baseline", "101")
+	assert.Equal(t, ReasonPodSecurityForbidsRunner, pass(), "the namespace moved: judged again at once")
+	assert.Equal(t, 2, sc.verdicts.judged)
+	assert.Equal(t, ReasonPodSecurityForbidsRunner, pass())
+	assert.Equal(t, 2, sc.verdicts.judged)
+
+	label(tenancy.LevelPrivileged, "102")
+	assert.Equal(t, ReasonReconciled, pass())
+	assert.Equal(t, 3, sc.verdicts.judged)
 }
