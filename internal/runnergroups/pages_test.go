@@ -68,7 +68,7 @@ func restClient(t *testing.T, srv *httptest.Server) rest.Interface {
 // managedFields, which a pass never reads), follows continue tokens, and
 // reports a group the types cannot hold apart from the others.
 func TestListThroughRESTDecodesPagesAsTheDynamicClientDoes(t *testing.T) {
-	bad := group("a", "bad", nil)
+	bad := group("a", "bad", map[string]string{"pool": "arm"})
 	require.NoError(t, unstructured.SetNestedField(bad.Object, "many", "spec", "maxActiveRunners"))
 	objs := []*unstructured.Unstructured{group("a", "one", map[string]string{"pool": "gpu"}), bad, group("a", "two", nil), group("a", "three", nil)}
 	three := objs[3]
@@ -89,7 +89,8 @@ func TestListThroughRESTDecodesPagesAsTheDynamicClientDoes(t *testing.T) {
 	require.NoError(t, err)
 	assert.ElementsMatch(t, want, groups)
 	require.Len(t, broken, 1)
-	assert.Equal(t, Broken{Namespace: "a", Name: "bad", Err: broken[0].Err}, broken[0])
+	assert.Equal(t, Broken{Namespace: "a", Name: "bad", Labels: map[string]string{"pool": "arm"}, Err: broken[0].Err}, broken[0],
+		"with its labels, so a listener's selectors can tell whether it is theirs")
 	assert.Error(t, broken[0].Err)
 	assert.Equal(t, []string{
 		"/apis/gitea.bpg.pw/v1alpha1/namespaces/a/runnergroups?labelSelector=pool&limit=500",

@@ -65,10 +65,13 @@ func (c Client) listPages(ctx context.Context, namespace, selector string) (grou
 	_, err = c.eachListed(ctx, namespace, selector, "", func(rg *v1alpha1.RunnerGroup, raw []byte, err error) {
 		if err != nil {
 			var id struct {
-				Metadata struct{ Namespace, Name string } `json:"metadata"`
+				Metadata struct {
+					Namespace, Name string
+					Labels          map[string]string
+				} `json:"metadata"`
 			}
 			_ = json.Unmarshal(raw, &id)
-			broken = append(broken, Broken{Namespace: id.Metadata.Namespace, Name: id.Metadata.Name, Err: err})
+			broken = append(broken, Broken{Namespace: id.Metadata.Namespace, Name: id.Metadata.Name, Labels: id.Metadata.Labels, Err: err})
 			return
 		}
 		groups = append(groups, *rg)
@@ -137,7 +140,7 @@ func (c Client) listDynamic(ctx context.Context, namespace, selector string) (gr
 		for i := range list.Items {
 			var rg v1alpha1.RunnerGroup
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &rg); err != nil {
-				broken = append(broken, Broken{Namespace: list.Items[i].GetNamespace(), Name: list.Items[i].GetName(), Err: err})
+				broken = append(broken, Broken{Namespace: list.Items[i].GetNamespace(), Name: list.Items[i].GetName(), Labels: list.Items[i].GetLabels(), Err: err})
 				continue
 			}
 			groups = append(groups, rg)
@@ -152,7 +155,10 @@ func (c Client) listDynamic(ctx context.Context, namespace, selector string) (gr
 // Broken is a RunnerGroup that could not be read.
 type Broken struct {
 	Namespace, Name string
-	Err             error
+	// Labels are the object's, so a listener's selectors can tell whether
+	// the group it could not read is one it serves.
+	Labels map[string]string
+	Err    error
 }
 
 // PatchStatus replaces the group's status with a merge patch on the status

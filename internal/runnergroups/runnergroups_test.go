@@ -57,7 +57,7 @@ func TestListByNamespaceAndSelector(t *testing.T) {
 // One object the types cannot hold (written by a newer or broken CRD) must
 // not hide the others.
 func TestListReportsBrokenGroupsApart(t *testing.T) {
-	bad := group("a", "bad", nil)
+	bad := group("a", "bad", map[string]string{"pool": "arm"})
 	require.NoError(t, unstructured.SetNestedField(bad.Object, "many", "spec", "maxActiveRunners"))
 	c := newClient(group("a", "good", nil), bad)
 
@@ -68,6 +68,7 @@ func TestListReportsBrokenGroupsApart(t *testing.T) {
 	assert.Equal(t, "good", groups[0].Name)
 	require.Len(t, broken, 1)
 	assert.Equal(t, "bad", broken[0].Name)
+	assert.Equal(t, map[string]string{"pool": "arm"}, broken[0].Labels)
 	assert.Error(t, broken[0].Err)
 }
 

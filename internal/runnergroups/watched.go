@@ -149,7 +149,7 @@ func (w *Watched) List(ctx context.Context, namespace, selector string) ([]v1alp
 		case *v1alpha1.RunnerGroup:
 			groups = append(groups, *o.DeepCopy())
 		case *broken:
-			bad = append(bad, Broken{Namespace: o.GetNamespace(), Name: o.GetName(), Err: o.err})
+			bad = append(bad, Broken{Namespace: o.GetNamespace(), Name: o.GetName(), Labels: o.GetLabels(), Err: o.err})
 		}
 	}
 	sort.Slice(groups, func(i, j int) bool {

@@ -55,9 +55,12 @@ var cannotServe = map[string]bool{
 // serves is about to record: a failure no retry fixes (ineligible; outside
 // its namespace's grant: no part at all), or a first pass that validated
 // (eligible). A transient failure changes nothing, so it moves no job.
-func (s *Scaler) assignment(ctx context.Context, served []v1alpha1.RunnerGroup, runs []*groupRun) *assign.Rule {
+func (s *Scaler) assignment(ctx context.Context, served, every []v1alpha1.RunnerGroup, runs []*groupRun) *assign.Rule {
 	all := served
-	if !s.servesEverything() {
+	switch {
+	case every != nil:
+		all = append(every, missingFrom(every, served)...)
+	case !s.servesEverything():
 		listed, _, err := s.groups.List(ctx, metav1.NamespaceAll, "")
 		if err != nil {
 			s.log.Warn("cannot list the RunnerGroups of every namespace; a job that several groups could run is assigned among the groups this pass serves only", "error", err)

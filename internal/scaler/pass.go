@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -83,10 +85,11 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	if s.groups == nil {
 		return Summary{}, errNotMadeByNew
 	}
-	listed, broken, failedNS, err := s.listGroups(ctx)
+	lg, err := s.listGroups(ctx)
 	if err != nil {
 		return Summary{}, err
 	}
+	listed, broken, failedNS := lg.served, lg.broken, lg.failedNS
 	groups := listed
 	if keep != nil {
 		groups, broken = nil, nil
@@ -117,7 +120,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 		defer cancel()
 		runs[i] = s.prepare(gctx, &groups[i], secrets, nss)
 	})
-	rule := s.assignment(ctx, listed, runs)
+	rule := s.assignment(ctx, listed, lg.all, runs)
 	shared := s.gather(ctx, runs)
 	var mu sync.Mutex
 	forEachOf(shared.servingOrder(runs), s.cfg.Workers, func(i int) {
@@ -199,46 +202,105 @@ func rotate(groups []v1alpha1.RunnerGroup, turn int64) []v1alpha1.RunnerGroup {
 	return append(groups[i:len(groups):len(groups)], groups[:i]...)
 }
 
-// listGroups returns the selected RunnerGroups of the served namespaces,
-// sorted by namespace and name, those that could not be read, and the
-// namespaces that could not be listed. A namespace that cannot be listed
-// (its Role was deleted) does not stop the others. When all namespaces are
-// served, one cluster-wide list fails as a whole: nothing can be served,
-// and the pass fails.
-func (s *Scaler) listGroups(ctx context.Context) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, []string, error) {
+// listedGroups are what listGroups read.
+type listedGroups struct {
+	// served are the selected RunnerGroups of the served namespaces,
+	// sorted by namespace and name; broken those that could not be read;
+	// failedNS the namespaces that could not be listed.
+	served   []v1alpha1.RunnerGroup
+	broken   []runnergroups.Broken
+	failedNS []string
+	// all is every RunnerGroup of the cluster when one list read them
+	// (the assignment rule's), nil when the pass listed its own only.
+	all []v1alpha1.RunnerGroup
+}
+
+// listGroups lists the RunnerGroups the pass serves. With served
+// namespaces (watchNamespaces) or selectors it reads every group of the
+// cluster with one list, which the assignment rule needs anyway, and
+// keeps the served ones: one request per pass instead of one per served
+// namespace and one more (issue 23). Where that list is refused (a
+// read-only command's user may list only some namespaces) it lists each
+// served namespace, and a namespace that cannot be listed (its Role was
+// deleted) does not stop the others. When all namespaces are served, one
+// cluster-wide list fails as a whole: nothing can be served, and the pass
+// fails.
+func (s *Scaler) listGroups(ctx context.Context) (listedGroups, error) {
+	if s.servesEverything() {
+		groups, broken, err := s.groups.List(ctx, metav1.NamespaceAll, "")
+		if err != nil {
+			return listedGroups{}, err
+		}
+		return listedGroups{served: sortedGroups(groups), broken: broken}, nil
+	}
+	all, broken, err := s.groups.List(ctx, metav1.NamespaceAll, "")
+	if err == nil {
+		if all == nil {
+			all = []v1alpha1.RunnerGroup{} // listed, and none
+		}
+		out := listedGroups{all: all}
+		for _, rg := range all {
+			if s.serves(rg.Namespace, rg.Labels) {
+				out.served = append(out.served, rg)
+			}
+		}
+		for _, b := range broken {
+			if s.serves(b.Namespace, b.Labels) {
+				out.broken = append(out.broken, b)
+			}
+		}
+		out.served = sortedGroups(out.served)
+		return out, nil
+	}
+	s.log.Debug("cannot list every RunnerGroup; listing those of each served namespace", "error", err)
 	namespaces, everyNamespace := s.cfg.Namespaces, len(s.cfg.Namespaces) == 0
 	if everyNamespace {
-		namespaces = []string{""}
+		namespaces = []string{metav1.NamespaceAll}
 	}
-	var (
-		out      []v1alpha1.RunnerGroup
-		broken   []runnergroups.Broken
-		failedNS []string
-	)
+	var out listedGroups
 	for _, ns := range namespaces {
 		groups, b, err := s.groups.List(ctx, ns, s.include.String())
 		if err != nil {
 			if everyNamespace {
-				return nil, nil, nil, err
+				return listedGroups{}, err
 			}
 			s.log.Error("cannot list RunnerGroups; serving the other namespaces", "namespace", ns, "error", err)
-			failedNS = append(failedNS, ns)
+			out.failedNS = append(out.failedNS, ns)
 			continue
 		}
-		broken = append(broken, b...)
+		for _, rg := range b {
+			if !s.excluded(rg.Labels) {
+				out.broken = append(out.broken, rg)
+			}
+		}
 		for _, rg := range groups {
 			if !s.excluded(rg.Labels) {
-				out = append(out, rg)
+				out.served = append(out.served, rg)
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
+	out.served = sortedGroups(out.served)
+	return out, nil
+}
+
+// serves says whether the pass serves a group in namespace with labels:
+// the namespace is served and the selectors take the group.
+func (s *Scaler) serves(namespace string, l map[string]string) bool {
+	if len(s.cfg.Namespaces) > 0 && !slices.Contains(s.cfg.Namespaces, namespace) {
+		return false
+	}
+	return s.include.Matches(labels.Set(l)) && !s.excluded(l)
+}
+
+// sortedGroups sorts groups by namespace and name.
+func sortedGroups(groups []v1alpha1.RunnerGroup) []v1alpha1.RunnerGroup {
+	sort.Slice(groups, func(i, j int) bool {
+		if groups[i].Namespace != groups[j].Namespace {
+			return groups[i].Namespace < groups[j].Namespace
 		}
-		return out[i].Name < out[j].Name
+		return groups[i].Name < groups[j].Name
 	})
-	return out, broken, failedNS, nil
+	return groups
 }
 
 // excluded reports whether another listener takes a group with these labels.

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -33,20 +34,52 @@ func refuseListIn(e *env, namespace string) {
 	})
 }
 
+// TestNamespaceThatCannotBeListedDoesNotStopTheOthers: a pass over served
+// namespaces reads every RunnerGroup with one cluster-wide list (which the
+// assignment rule needs anyway), so a namespace's own Role is not what
+// lists its groups. Where that list is refused (a read-only command's
+// user), each namespace is listed, and one that cannot be does not stop
+// the others.
 func TestNamespaceThatCannotBeListedDoesNotStopTheOthers(t *testing.T) {
-	e := newEnv(t, newGroup("ci", 5))
-	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
-	refuseListIn(e, "locked")
+	groupLists := func(e *env) int {
+		n := 0
+		for _, a := range e.dyn.Actions() {
+			if a.GetVerb() == "list" && a.GetResource().Resource == "runnergroups" {
+				n++
+			}
+		}
+		return n
+	}
+	t.Run("one cluster-wide list", func(t *testing.T) {
+		e := newEnv(t, newGroup("ci", 5), newGroup("other", 5, inNamespace("unserved")))
+		e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+		refuseListIn(e, "locked")
+		e.dyn.ClearActions()
 
-	sum, err := e.scaler(func(_ *Deps, c *Config) { c.Namespaces = []string{"locked", ns} }).Pass(context.Background())
+		sum, err := e.scaler(func(_ *Deps, c *Config) { c.Namespaces = []string{"locked", ns} }).Pass(context.Background())
 
-	require.NoError(t, err, "the pass runs")
-	assert.Equal(t, []string{"locked"}, sum.FailedNamespaces)
-	assert.Empty(t, sum.Failed)
-	assert.Equal(t, 1, sum.Created, "the listable namespace is served")
-	require.Error(t, sum.Err(), "the pass still fails visibly")
-	assert.Contains(t, sum.Err().Error(), "cannot list the RunnerGroups of namespace(s) locked")
-	assert.Contains(t, e.logs.String(), "cannot list RunnerGroups in namespace locked")
+		require.NoError(t, err)
+		require.NoError(t, sum.Err())
+		assert.Equal(t, 1, sum.Groups, "only the served namespaces' groups")
+		assert.Equal(t, 1, sum.Created)
+		assert.Equal(t, 1, groupLists(e), "one list for the pass and the assignment rule, not one per namespace")
+	})
+	t.Run("the cluster-wide list refused", func(t *testing.T) {
+		e := newEnv(t, newGroup("ci", 5))
+		e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+		refuseListIn(e, "")
+		refuseListIn(e, "locked")
+
+		sum, err := e.scaler(func(_ *Deps, c *Config) { c.Namespaces = []string{"locked", ns} }).Pass(context.Background())
+
+		require.NoError(t, err, "the pass runs")
+		assert.Equal(t, []string{"locked"}, sum.FailedNamespaces)
+		assert.Empty(t, sum.Failed)
+		assert.Equal(t, 1, sum.Created, "the listable namespace is served")
+		require.Error(t, sum.Err(), "the pass still fails visibly")
+		assert.Contains(t, sum.Err().Error(), "cannot list the RunnerGroups of namespace(s) locked")
+		assert.Contains(t, e.logs.String(), "cannot list RunnerGroups in namespace locked")
+	})
 }
 
 func TestClusterWideListFailureFailsThePass(t *testing.T) {
@@ -325,4 +358,41 @@ func TestRotate(t *testing.T) {
 
 func secret(name, token string) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{tenancy.SecretLabel: "true"}, Annotations: tokenKeys(name)}, Data: map[string][]byte{"token": []byte(token)}}
+}
+
+// TestABrokenGroupIsReportedOnlyByTheListenerThatServesIt: a group the
+// types cannot hold is a failure of the pass whose namespaces and
+// selectors take it (by its labels), and of no other listener's.
+func TestABrokenGroupIsReportedOnlyByTheListenerThatServesIt(t *testing.T) {
+	tests := []struct {
+		name       string
+		namespaces []string
+		excludes   []string
+		reported   bool
+	}{
+		{name: "served", reported: true},
+		{name: "its namespace served", namespaces: []string{ns}, reported: true},
+		{name: "another listener's by its labels", namespaces: []string{ns}, excludes: []string{"pool=gpu"}},
+		{name: "its namespace not served", namespaces: []string{otherNS}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, newGroup("ci", 5))
+			bad := newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Labels = map[string]string{"pool": "gpu"} })
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(bad)
+			require.NoError(t, err)
+			u := &unstructured.Unstructured{Object: obj}
+			require.NoError(t, unstructured.SetNestedField(u.Object, "many", "spec", "maxActiveRunners"))
+			_, err = e.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
+			require.NoError(t, err)
+
+			sum := e.pass(func(_ *Deps, c *Config) { c.Namespaces, c.ExcludeSelectors = tt.namespaces, tt.excludes })
+
+			if tt.reported {
+				assert.Equal(t, []string{ns + "/bad"}, sum.Failed)
+			} else {
+				assert.Empty(t, sum.Failed)
+			}
+		})
+	}
 }

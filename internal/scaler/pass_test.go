@@ -210,26 +210,37 @@ func TestSelectorsPickGroups(t *testing.T) {
 		return func(rg *v1alpha1.RunnerGroup) { rg.Labels = map[string]string{k: v} }
 	}
 	tests := []struct {
-		name     string
-		selector string
-		excludes []string
-		want     []string
+		name       string
+		namespaces []string
+		selector   string
+		excludes   []string
+		want       []string
 	}{
-		{name: "all", want: []string{"a", "b", "c"}},
-		{name: "selector", selector: "pool=gpu", want: []string{"b"}},
+		{name: "all", want: []string{"a", "b", "c", "d"}},
+		{name: "served namespaces", namespaces: []string{ns}, want: []string{"a", "b", "c"}},
+		{name: "served namespaces and a selector", namespaces: []string{ns, "nowhere"}, selector: "pool=gpu", want: []string{"b"}},
+		{name: "another namespace only", namespaces: []string{otherNS}, excludes: []string{"pool=arm"}, want: []string{"d"}},
+		{name: "selector", selector: "pool=gpu", want: []string{"b", "d"}},
 		{name: "excluded by an additional listener", excludes: []string{"pool=gpu"}, want: []string{"a", "c"}},
 		{name: "several excludes", excludes: []string{"pool=gpu", "pool in (arm)"}, want: []string{"a"}},
-		{name: "JSON selector", selector: `{"matchExpressions":[{"key":"pool","operator":"Exists"}]}`, want: []string{"b", "c"}},
-		{name: "JSON exclude", excludes: []string{`{"matchLabels":{"pool":"arm"}}`}, want: []string{"a", "b"}},
+		{name: "JSON selector", selector: `{"matchExpressions":[{"key":"pool","operator":"Exists"}]}`, want: []string{"b", "c", "d"}},
+		{name: "JSON exclude", excludes: []string{`{"matchLabels":{"pool":"arm"}}`}, want: []string{"a", "b", "d"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, newGroup("a", 1), newGroup("b", 1, label("pool", "gpu")), newGroup("c", 1, label("pool", "arm")))
-			e.pass(func(_ *Deps, c *Config) { c.Selector, c.ExcludeSelectors = tt.selector, tt.excludes })
+			e := newEnv(t, newGroup("a", 1), newGroup("b", 1, label("pool", "gpu")), newGroup("c", 1, label("pool", "arm")),
+				newGroup("d", 1, label("pool", "gpu"), inNamespace(otherNS)))
+			for _, s := range []*corev1.Secret{secret("api", secretToken), secret("reg", "reg-"+secretToken)} {
+				s.Namespace = otherNS
+				require.NoError(t, e.kube.Tracker().Add(s))
+			}
+			e.pass(func(_ *Deps, c *Config) {
+				c.Namespaces, c.Selector, c.ExcludeSelectors = tt.namespaces, tt.selector, tt.excludes
+			})
 			var served []string
-			for _, name := range []string{"a", "b", "c"} {
-				if e.group(name).Status.LastCheckTime != nil {
-					served = append(served, name)
+			for _, g := range []struct{ namespace, name string }{{ns, "a"}, {ns, "b"}, {ns, "c"}, {otherNS, "d"}} {
+				if e.groupIn(g.namespace, g.name).Status.LastCheckTime != nil {
+					served = append(served, g.name)
 				}
 			}
 			assert.Equal(t, tt.want, served)

@@ -27,6 +27,6 @@ func Selected(ctx context.Context, groups GroupClient, cfg Config) (Selection, e
 	if err := s.parseSelectors(); err != nil {
 		return Selection{}, err
 	}
-	g, b, f, err := s.listGroups(ctx)
-	return Selection{Groups: g, Broken: b, FailedNamespaces: f}, err
+	l, err := s.listGroups(ctx)
+	return Selection{Groups: l.served, Broken: l.broken, FailedNamespaces: l.failedNS}, err
 }
