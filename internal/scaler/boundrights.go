@@ -78,6 +78,7 @@ func (s *Scaler) readBound(ctx context.Context) (tenancy.Bound, bool) {
 		return b, true
 	}
 	s.wideProblem("rights", "", nil)
+	s.log.Debug("rights read cluster-wide", "clusterRole", s.cfg.Tenancy.TenantClusterRole, "user", who.User, "boundNamespaces", b.Len())
 	return b, true
 }
 

@@ -118,6 +118,14 @@ func (b Bound) Enables(namespace string) (enabled, canWatch bool) {
 	return true, b.watch
 }
 
+// Len is how many namespaces the bindings enable.
+func (b Bound) Len() int {
+	if len(b.Missing) > 0 {
+		return 0
+	}
+	return len(b.namespaces)
+}
+
 // binds reports whether rb binds the ClusterRole role to who, by the RBAC
 // authorizer's own subject rules: a User by name, a Group by membership,
 // a ServiceAccount by its user name (namespace defaulted to the binding's).

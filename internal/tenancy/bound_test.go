@@ -114,6 +114,7 @@ func TestReadBoundTrustsNoBindingOfARoleThatLacksARight(t *testing.T) {
 				missing = append(missing, r.String())
 			}
 			assert.Equal(t, tt.missing, missing)
+			assert.Equal(t, map[bool]int{true: 1, false: 0}[tt.enabled], b.Len())
 			listed := false
 			for _, a := range kube.Actions() {
 				listed = listed || a.GetVerb() == "list"
@@ -145,6 +146,7 @@ func TestReadBoundReadsEveryPageAndHoldsOnlyTheBoundNamespaces(t *testing.T) {
 	require.Len(t, asked, 2)
 	assert.Equal(t, int64(ListPage), asked[0].Limit)
 	assert.Equal(t, "page2", asked[1].Continue)
+	assert.Equal(t, 2, b.Len())
 	for ns, want := range map[string]bool{"team-a": false, "team-b": true, "team-c": true} {
 		got, _ := b.Enables(ns)
 		assert.Equal(t, want, got, ns)
