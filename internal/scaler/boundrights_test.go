@@ -277,7 +277,8 @@ func rightsRequests(e *env) map[string]int {
 
 // The cost of a CronJob pass's rights check and Namespace objects: with
 // the flag the same few requests for 1 or 60 namespaces; without it two
-// per namespace.
+// per namespace. A loop's later passes read the rights the same way,
+// without asking again who the scaler is.
 func TestClusterWideReadsCostTheSameRequestsPerPassForAnyNumberOfNamespaces(t *testing.T) {
 	for _, n := range []int{1, 12, 60} {
 		t.Run(fmt.Sprint(n, " namespaces"), func(t *testing.T) {
@@ -292,6 +293,17 @@ func TestClusterWideReadsCostTheSameRequestsPerPassForAnyNumberOfNamespaces(t *t
 				if wide {
 					e.pass(withClusterWide)
 					assert.Equal(t, map[string]int{"create selfsubjectreviews": 1, "get clusterroles": 1, "list rolebindings": 1, "list namespaces": 1}, rightsRequests(e))
+
+					c := &stillCache{views: map[string]kubecache.View{}, refused: map[string]bool{}}
+					sc := e.scaler(withClusterWide, func(d *Deps, _ *Config) { d.Cache = c })
+					_, err := sc.Pass(context.Background())
+					require.NoError(t, err)
+					e.kube.ClearActions()
+					_, err = sc.Pass(context.Background())
+					require.NoError(t, err)
+					// This cache has no Namespace objects; the chart's loop
+					// watches them.
+					assert.Equal(t, map[string]int{"get clusterroles": 1, "list rolebindings": 1, "list namespaces": 1}, rightsRequests(e), "a loop's steady pass")
 					continue
 				}
 				e.pass()
