@@ -122,6 +122,9 @@ type RunCmd struct {
 	TrustUnlabelledNamespaces bool          `env:"SCALER_TRUST_UNLABELLED_NAMESPACES" help:"Take a namespace without a pod-security.kubernetes.io/enforce label to admit privileged runner pods (the cluster's default level is privileged)."`
 	AssignmentHold            time.Duration `env:"SCALER_ASSIGNMENT_HOLD" default:"10m" help:"How long the groups of one namespace keep a queued job that groups of other namespaces could also run, before it goes in turn to those (give every listener and why the same)."`
 	RightsRecheck             time.Duration `env:"SCALER_RIGHTS_RECHECK" default:"0s" help:"With --loop: how long a namespace's rights review that found it enabled is trusted, at most (each for a random half to all of it). 0 reviews every namespace every pass, so a removed RoleBinding is seen by the next pass; more saves one review per namespace per pass, and a removed RoleBinding then waits for the next review."`
+	// One read per pass for all namespaces instead of one per namespace,
+	// where the chart grants it cluster-wide (scaler.Config.ClusterWideReads).
+	ClusterWideReads bool `env:"SCALER_CLUSTER_WIDE_READS" help:"Read once per pass for all namespaces what is otherwise read per namespace, where the chart grants it cluster-wide (scaler.clusterWideReads): the rights check from the RoleBindings of --tenant-cluster-role and that role's rules, and the Namespace objects. A read that is refused falls back to one per namespace."`
 	// The sweep of the registrations deleted namespaces leave in Gitea
 	// (scaler.DeletedNamespaces): the platform team's opt-in.
 	DeletedNamespacesMirror   string `env:"SCALER_DELETED_NAMESPACES_MIRROR" placeholder:"NS/NAME" help:"Keep a copy of what each served namespace registered with Gitea in this ConfigMap (the release namespace's, where no tenant writes), and remove the registrations of namespaces that are gone; empty does neither."`
@@ -577,6 +580,7 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		TrustUnlabelledNamespaces: r.TrustUnlabelledNamespaces,
 		AssignmentHold:            r.AssignmentHold,
 		RightsRecheck:             r.RightsRecheck,
+		ClusterWideReads:          r.ClusterWideReads,
 		NewGroupsPerPass:          newGroupsPerPass(r.KubeQPS),
 		DeletedNamespaces:         r.deletedNamespaces(),
 	}, err
@@ -614,7 +618,7 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,
 		"runnerTemplate", r.RunnerTemplate, "runnerTemplatePinned", cfg.Runner.Pinned.String(),
 		"runnerConfigDefaults", runnerconfig.String(cfg.Runner.Config.Defaults), "runnerConfigPinned", runnerconfig.String(cfg.Runner.Config.Pinned),
-		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces,
+		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces, "clusterWideReads", r.ClusterWideReads,
 		"deletedNamespacesMirror", r.DeletedNamespacesMirror, "deletedNamespacesGiteaURL", r.DeletedNamespacesGiteaURL, "deletedNamespacesToken", r.DeletedNamespacesToken != "")
 	if len(r.AllowedGiteaURLs) == 0 {
 		deps.Log.Warn("no allowed Gitea URLs: a RunnerGroup may send its API token to any host but loopback, link-local and metadata addresses; set --allowed-gitea-urls")

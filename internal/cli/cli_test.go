@@ -140,6 +140,16 @@ func TestTenancyFlagsFromEnvironment(t *testing.T) {
 	assert.Error(t, cfg.AllowedGiteaURLs.Check("https://other.example.com"))
 	assert.Equal(t, tenancy.Names{TenantClusterRole: "gro-gitea-runner-operator-gitea-runners-tenant", ServiceAccount: "gitea-runners:gro-gitea-runner-operator"}, cfg.Tenancy)
 	assert.True(t, cfg.TrustUnlabelledNamespaces)
+	assert.False(t, cfg.ClusterWideReads, "off unless the chart grants the reads")
+}
+
+func TestClusterWideReadsFlag(t *testing.T) {
+	t.Setenv("SCALER_CLUSTER_WIDE_READS", "true")
+	r, err := parse(t)
+	require.NoError(t, err)
+	cfg, err := r.scalerConfig()
+	require.NoError(t, err)
+	assert.True(t, cfg.ClusterWideReads)
 }
 
 // The sweep of deleted namespaces: on with its mirror's namespace/name;

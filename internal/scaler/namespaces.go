@@ -16,7 +16,10 @@ import (
 // Pod Security label. Each is asked once per pass, however many groups the
 // namespace holds, and asked again next pass, so a RoleBinding made or
 // removed counts from the next pass on. A loop with watch caches asks
-// less often (see Scaler.review and RightsRecheck).
+// less often (see Scaler.review and RightsRecheck). With
+// Config.ClusterWideReads a pass asks the cluster once for all of them
+// instead (boundrights.go): the RoleBindings of the tenant ClusterRole and
+// the Namespace objects.
 type namespaces struct {
 	mu   sync.Mutex
 	seen map[string]*namespaceFacts
@@ -29,6 +32,8 @@ type namespaces struct {
 	// caches is each namespace's Cache condition (cachecheck.go), checked
 	// at most once per pass.
 	caches shareOnce[string, metav1.Condition]
+	// reads are the pass's cluster-wide reads (boundrights.go).
+	reads passReads
 }
 
 // namespaceFacts is one namespace's answers. once guards them: the groups
@@ -59,13 +64,13 @@ func (n *namespaces) facts(ctx context.Context, s *Scaler, name string) *namespa
 	}
 	n.mu.Unlock()
 	f.once.Do(func() {
-		f.missing, f.canWatch, f.err = s.review(ctx, name)
+		f.missing, f.canWatch, f.err = s.review(ctx, n, name)
 		if f.err != nil || len(f.missing) > 0 {
 			return
 		}
 		var ok bool
 		if f.ns, ok = s.namespaceObject(name); !ok {
-			f.ns, f.nsErr = s.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+			f.ns, f.nsErr = n.namespaceObject(ctx, s, name)
 		}
 	})
 	return f

@@ -148,6 +148,12 @@ type Config struct {
 	// every namespace every pass, so a removed RoleBinding is seen by the
 	// next pass and the loop's watches there stop.
 	RightsRecheck time.Duration
+	// ClusterWideReads lets a pass read, once for all namespaces, what it
+	// would otherwise ask per namespace, where the chart grants it
+	// cluster-wide: here the RoleBindings of the tenant ClusterRole (the
+	// rights check, see tenancy.Bound) and the Namespace objects. Where a
+	// read is refused the pass asks per namespace, as without it.
+	ClusterWideReads bool
 	// DeletedNamespaces, when set, keeps a copy of what each served
 	// namespace registered and removes the registrations of namespaces
 	// that are gone (see DeletedNamespaces); nil does neither.
@@ -193,6 +199,8 @@ type Scaler struct {
 	cache    Cache
 	memo     memo
 	verdicts podVerdicts
+	// wide is what the cluster-wide reads keep across passes.
+	wide clusterReads
 
 	// include and excludes are cfg's selectors, parsed once.
 	include  labels.Selector

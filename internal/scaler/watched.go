@@ -66,7 +66,23 @@ func spread(now time.Time, d time.Duration) time.Time {
 // a review is what a removed RoleBinding waits for: until the next review
 // the loop's established watches there keep running (the API server
 // authorizes a watch when it starts), and its status says nothing.
-func (s *Scaler) review(ctx context.Context, namespace string) ([]tenancy.Right, bool, error) {
+//
+// With Config.ClusterWideReads, a namespace the pass's one read of the
+// tenant ClusterRole's RoleBindings enables is enabled without a review
+// and without a trust window (the read is fresh every pass), so
+// RightsRecheck only spares the reviews of namespaces enabled some other
+// way.
+func (s *Scaler) review(ctx context.Context, n *namespaces, namespace string) ([]tenancy.Right, bool, error) {
+	if b, ok := n.boundRights(ctx, s); ok {
+		if enabled, canWatch := b.Enables(namespace); enabled {
+			if s.cache != nil {
+				s.memo.mu.Lock()
+				defer s.memo.mu.Unlock()
+				s.enabledLocked(namespace, canWatch, s.now())
+			}
+			return nil, canWatch, nil
+		}
+	}
 	if s.cache == nil {
 		return tenancy.Review(ctx, s.kube, namespace)
 	}
@@ -93,14 +109,20 @@ func (s *Scaler) review(ctx context.Context, namespace string) ([]tenancy.Right,
 		if s.cfg.RightsRecheck > 0 {
 			until = spread(now, s.cfg.RightsRecheck)
 		}
-		s.memo.rights[namespace] = rightsMemo{canWatch: canWatch, until: until}
-		if !canWatch || s.cache.Refused(namespace) {
-			// Enabled, but the watches may not run, or one was refused
-			// before the rights came back: start them again if allowed.
-			s.cache.Forget(namespace)
-		}
+		s.enabledLocked(namespace, canWatch, until)
 	}
 	return missing, canWatch, err
+}
+
+// enabledLocked remembers that namespace is enabled, trusted until until;
+// s.memo.mu is held.
+func (s *Scaler) enabledLocked(namespace string, canWatch bool, until time.Time) {
+	s.memo.rights[namespace] = rightsMemo{canWatch: canWatch, until: until}
+	if !canWatch || s.cache.Refused(namespace) {
+		// Enabled, but the watches may not run, or one was refused
+		// before the rights came back: start them again if allowed.
+		s.cache.Forget(namespace)
+	}
 }
 
 // namespaceObject is the Namespace from the loop's cache, when it has it.

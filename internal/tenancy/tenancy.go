@@ -6,7 +6,11 @@
 //     Kubernetes lets only a holder of those rights create that binding
 //     (RBAC escalation prevention), so enabling a namespace gives no one a
 //     power they lacked. Missing asks the API server what the scaler may do
-//     there, so any way of granting the rights works.
+//     there, so any way of granting the rights works. With cluster-wide
+//     reads, ReadBound answers for every namespace at once from the
+//     RoleBindings of the tenant ClusterRole to the scaler and that role's
+//     current rules: RBAC only adds rights, so such a binding proves them
+//     (see Bound); every other namespace is still asked.
 //   - A privileged runner pod is created only in a namespace whose Pod
 //     Security label admits privileged pods (PodSecurity).
 //   - A Secret is read for a group only when it carries SecretLabel.

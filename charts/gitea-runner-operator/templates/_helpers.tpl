@@ -274,6 +274,21 @@ rules are not the whole answer).
 - apiGroups: ["authorization.k8s.io"]
   resources: ["selfsubjectrulesreviews", "selfsubjectaccessreviews"]
   verbs: ["create"]
+{{- if .Values.scaler.clusterWideReads }}
+{{- /* The rights check of every namespace at once (tenancy.ReadBound):
+who the scaler is, the tenant ClusterRole's current rules (that one role
+only), and the RoleBindings that bind it. */}}
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["selfsubjectreviews"]
+  verbs: ["create"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["clusterroles"]
+  resourceNames: [{{ include "gitea-runner-operator.tenantRoleName" . | quote }}]
+  verbs: ["get"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["rolebindings"]
+  verbs: ["list"]
+{{- end }}
 {{- end -}}
 
 {{/*
