@@ -122,6 +122,8 @@ type RunCmd struct {
 	TrustUnlabelledNamespaces bool          `env:"SCALER_TRUST_UNLABELLED_NAMESPACES" help:"Take a namespace without a pod-security.kubernetes.io/enforce label to admit privileged runner pods (the cluster's default level is privileged)."`
 	AssignmentHold            time.Duration `env:"SCALER_ASSIGNMENT_HOLD" default:"10m" help:"How long the groups of one namespace keep a queued job that groups of other namespaces could also run, before it goes in turn to those (give every listener and why the same)."`
 	RightsRecheck             time.Duration `env:"SCALER_RIGHTS_RECHECK" default:"0s" help:"With --loop: how long a namespace's rights review that found it enabled is trusted, at most (each for a random half to all of it). 0 reviews every namespace every pass, so a removed RoleBinding is seen by the next pass; more saves one review per namespace per pass, and a removed RoleBinding then waits for the next review."`
+	// The platform team's opt-in (the chart's scaler.clusterWideReads).
+	ClusterWideReads bool `env:"SCALER_CLUSTER_WIDE_READS" help:"Read the runner Jobs, runner pods, state ConfigMaps and registrations ledgers of every namespace at once (a loop: one watch of each; a single pass: one list of each) instead of per namespace; needs list (and, for --loop, watch) on Jobs, pods and ConfigMaps in all namespaces, checked at start: without it the scaler says why and reads per namespace. Only enabled namespaces are served, as without it."`
 	// The sweep of the registrations deleted namespaces leave in Gitea
 	// (scaler.DeletedNamespaces): the platform team's opt-in.
 	DeletedNamespacesMirror   string `env:"SCALER_DELETED_NAMESPACES_MIRROR" placeholder:"NS/NAME" help:"Keep a copy of what each served namespace registered with Gitea in this ConfigMap (the release namespace's, where no tenant writes), and remove the registrations of namespaces that are gone; empty does neither."`
@@ -457,8 +459,10 @@ func (r *RunCmd) run(streams IO) int {
 		deps.Observer = &heapProfiler{Metrics: m, dir: r.BenchHeapProfile, log: log}
 	}
 	if r.Loop && !r.BenchNaive {
-		stop := watchCaches(&deps, kube, dyn, log)
+		stop := watchCaches(&deps, kube, dyn, log, r.ClusterWideReads)
 		defer stop()
+	} else if r.ClusterWideReads && !r.BenchNaive {
+		r.ClusterWideReads = mayReadClusterWide(kube, log)
 	}
 	return r.runWith(deps)
 }
@@ -471,12 +475,19 @@ const watchSyncTimeout = 60 * time.Second
 // RunnerGroup and Namespace where the scaler may watch them cluster-wide,
 // and the namespaces it serves as their passes find them enabled. Where a
 // watch is not allowed the loop reads as a single pass does.
-func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) (stop func()) {
+func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, clusterWide bool) (stop func()) {
 	c := kubecache.New(kube, log)
 	deps.Cache = c
 	ctx, cancel := context.WithTimeout(context.Background(), watchSyncTimeout)
 	defer cancel()
 	c.WatchNamespaces(ctx)
+	if clusterWide {
+		if err := c.WatchClusterWide(ctx); err != nil {
+			log.Warn("not reading cluster-wide (--cluster-wide-reads); each namespace is watched on its own", "error", err)
+		} else {
+			log.Info("reading runner Jobs, runner pods, state ConfigMaps and registrations ledgers cluster-wide")
+		}
+	}
 	err := kubecache.MayWatch(ctx, kube, v1alpha1.GroupVersionResource.Group, v1alpha1.GroupVersionResource.Resource)
 	var groups *runnergroups.Watched
 	if err == nil {
@@ -488,6 +499,19 @@ func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Inter
 	}
 	deps.Groups = groups
 	return func() { groups.Stop(); c.Stop() }
+}
+
+// mayReadClusterWide says whether a single pass may use
+// --cluster-wide-reads: it may list Jobs, pods and ConfigMaps in all
+// namespaces. When not, it says why once; the pass reads per namespace.
+func mayReadClusterWide(kube kubernetes.Interface, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), watchSyncTimeout)
+	defer cancel()
+	if err := kubecache.MayReadClusterWide(ctx, kube, false); err != nil {
+		log.Warn("not reading cluster-wide (--cluster-wide-reads); each namespace is read on its own", "error", err)
+		return false
+	}
+	return true
 }
 
 // serveMetrics serves m at /metrics on addr until stop is called.
@@ -579,6 +603,7 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		RightsRecheck:             r.RightsRecheck,
 		NewGroupsPerPass:          newGroupsPerPass(r.KubeQPS),
 		DeletedNamespaces:         r.deletedNamespaces(),
+		ClusterWideReads:          r.ClusterWideReads && !r.Loop,
 	}, err
 }
 
@@ -614,7 +639,7 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,
 		"runnerTemplate", r.RunnerTemplate, "runnerTemplatePinned", cfg.Runner.Pinned.String(),
 		"runnerConfigDefaults", runnerconfig.String(cfg.Runner.Config.Defaults), "runnerConfigPinned", runnerconfig.String(cfg.Runner.Config.Pinned),
-		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces,
+		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces, "clusterWideReads", r.ClusterWideReads,
 		"deletedNamespacesMirror", r.DeletedNamespacesMirror, "deletedNamespacesGiteaURL", r.DeletedNamespacesGiteaURL, "deletedNamespacesToken", r.DeletedNamespacesToken != "")
 	if len(r.AllowedGiteaURLs) == 0 {
 		deps.Log.Warn("no allowed Gitea URLs: a RunnerGroup may send its API token to any host but loopback, link-local and metadata addresses; set --allowed-gitea-urls")

@@ -97,6 +97,15 @@ func (s Store) Load(ctx context.Context, namespace string) (Entries, error) {
 	return decode(cm.Data), nil
 }
 
+// Of is the ledger a ConfigMap holds, as Load reads it; nil (none) is an
+// empty one. A loop reads it from its cluster-wide cache.
+func Of(cm *corev1.ConfigMap) Entries {
+	if cm == nil {
+		return Entries{}
+	}
+	return decode(cm.Data)
+}
+
 func decode(data map[string]string) Entries {
 	out := Entries{}
 	for tag, raw := range data {

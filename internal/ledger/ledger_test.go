@@ -132,3 +132,20 @@ func TestAWriteThatLostTheRaceIsRetriedFromAFreshRead(t *testing.T) {
 		})
 	}
 }
+
+// Of reads a ConfigMap as Load reads the one it gets, and the ConfigMap
+// Record writes carries the label a cluster-wide watch of the ledgers
+// picks them by.
+func TestOfReadsTheLedgerAsLoadDoes(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	s := Store{Client: kube}
+	require.NoError(t, s.Record(ctx, "ns", "aaaa0001", "ci", orgAcme))
+	cm, err := kube.CoreV1().ConfigMaps("ns").Get(ctx, ConfigMapName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "gitea-runner-operator", cm.Labels["gitea.bpg.pw/managed-by"])
+	loaded, err := s.Load(ctx, "ns")
+	require.NoError(t, err)
+	assert.Equal(t, loaded, Of(cm))
+	assert.Equal(t, Entries{}, Of(nil), "none is an empty one")
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
@@ -53,6 +54,9 @@ type gathered struct {
 	// other targets' listings do); wait waits for every listing.
 	ready chan listingKey
 	wait  sync.WaitGroup
+	// ledgers are every namespace's registrations ledger from one
+	// cluster-wide list, read on first use (Config.ClusterWideReads).
+	ledgers shareOnce[struct{}, map[string]ledger.Entries]
 	// byGiteaJob indexes the gathered runner Jobs of every namespace by
 	// their Gitea job ID, built on first use.
 	indexOnce  sync.Once
@@ -121,6 +125,7 @@ func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
 		}
 	}
 	nsViews := make([]*namespaceView, len(namespaces))
+	wide := s.readClusterWide(ctx, len(namespaces))
 	forEach(len(namespaces), s.cfg.Workers, func(i int) {
 		groups := byNamespace[namespaces[i]]
 		// A loop reads the namespace from its watch caches, where it may
@@ -130,6 +135,12 @@ func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
 		if v, ok := s.watchedView(ctx, namespaces[i], f.canWatch); ok {
 			s.preloadStates(ctx, groups, listedStates(v), nil, true)
 			nsViews[i] = &namespaceView{jobs: v.Jobs, pods: podViews(v.Pods)}
+			return
+		}
+		if wide != nil {
+			// Listed cluster-wide, states first, as below.
+			s.preloadStates(ctx, groups, wide.states[namespaces[i]], nil, false)
+			nsViews[i] = &namespaceView{jobs: wide.jobs[namespaces[i]], pods: podViews(wide.pods[namespaces[i]])}
 			return
 		}
 		s.loadStates(ctx, namespaces[i], groups)

@@ -102,6 +102,9 @@ func placeOf(spec *v1alpha1.RunnerGroupSpec) ledger.Place {
 
 // ledger is the pass's reading of the group's namespace's ledger.
 func (s *Scaler) ledger(ctx context.Context, g *groupRun) (ledger.Entries, error) {
+	if e, ok := s.cachedLedger(ctx, g); ok {
+		return e, nil
+	}
 	ns := g.rg.Namespace
 	return g.namespaces.ledgers.get(ctx, ns, func(ctx context.Context) (ledger.Entries, error) {
 		return ledger.Store{Client: s.kube}.Load(ctx, ns)

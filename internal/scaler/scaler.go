@@ -152,6 +152,13 @@ type Config struct {
 	// namespace registered and removes the registrations of namespaces
 	// that are gone (see DeletedNamespaces); nil does neither.
 	DeletedNamespaces *DeletedNamespaces
+	// ClusterWideReads makes a single pass read the runner Jobs, runner
+	// pods and state ConfigMaps of every namespace with one list each,
+	// and the registrations ledgers with one more, instead of one of each
+	// per namespace (see readClusterWide). The caller sets it only where
+	// the scaler may list them cluster-wide (kubecache.MayReadClusterWide);
+	// a loop gets the same from its Cache (kubecache.WatchClusterWide).
+	ClusterWideReads bool
 }
 
 // DefaultAssignmentHold is Config.AssignmentHold's default: longer than a

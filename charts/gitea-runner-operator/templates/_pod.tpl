@@ -177,6 +177,10 @@ spec:
         - name: SCALER_RIGHTS_RECHECK
           value: {{ $s.rightsRecheck | toString | quote }}
         {{- end }}
+        {{- if eq ($s.clusterWideReads | toString) "true" }}
+        - name: SCALER_CLUSTER_WIDE_READS
+          value: "true"
+        {{- end }}
         {{- with $v.allowedGiteaURLs }}
         - name: SCALER_ALLOWED_GITEA_URLS
           value: {{ join "," . | quote }}
