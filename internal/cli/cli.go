@@ -511,6 +511,7 @@ func mayReadClusterWide(kube kubernetes.Interface, log *slog.Logger) bool {
 		log.Warn("not reading cluster-wide (--cluster-wide-reads); each namespace is read on its own", "error", err)
 		return false
 	}
+	log.Info("reading runner Jobs, runner pods, state ConfigMaps and registrations ledgers cluster-wide")
 	return true
 }
 
