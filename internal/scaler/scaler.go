@@ -16,6 +16,8 @@
 //	group.go    one group's steps, and the first of them: validate
 //	gather.go   what a pass reads once for all groups: each namespace's
 //	            runner Jobs and pods, each distinct Gitea listing
+//	clusterwide.go  with Config.ClusterWideReads, a single pass's one list
+//	            of each kind for every namespace, and the ledgers
 //	observe.go  what the group's runner Jobs and Gitea say
 //	claim.go    the claims: load, plan, store under resourceVersion
 //	create.go   a runner Job per claim; a claim whose Job failed is released
