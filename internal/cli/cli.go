@@ -122,9 +122,15 @@ type RunCmd struct {
 	TrustUnlabelledNamespaces bool          `env:"SCALER_TRUST_UNLABELLED_NAMESPACES" help:"Take a namespace without a pod-security.kubernetes.io/enforce label to admit privileged runner pods (the cluster's default level is privileged)."`
 	AssignmentHold            time.Duration `env:"SCALER_ASSIGNMENT_HOLD" default:"10m" help:"How long the groups of one namespace keep a queued job that groups of other namespaces could also run, before it goes in turn to those (give every listener and why the same)."`
 	RightsRecheck             time.Duration `env:"SCALER_RIGHTS_RECHECK" default:"0s" help:"With --loop: how long a namespace's rights review that found it enabled is trusted, at most (each for a random half to all of it). 0 reviews every namespace every pass, so a removed RoleBinding is seen by the next pass; more saves one review per namespace per pass, and a removed RoleBinding then waits for the next review."`
-	// One read per pass for all namespaces instead of one per namespace,
-	// where the chart grants it cluster-wide (scaler.Config.ClusterWideReads).
-	ClusterWideReads bool `env:"SCALER_CLUSTER_WIDE_READS" help:"Read once per pass for all namespaces what is otherwise read per namespace, where the chart grants it cluster-wide (scaler.clusterWideReads): the rights check from the RoleBindings of --tenant-cluster-role and that role's rules, and the Namespace objects. A read that is refused falls back to one per namespace."`
+	// The platform team's opt-in (the chart's scaler.clusterWideReads):
+	// one read per pass for all namespaces instead of one per namespace
+	// (scaler.Config.ClusterWideReads).
+	ClusterWideReads bool `env:"SCALER_CLUSTER_WIDE_READS" help:"Read once per pass for all namespaces what is otherwise read per namespace, where the chart grants it cluster-wide (scaler.clusterWideReads): the runner Jobs, runner pods, state ConfigMaps and registrations ledgers (a loop: one watch of each; a single pass: one list of each; needs list, and for --loop watch, on Jobs, pods and ConfigMaps in all namespaces, checked at start), the rights check from the RoleBindings of --tenant-cluster-role and that role's rules, and the Namespace objects. A read that is refused falls back to one per namespace; only enabled namespaces are served, as without it."`
+	// clusterWideListsRefused: a single pass found at start that it may
+	// not list Jobs, pods and ConfigMaps cluster-wide, so it lists them per
+	// namespace (the rights check from the RoleBindings has its own
+	// fallback).
+	clusterWideListsRefused bool `kong:"-"`
 	// The sweep of the registrations deleted namespaces leave in Gitea
 	// (scaler.DeletedNamespaces): the platform team's opt-in.
 	DeletedNamespacesMirror   string `env:"SCALER_DELETED_NAMESPACES_MIRROR" placeholder:"NS/NAME" help:"Keep a copy of what each served namespace registered with Gitea in this ConfigMap (the release namespace's, where no tenant writes), and remove the registrations of namespaces that are gone; empty does neither."`
@@ -460,8 +466,10 @@ func (r *RunCmd) run(streams IO) int {
 		deps.Observer = &heapProfiler{Metrics: m, dir: r.BenchHeapProfile, log: log}
 	}
 	if r.Loop && !r.BenchNaive {
-		stop := watchCaches(&deps, kube, dyn, log)
+		stop := watchCaches(&deps, kube, dyn, log, r.ClusterWideReads)
 		defer stop()
+	} else if r.ClusterWideReads && !r.BenchNaive && !mayReadClusterWide(kube, log) {
+		r.clusterWideListsRefused = true
 	}
 	return r.runWith(deps)
 }
@@ -474,12 +482,19 @@ const watchSyncTimeout = 60 * time.Second
 // RunnerGroup and Namespace where the scaler may watch them cluster-wide,
 // and the namespaces it serves as their passes find them enabled. Where a
 // watch is not allowed the loop reads as a single pass does.
-func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) (stop func()) {
+func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, clusterWide bool) (stop func()) {
 	c := kubecache.New(kube, log)
 	deps.Cache = c
 	ctx, cancel := context.WithTimeout(context.Background(), watchSyncTimeout)
 	defer cancel()
 	c.WatchNamespaces(ctx)
+	if clusterWide {
+		if err := c.WatchClusterWide(ctx); err != nil {
+			log.Warn("not reading cluster-wide (--cluster-wide-reads); each namespace is watched on its own", "error", err)
+		} else {
+			log.Info("reading runner Jobs, runner pods, state ConfigMaps and registrations ledgers cluster-wide")
+		}
+	}
 	err := kubecache.MayWatch(ctx, kube, v1alpha1.GroupVersionResource.Group, v1alpha1.GroupVersionResource.Resource)
 	var groups *runnergroups.Watched
 	if err == nil {
@@ -491,6 +506,20 @@ func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Inter
 	}
 	deps.Groups = groups
 	return func() { groups.Stop(); c.Stop() }
+}
+
+// mayReadClusterWide says whether a single pass may use
+// --cluster-wide-reads: it may list Jobs, pods and ConfigMaps in all
+// namespaces. When not, it says why once; the pass reads per namespace.
+func mayReadClusterWide(kube kubernetes.Interface, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), watchSyncTimeout)
+	defer cancel()
+	if err := kubecache.MayReadClusterWide(ctx, kube, false); err != nil {
+		log.Warn("not reading cluster-wide (--cluster-wide-reads); each namespace is read on its own", "error", err)
+		return false
+	}
+	log.Info("reading runner Jobs, runner pods, state ConfigMaps and registrations ledgers cluster-wide")
+	return true
 }
 
 // serveMetrics serves m at /metrics on addr until stop is called.
@@ -583,6 +612,7 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		ClusterWideReads:          r.ClusterWideReads,
 		NewGroupsPerPass:          newGroupsPerPass(r.KubeQPS),
 		DeletedNamespaces:         r.deletedNamespaces(),
+		ClusterWideLists:          r.ClusterWideReads && !r.Loop && !r.clusterWideListsRefused,
 	}, err
 }
 

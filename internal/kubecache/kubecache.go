@@ -47,7 +47,10 @@ type Cache struct {
 	mu    sync.Mutex
 	ns    map[string]*watched
 	names cache.SharedIndexInformer // the Namespace objects; nil when not watched
-	stop  chan struct{}
+	// wide are the cluster-wide caches (WatchClusterWide); nil when not
+	// in use.
+	wide *clusterWide
+	stop chan struct{}
 }
 
 // watched is one namespace's watch caches: a bare client-go Reflector
@@ -86,6 +89,10 @@ func (c *Cache) Stop() {
 		close(w.stop)
 		delete(c.ns, name)
 	}
+	if c.wide != nil {
+		close(c.wide.stop)
+		c.wide = nil
+	}
 	select {
 	case <-c.stop:
 	default:
@@ -121,7 +128,18 @@ func (c *Cache) WatchNamespaces(ctx context.Context) bool {
 // It is asked once, when a loop starts, so a watch that would only be
 // refused again and again is not started.
 func MayWatch(ctx context.Context, kube kubernetes.Interface, group, resource string) error {
-	for _, verb := range []string{"list", "watch"} {
+	return mayAll(ctx, kube, group, resource, "list", "watch")
+}
+
+// MayList is MayWatch for a single pass, which only lists.
+func MayList(ctx context.Context, kube kubernetes.Interface, group, resource string) error {
+	return mayAll(ctx, kube, group, resource, "list")
+}
+
+// mayAll says whether the caller may do every one of verbs on resource in
+// every namespace; nil when it may.
+func mayAll(ctx context.Context, kube kubernetes.Interface, group, resource string, verbs ...string) error {
+	for _, verb := range verbs {
 		ar, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: resource, Verb: verb}},
 		}, metav1.CreateOptions{})
@@ -154,8 +172,12 @@ func (c *Cache) Namespace(name string) (*corev1.Namespace, bool) {
 
 // Watch returns namespace's view, first starting its watch caches and
 // waiting for them within ctx. ok is false until they hold a full list:
-// the pass reads the API server meanwhile.
+// the pass reads the API server meanwhile. With the cluster-wide caches
+// (WatchClusterWide) the view is taken from them and no watch is started.
 func (c *Cache) Watch(ctx context.Context, namespace string) (View, bool) {
+	if wide := c.clusterWide(); wide != nil {
+		return wide.view(namespace), true
+	}
 	c.mu.Lock()
 	w, started := c.ns[namespace]
 	if !started {
@@ -214,23 +236,24 @@ func (c *Cache) start(namespace string) *watched {
 		}
 	}
 	batch, core := c.kube.BatchV1(), c.kube.CoreV1()
-	w.jobs = startReflector(w.stop, &batchv1.Job{}, refused, ofAnyGroup(batch.Jobs(namespace).List, batch.Jobs(namespace).Watch))
-	w.pods = startReflector(w.stop, &corev1.Pod{}, refused, ofAnyGroup(core.Pods(namespace).List, core.Pods(namespace).Watch))
-	w.states = startReflector(w.stop, &corev1.ConfigMap{}, refused, ofAnyGroup(core.ConfigMaps(namespace).List, core.ConfigMaps(namespace).Watch))
+	w.jobs = startReflector(w.stop, &batchv1.Job{}, refused, ofAnyGroup(batch.Jobs(namespace).List, batch.Jobs(namespace).Watch), nil)
+	w.pods = startReflector(w.stop, &corev1.Pod{}, refused, ofAnyGroup(core.Pods(namespace).List, core.Pods(namespace).Watch), nil)
+	w.states = startReflector(w.stop, &corev1.ConfigMap{}, refused, ofAnyGroup(core.ConfigMaps(namespace).List, core.ConfigMaps(namespace).Watch), nil)
 	return w
 }
 
-// reflected is one kind's cache in one namespace: the store a Reflector
-// keeps, which says when it has held a full list.
+// reflected is one kind's cache: the store a Reflector keeps, which says
+// when it has held a full list.
 type reflected struct {
-	store  cache.Store
+	store  cache.Indexer
 	synced atomic.Bool
 }
 
-// startReflector starts a Reflector of lw's objects into a new store until stop
-// is closed, telling refused of every list or watch that failed.
-func startReflector(stop <-chan struct{}, expected runtime.Object, refused func(error), lw *cache.ListWatch) *reflected {
-	r := &reflected{store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+// startReflector starts a Reflector of lw's objects into a new store with
+// indexers until stop is closed, telling refused of every list or watch
+// that failed.
+func startReflector(stop <-chan struct{}, expected runtime.Object, refused func(error), lw *cache.ListWatch, indexers cache.Indexers) *reflected {
+	r := &reflected{store: cache.NewIndexer(cache.MetaNamespaceKeyFunc, indexers)}
 	list, watchFn := lw.ListWithContextFunc, lw.WatchFuncWithContext
 	lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		obj, err := list(ctx, o)

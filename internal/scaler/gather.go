@@ -121,6 +121,7 @@ func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
 		}
 	}
 	nsViews := make([]*namespaceView, len(namespaces))
+	wide := s.readClusterWide(ctx, len(namespaces))
 	forEach(len(namespaces), s.cfg.Workers, func(i int) {
 		groups := byNamespace[namespaces[i]]
 		// A loop reads the namespace from its watch caches, where it may
@@ -130,6 +131,12 @@ func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
 		if v, ok := s.watchedView(ctx, namespaces[i], f.canWatch); ok {
 			s.preloadStates(ctx, groups, listedStates(v), nil, true)
 			nsViews[i] = &namespaceView{jobs: v.Jobs, pods: podViews(v.Pods)}
+			return
+		}
+		if wide != nil {
+			// Listed cluster-wide, states first, as below.
+			s.preloadStates(ctx, groups, wide.states[namespaces[i]], nil, false)
+			nsViews[i] = &namespaceView{jobs: wide.jobs[namespaces[i]], pods: podViews(wide.pods[namespaces[i]])}
 			return
 		}
 		s.loadStates(ctx, namespaces[i], groups)

@@ -19,7 +19,8 @@ import (
 // BenchmarkPassMemory measures what a scaler keeps in memory over the
 // fakes, G groups spread over N namespaces (10 orgs, nothing to create):
 // a CronJob pass (a fresh Scaler, no caches) and a loop (watch caches
-// over the fake clientsets, its steady pass). It prints, as metrics, the
+// over the fake clientsets, its steady pass; loop-wide: with the
+// cluster-wide caches of --cluster-wide-reads). It prints, as metrics, the
 // heap and goroutine stacks the scaler adds to what the fakes hold, once
 // collected (live) and the highest seen while the passes ran (peak,
 // sampled every 5 ms); nothing is asserted. Run:
@@ -37,7 +38,7 @@ func BenchmarkPassMemory(b *testing.B) {
 			b.Fatalf("BENCH_MEM=%q: want G/N", v)
 		}
 	}
-	for _, mode := range []string{"cronjob", "loop"} {
+	for _, mode := range []string{"cronjob", "loop", "loop-wide"} {
 		b.Run(fmt.Sprintf("%s/groups=%d/namespaces=%d", mode, groups, namespaces), func(b *testing.B) {
 			for b.Loop() {
 				benchmarkPassMemory(b, mode, groups, namespaces)
@@ -84,8 +85,13 @@ func benchmarkPassMemory(b *testing.B, mode string, groups, namespaces int) {
 	base := collected()
 
 	s := cronjob
-	if mode == "loop" {
-		sc, _ := watchingScaler(b, e)
+	if mode == "loop" || mode == "loop-wide" {
+		sc, c := watchingScaler(b, e)
+		if mode == "loop-wide" {
+			if err := c.WatchClusterWide(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
 		sc.log, sc.now = slog.New(slog.DiscardHandler), time.Now
 		sc.cfg.Workers, sc.cfg.NewGroupsPerPass = 4, 1500
 		s = func() *Scaler { return sc }

@@ -42,6 +42,10 @@ import (
 // apart: every pass of a round sees the runner Jobs as they were before
 // the round, whatever the other passes created meanwhile, and the state
 // ConfigMaps as they are (which the other passes' claims and drops moved).
+// "with cluster-wide lists" runs it with Config.ClusterWideLists (a single
+// pass's one list of each kind), and "with the cluster-wide caches" with
+// a loop's real cluster-wide watch caches (kubecache.WatchClusterWide)
+// over the fake API server.
 func TestRacingPassesCampaign(t *testing.T) {
 	const (
 		passes = 8
@@ -54,12 +58,20 @@ func TestRacingPassesCampaign(t *testing.T) {
 		newGroup("gpu", 2, withLabels("gpu"), func(rg *v1alpha1.RunnerGroup) { rg.Spec.DefaultLabels = &off }),
 	}
 	for _, run := range []struct {
-		seed    uint64
-		lagging bool
-	}{{1, false}, {2, false}, {3, false}, {1, true}, {2, true}} {
+		seed uint64
+		// lagging: a still cache per namespace; clusterWide: the
+		// cluster-wide reads, a loop's real caches (with lagging) or a
+		// single pass's lists.
+		lagging, clusterWide bool
+	}{{1, false, false}, {2, false, false}, {3, false, false}, {1, true, false}, {2, true, false}, {1, false, true}, {2, false, true}, {1, true, true}, {2, true, true}} {
 		name := fmt.Sprintf("seed %d", run.seed)
-		if run.lagging {
+		switch {
+		case run.lagging && run.clusterWide:
+			name += " with the cluster-wide caches"
+		case run.lagging:
 			name += " with lagging caches"
+		case run.clusterWide:
+			name += " with cluster-wide lists"
 		}
 		seed := run.seed
 		t.Run(name, func(t *testing.T) {
@@ -69,8 +81,17 @@ func TestRacingPassesCampaign(t *testing.T) {
 			deps, cfg := e.inputs()
 			deps.Gitea = func(string, string) (gitea.Client, error) { return sc, nil }
 			lag := &stillCache{views: map[string]kubecache.View{}, refused: map[string]bool{}, freshStates: e}
-			if run.lagging {
+			switch {
+			case run.lagging && run.clusterWide:
+				// Real watch caches over the fake API server: they lag
+				// as watch events arrive, not by a round.
+				_, c := clusterWideLoop(t, e)
+				deps.Cache = c
+				lag = nil
+			case run.lagging:
 				deps.Cache = lag
+			case run.clusterWide:
+				cfg.ClusterWideLists = true
 			}
 			s, err := New(deps, cfg)
 			require.NoError(t, err)
@@ -79,7 +100,9 @@ func TestRacingPassesCampaign(t *testing.T) {
 			defer cancel()
 			for range rounds {
 				sc.arrive(3)
-				lag.catchUp(t, e)
+				if lag != nil {
+					lag.catchUp(t, e)
+				}
 				var wg sync.WaitGroup
 				for range passes {
 					wg.Go(func() {
@@ -97,7 +120,9 @@ func TestRacingPassesCampaign(t *testing.T) {
 			// active, and a pass may rightly trust it to say "the group is
 			// at its cap, nothing to create" (only a create reads afresh).
 			for i := 0; sc.busy() && i < 500; i++ {
-				lag.catchUp(t, e)
+				if lag != nil {
+					lag.catchUp(t, e)
+				}
 				_, err := s.Pass(ctx)
 				require.NoError(t, err)
 				sc.step()

@@ -16,6 +16,8 @@
 //	group.go    one group's steps, and the first of them: validate
 //	gather.go   what a pass reads once for all groups: each namespace's
 //	            runner Jobs and pods, each distinct Gitea listing
+//	clusterwide.go  with Config.ClusterWideReads, a single pass's one list
+//	            of each kind for every namespace, and the ledgers
 //	observe.go  what the group's runner Jobs and Gitea say
 //	claim.go    the claims: load, plan, store under resourceVersion
 //	create.go   a runner Job per claim; a claim whose Job failed is released
@@ -158,6 +160,14 @@ type Config struct {
 	// namespace registered and removes the registrations of namespaces
 	// that are gone (see DeletedNamespaces); nil does neither.
 	DeletedNamespaces *DeletedNamespaces
+	// ClusterWideLists makes a single pass read the runner Jobs, runner
+	// pods and state ConfigMaps of every namespace with one list each,
+	// and the registrations ledgers with one more, instead of one of each
+	// per namespace (see readClusterWide). The caller sets it, with
+	// ClusterWideReads, only where the scaler may list them cluster-wide
+	// (kubecache.MayReadClusterWide); a loop gets the same from its Cache
+	// (kubecache.WatchClusterWide).
+	ClusterWideLists bool
 }
 
 // DefaultAssignmentHold is Config.AssignmentHold's default: longer than a
