@@ -231,9 +231,8 @@ func TestBenchmarkNamespaces(t *testing.T) {
 			steady := passes[firsts]
 			assert.Zero(t, steady.configMaps, "%s %s: a steady pass writes no ConfigMap", c, mode)
 			if strings.HasPrefix(mode, "loop") {
-				// Its watch caches. It still gets each namespace's
-				// registrations ledger (not cached: it says where a
-				// group's runners of a former scope are), and the
+				// Its watch caches (the registrations ledgers come
+				// with the state ConfigMaps'). It still gets the
 				// Secrets and rights reviews whose trust ran out.
 				assert.Zero(t, steady.lists, "%s %s: a steady pass lists nothing", c, mode)
 			}
