@@ -30,9 +30,9 @@ type Metrics struct {
 	passDuration  prometheus.Histogram
 	giteaRequests *prometheus.CounterVec
 	kubeRequests  *prometheus.CounterVec
-	// groupGauges are the per-group gauges, one per number a pass sees
-	// of a group (see groupGaugeDefs).
-	groupGauges    []*prometheus.GaugeVec
+	// groups are the per-group gauges, one per number a pass sees of a
+	// group (see groupGaugeDefs).
+	groups         *groupGauges
 	giteaLatency   *prometheus.HistogramVec
 	buildInfo      *prometheus.GaugeVec
 	lastSuccess    prometheus.Gauge
@@ -94,11 +94,8 @@ func New() *Metrics {
 		webhook: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "webhook_deliveries_total",
 			Help: "Gitea webhook deliveries, by outcome: triggered (a queued job), ignored (another event or action), duplicate (a delivery seen before), unauthorized (no or a wrong signature), bad_request (unreadable or past the size bound)."}, []string{"outcome"}),
 	}
-	for _, d := range groupGaugeDefs {
-		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: d.name, Help: d.help}, []string{"namespace", "name"})
-		m.groupGauges = append(m.groupGauges, g)
-		m.reg.MustRegister(g)
-	}
+	m.groups = newGroupGauges()
+	m.reg.MustRegister(m.groups)
 	// The latency of Gitea's answers: from the request sent to its
 	// headers read (promhttp.InstrumentRoundTripperDuration), labelled as
 	// the request counter is, plus the method. Requests that got no
@@ -195,15 +192,8 @@ func (m *Metrics) ObservePass(sum scaler.Summary, took time.Duration, err error)
 	if err != nil {
 		return
 	}
-	if !sum.Partial {
-		for _, g := range m.groupGauges {
-			g.Reset()
-		}
-	}
+	m.groups.observe(sum.GroupStats, sum.Partial)
 	for _, g := range sum.GroupStats {
-		for i, n := range []int{g.Queued, g.Blocked, g.Running, g.Active, g.Idle, g.Max} {
-			m.groupGauges[i].WithLabelValues(g.Namespace, g.Name).Set(float64(n))
-		}
 		m.runnersReaped.WithLabelValues(scaler.ReapStartTimeout).Add(float64(g.StartTimeouts))
 		m.runnersReaped.WithLabelValues(scaler.ReapIdle).Add(float64(g.IdleReaps))
 		m.runnersReaped.WithLabelValues(scaler.ReapOrphan).Add(float64(g.OrphansRemoved))

@@ -42,21 +42,42 @@ func TestObservePassCountsPassesRunnersAndGroups(t *testing.T) {
 	assert.InDelta(t, 1, testutil.ToFloat64(m.runnersReaped.WithLabelValues("start_timeout")), 0)
 	assert.InDelta(t, 2, testutil.ToFloat64(m.runnersReaped.WithLabelValues("idle")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.runnersReaped.WithLabelValues("orphan")), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(m.groupGauges[0].WithLabelValues("ci", "a")), 0, "the last pass's value")
-	for _, g := range m.groupGauges {
-		assert.Equal(t, 1, testutil.CollectAndCount(g), "the group that is gone has no series left")
-	}
+	assert.Equal(t, map[string]float64{"ci/a": 1}, groupSeries(t, m, "runnergroup_queued_jobs"), "the last pass's value; the group that is gone has no series left")
+	assert.Equal(t, map[string]float64{"ci/a": 5}, groupSeries(t, m, "runnergroup_max_runners"))
+	assert.Equal(t, 6, testutil.CollectAndCount(m.groups), "one series per gauge for the one group")
 
-	m.ObservePass(scaler.Summary{Partial: true, GroupStats: []scaler.GroupStats{{Namespace: "ci", Name: "b", Queued: 2}}}, time.Second, nil)
-	for _, g := range m.groupGauges {
-		assert.Equal(t, 2, testutil.CollectAndCount(g), "a partial pass keeps the groups it did not serve")
-	}
-	assert.InDelta(t, 1, testutil.ToFloat64(m.groupGauges[0].WithLabelValues("ci", "a")), 0)
+	m.ObservePass(scaler.Summary{Partial: true, GroupStats: []scaler.GroupStats{{Namespace: "ci", Name: "b", Queued: 2, Idle: 1}}}, time.Second, nil)
+	assert.Equal(t, map[string]float64{"ci/a": 1, "ci/b": 2}, groupSeries(t, m, "runnergroup_queued_jobs"), "a partial pass keeps the groups it did not serve")
+	assert.Equal(t, map[string]float64{"ci/a": 0, "ci/b": 1}, groupSeries(t, m, "runnergroup_idle_runners"))
+	assert.Equal(t, 12, testutil.CollectAndCount(m.groups))
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_pass_duration_seconds_count 4")
 	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_queued_to_job_seconds_count 2")
 	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_queued_to_job_seconds_sum 6")
+}
+
+// groupSeries are the values of the per-group gauge name by
+// "namespace/name", as a scrape gathers them.
+func groupSeries(t *testing.T, m *Metrics, name string) map[string]float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "gitea_runner_scaler_"+name {
+			continue
+		}
+		assert.Equal(t, "GAUGE", f.GetType().String())
+		for _, metric := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range metric.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			out[l["namespace"]+"/"+l["name"]] = metric.GetGauge().GetValue()
+		}
+	}
+	return out
 }
 
 // The sweep of deleted namespaces: registrations removed count as
@@ -342,4 +363,31 @@ func TestScalerMetricNamesListIsCurrent(t *testing.T) {
 		}
 	}
 	assert.ElementsMatch(t, served, listed, "scaler-metrics.txt lists every metric the scaler serves, and no other")
+}
+
+// BenchmarkGroupGaugesMemory prints what the per-group gauges keep per
+// group after a full pass over 5,000 groups (live-bytes/group) and what a
+// pass allocates for them (B/op): go test -run '^$' -bench
+// BenchmarkGroupGaugesMemory ./internal/metrics/.
+func BenchmarkGroupGaugesMemory(b *testing.B) {
+	const groups = 5000
+	stats := make([]scaler.GroupStats, groups)
+	for i := range stats {
+		stats[i] = scaler.GroupStats{Namespace: fmt.Sprintf("team-%03d", i%500), Name: fmt.Sprintf("g%04d", i), Queued: i % 3, Max: 5}
+	}
+	m := New()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m.ObservePass(scaler.Summary{GroupStats: stats}, time.Second, nil)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	live := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / groups
+	b.ResetTimer()
+	b.ReportAllocs()
+	for range b.N {
+		m.ObservePass(scaler.Summary{GroupStats: stats}, time.Second, nil)
+	}
+	b.ReportMetric(live, "live-bytes/group")
+	runtime.KeepAlive(m)
 }
