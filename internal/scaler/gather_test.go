@@ -311,9 +311,7 @@ func TestASteadyPassReadsTheLedgerFromTheStateList(t *testing.T) {
 					switch a := a.(type) {
 					case k8stesting.GetAction:
 						name = a.GetName()
-					case k8stesting.CreateAction:
-						name = a.GetObject().(*corev1.ConfigMap).Name
-					case k8stesting.UpdateAction:
+					case k8stesting.CreateAction: // and updates, which carry their object too
 						name = a.GetObject().(*corev1.ConfigMap).Name
 					}
 					if name == ledger.ConfigMapName {
