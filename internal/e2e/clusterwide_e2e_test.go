@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // readingClusterWide is what a scaler logs once it reads cluster-wide.
@@ -127,13 +125,7 @@ func TestClusterWideReads(t *testing.T) {
 		ids := b.queueJobs(ctx, t, fx, "cron.yml", map[string]int{labels[nsA+"/cron"]: 2, labels[nsB+"/cron"]: 2, labels[off+"/cron"]: 1})
 		// The chart's ServiceAccount, as the CronJob's pass runs (the
 		// admin may impersonate it).
-		kc, err := clientcmd.LoadFromFile(b.kubeconfig)
-		require.NoError(t, err)
-		for _, ai := range kc.AuthInfos {
-			ai.Impersonate = "system:serviceaccount:" + sys + ":" + sa
-		}
-		asSA := filepath.Join(t.TempDir(), "kubeconfig-scaler")
-		require.NoError(t, clientcmd.WriteToFile(*kc, asSA))
+		asSA := b.kubeconfigAs(t, sys, sa)
 		o := passOpts{namespaces: all, kubeconfig: asSA, args: []string{"--cluster-wide-reads", "--selector", selKey + "=" + selCron}}
 		for round := range 2 {
 			results := make([]passResult, 3)

@@ -49,13 +49,7 @@ func TestStatusAndWhyShowAnotherNamespaceNothing(t *testing.T) {
 
 	// The bed's kubeconfig, acting as B's viewer (the admin may
 	// impersonate), as B's own kubeconfig would.
-	kc, err := clientcmd.LoadFromFile(b.kubeconfig)
-	require.NoError(t, err)
-	for _, ai := range kc.AuthInfos {
-		ai.Impersonate = "system:serviceaccount:" + nsB + ":" + viewer
-	}
-	asB := filepath.Join(t.TempDir(), "kubeconfig-b")
-	require.NoError(t, clientcmd.WriteToFile(*kc, asB))
+	asB := b.kubeconfigAs(t, nsB, viewer)
 
 	bin := filepath.Join(b.root, "bin", "gitea-runner-scaler")
 	run := func(args ...string) (string, error) {
@@ -86,4 +80,19 @@ func TestStatusAndWhyShowAnotherNamespaceNothing(t *testing.T) {
 		assert.Contains(t, out, tt.says, "%v", tt.args)
 		assert.NotContains(t, out, a.group, "%v: nothing of A's group", tt.args)
 	}
+}
+
+// kubeconfigAs writes a kubeconfig that acts as ServiceAccount
+// namespace/name: the bed's own, impersonating it (the admin may), as that
+// account's own kubeconfig would.
+func (b *bed) kubeconfigAs(t *testing.T, namespace, name string) string {
+	t.Helper()
+	kc, err := clientcmd.LoadFromFile(b.kubeconfig)
+	require.NoError(t, err)
+	for _, ai := range kc.AuthInfos {
+		ai.Impersonate = "system:serviceaccount:" + namespace + ":" + name
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig-"+namespace+"-"+name)
+	require.NoError(t, clientcmd.WriteToFile(*kc, path))
+	return path
 }
