@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
@@ -103,23 +104,19 @@ func (n *namespaces) namespaceObject(ctx context.Context, s *Scaler, name string
 // listNamespaces lists every Namespace, a page at a time.
 func (s *Scaler) listNamespaces(ctx context.Context) (map[string]*corev1.Namespace, bool) {
 	out := map[string]*corev1.Namespace{}
-	opts := metav1.ListOptions{Limit: tenancy.ListPage}
-	for {
-		l, err := s.kube.CoreV1().Namespaces().List(ctx, opts)
-		if err != nil {
-			s.wideProblem("namespaces", "cannot list Namespaces; reading each served one instead", err)
-			return nil, false
-		}
-		for i := range l.Items {
-			l.Items[i].ManagedFields = nil
-			out[l.Items[i].Name] = &l.Items[i]
-		}
-		if l.Continue == "" {
-			s.wideProblem("namespaces", "", nil)
-			return out, true
-		}
-		opts.Continue = l.Continue
+	err := tenancy.EachListed(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return s.kube.CoreV1().Namespaces().List(ctx, opts)
+	}, func(o runtime.Object) {
+		ns := o.(*corev1.Namespace)
+		ns.ManagedFields = nil
+		out[ns.Name] = ns
+	})
+	if err != nil {
+		s.wideProblem("namespaces", "cannot list Namespaces; reading each served one instead", err)
+		return nil, false
 	}
+	s.wideProblem("namespaces", "", nil)
+	return out, true
 }
 
 // wideProblem logs a problem of one of the cluster-wide reads (topic)

@@ -9,7 +9,9 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 )
 
 // Identity is who the API server takes the scaler to be: the user and
@@ -60,8 +62,8 @@ type Bound struct {
 	watch   bool
 }
 
-// ListPage is how many RoleBindings one list request asks for: the
-// scaler holds at most one page at a time of a cluster's RoleBindings.
+// ListPage is how many objects one request of a cluster-wide list asks
+// for (EachListed).
 const ListPage = 500
 
 // ReadBound reads the tenant ClusterRole role (one GET) and, when its rules
@@ -89,22 +91,29 @@ func ReadBound(ctx context.Context, kube kubernetes.Interface, role string, who 
 	if len(b.Missing) > 0 {
 		return b, nil
 	}
-	opts := metav1.ListOptions{Limit: ListPage}
-	for {
-		l, err := kube.RbacV1().RoleBindings("").List(ctx, opts)
-		if err != nil {
-			return Bound{}, fmt.Errorf("cannot list RoleBindings: %w", err)
+	err = EachListed(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return kube.RbacV1().RoleBindings("").List(ctx, opts)
+	}, func(o runtime.Object) {
+		if rb := o.(*rbacv1.RoleBinding); binds(rb, role, who) {
+			b.namespaces[rb.Namespace] = true
 		}
-		for i := range l.Items {
-			if binds(&l.Items[i], role, who) {
-				b.namespaces[l.Items[i].Namespace] = true
-			}
-		}
-		if l.Continue == "" {
-			return b, nil
-		}
-		opts.Continue = l.Continue
+	})
+	if err != nil {
+		return Bound{}, fmt.Errorf("cannot list RoleBindings: %w", err)
 	}
+	return b, nil
+}
+
+// EachListed gives each object of a cluster-wide list to each, ListPage at
+// a time (client-go's pager), so no more than a page or so of a large
+// cluster's objects is held at once.
+func EachListed(ctx context.Context, list func(context.Context, metav1.ListOptions) (runtime.Object, error), each func(runtime.Object)) error {
+	p := pager.New(list)
+	p.PageSize = ListPage
+	return p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		each(o)
+		return nil
+	})
 }
 
 // Enables says whether a RoleBinding of the tenant ClusterRole enables
