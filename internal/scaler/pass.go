@@ -215,26 +215,21 @@ type listedGroups struct {
 	all []v1alpha1.RunnerGroup
 }
 
-// listGroups lists the RunnerGroups the pass serves. With served
-// namespaces (watchNamespaces) or selectors it reads every group of the
-// cluster with one list, which the assignment rule needs anyway, and
-// keeps the served ones: one request per pass instead of one per served
+// listGroups lists the RunnerGroups the pass serves: it reads every
+// group of the cluster with one list, which the assignment rule needs
+// anyway, and keeps those of the served namespaces (watchNamespaces) that
+// the selectors take: one request per pass instead of one per served
 // namespace and one more (issue 23). Where that list is refused (a
 // read-only command's user may list only some namespaces) it lists each
 // served namespace, and a namespace that cannot be listed (its Role was
-// deleted) does not stop the others. When all namespaces are served, one
-// cluster-wide list fails as a whole: nothing can be served, and the pass
-// fails.
+// deleted) does not stop the others. When all namespaces are served, the
+// refused list fails the pass: nothing can be served.
 func (s *Scaler) listGroups(ctx context.Context) (listedGroups, error) {
-	if s.servesEverything() {
-		groups, broken, err := s.groups.List(ctx, metav1.NamespaceAll, "")
-		if err != nil {
-			return listedGroups{}, err
-		}
-		return listedGroups{served: sortedGroups(groups), broken: broken}, nil
-	}
 	all, broken, err := s.groups.List(ctx, metav1.NamespaceAll, "")
-	if err == nil {
+	switch {
+	case err == nil && s.servesEverything():
+		return listedGroups{served: sortedGroups(all), broken: broken}, nil
+	case err == nil:
 		if all == nil {
 			all = []v1alpha1.RunnerGroup{} // listed, and none
 		}
@@ -251,19 +246,14 @@ func (s *Scaler) listGroups(ctx context.Context) (listedGroups, error) {
 		}
 		out.served = sortedGroups(out.served)
 		return out, nil
+	case len(s.cfg.Namespaces) == 0:
+		return listedGroups{}, err
 	}
 	s.log.Debug("cannot list every RunnerGroup; listing those of each served namespace", "error", err)
-	namespaces, everyNamespace := s.cfg.Namespaces, len(s.cfg.Namespaces) == 0
-	if everyNamespace {
-		namespaces = []string{metav1.NamespaceAll}
-	}
 	var out listedGroups
-	for _, ns := range namespaces {
+	for _, ns := range s.cfg.Namespaces {
 		groups, b, err := s.groups.List(ctx, ns, s.include.String())
 		if err != nil {
-			if everyNamespace {
-				return listedGroups{}, err
-			}
 			s.log.Error("cannot list RunnerGroups; serving the other namespaces", "namespace", ns, "error", err)
 			out.failedNS = append(out.failedNS, ns)
 			continue
