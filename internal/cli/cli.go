@@ -125,12 +125,7 @@ type RunCmd struct {
 	// The platform team's opt-in (the chart's scaler.clusterWideReads):
 	// one read per pass for all namespaces instead of one per namespace
 	// (scaler.Config.ClusterWideReads).
-	ClusterWideReads bool `env:"SCALER_CLUSTER_WIDE_READS" help:"Read once per pass for all namespaces what is otherwise read per namespace, where the chart grants it cluster-wide (scaler.clusterWideReads): the runner Jobs, runner pods, state ConfigMaps and registrations ledgers (a loop: one watch of each; a single pass: one list of each; needs list, and for --loop watch, on Jobs, pods and ConfigMaps in all namespaces, checked at start), the rights check from the RoleBindings of --tenant-cluster-role and that role's rules, and the Namespace objects. A read that is refused falls back to one per namespace; only enabled namespaces are served, as without it."`
-	// clusterWideListsRefused: a single pass found at start that it may
-	// not list Jobs, pods and ConfigMaps cluster-wide, so it lists them per
-	// namespace (the rights check from the RoleBindings has its own
-	// fallback).
-	clusterWideListsRefused bool `kong:"-"`
+	ClusterWideReads bool `env:"SCALER_CLUSTER_WIDE_READS" help:"Read once per pass for all namespaces what is otherwise read per namespace, where the chart grants it cluster-wide (scaler.clusterWideReads): the runner Jobs, runner pods, state ConfigMaps and registrations ledgers (a loop: one watch of each; a single pass: one list of each; needs list, and for --loop watch, on Jobs, pods and ConfigMaps in all namespaces; a loop checks at start, a single pass by its list's answer), the rights check from the RoleBindings of --tenant-cluster-role and that role's rules, and the Namespace objects. A read that is refused falls back to one per namespace; only enabled namespaces are served, as without it."`
 	// The sweep of the registrations deleted namespaces leave in Gitea
 	// (scaler.DeletedNamespaces): the platform team's opt-in.
 	DeletedNamespacesMirror   string `env:"SCALER_DELETED_NAMESPACES_MIRROR" placeholder:"NS/NAME" help:"Keep a copy of what each served namespace registered with Gitea in this ConfigMap (the release namespace's, where no tenant writes), and remove the registrations of namespaces that are gone; empty does neither."`
@@ -468,8 +463,6 @@ func (r *RunCmd) run(streams IO) int {
 	if r.Loop && !r.BenchNaive {
 		stop := watchCaches(&deps, kube, dyn, log, r.ClusterWideReads)
 		defer stop()
-	} else if r.ClusterWideReads && !r.BenchNaive && !mayReadClusterWide(kube, log) {
-		r.clusterWideListsRefused = true
 	}
 	return r.runWith(deps)
 }
@@ -492,7 +485,7 @@ func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Inter
 		if err := c.WatchClusterWide(ctx); err != nil {
 			log.Warn("not reading cluster-wide (--cluster-wide-reads); each namespace is watched on its own", "error", err)
 		} else {
-			log.Info("reading runner Jobs, runner pods, state ConfigMaps and registrations ledgers cluster-wide")
+			log.Info(scaler.ReadingClusterWide)
 		}
 	}
 	err := kubecache.MayWatch(ctx, kube, v1alpha1.GroupVersionResource.Group, v1alpha1.GroupVersionResource.Resource)
@@ -506,20 +499,6 @@ func watchCaches(deps *scaler.Deps, kube kubernetes.Interface, dyn dynamic.Inter
 	}
 	deps.Groups = groups
 	return func() { groups.Stop(); c.Stop() }
-}
-
-// mayReadClusterWide says whether a single pass may use
-// --cluster-wide-reads: it may list Jobs, pods and ConfigMaps in all
-// namespaces. When not, it says why once; the pass reads per namespace.
-func mayReadClusterWide(kube kubernetes.Interface, log *slog.Logger) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), watchSyncTimeout)
-	defer cancel()
-	if err := kubecache.MayReadClusterWide(ctx, kube, false); err != nil {
-		log.Warn("not reading cluster-wide (--cluster-wide-reads); each namespace is read on its own", "error", err)
-		return false
-	}
-	log.Info("reading runner Jobs, runner pods, state ConfigMaps and registrations ledgers cluster-wide")
-	return true
 }
 
 // serveMetrics serves m at /metrics on addr until stop is called.
@@ -612,7 +591,6 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		ClusterWideReads:          r.ClusterWideReads,
 		NewGroupsPerPass:          newGroupsPerPass(r.KubeQPS),
 		DeletedNamespaces:         r.deletedNamespaces(),
-		ClusterWideLists:          r.ClusterWideReads && !r.Loop && !r.clusterWideListsRefused,
 	}, err
 }
 

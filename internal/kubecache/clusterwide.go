@@ -25,22 +25,17 @@ import (
 // Events still need the namespace's own binding.
 
 // Reads are the kinds the cluster-wide reads need, each with list and
-// watch (a single pass only lists) in every namespace.
+// watch in every namespace (a single pass only lists, and asks nothing
+// first: its list's answer tells).
 var Reads = []struct{ Group, Resource string }{
 	{"batch", "jobs"}, {"", "pods"}, {"", "configmaps"},
 }
 
-// MayReadClusterWide says whether the caller may list (and, for a loop,
-// watch) every kind of Reads in every namespace; nil when it may.
-func MayReadClusterWide(ctx context.Context, kube kubernetes.Interface, loop bool) error {
+// mayReadClusterWide says whether the caller may list and watch every
+// kind of Reads in every namespace; nil when it may.
+func mayReadClusterWide(ctx context.Context, kube kubernetes.Interface) error {
 	for _, r := range Reads {
-		var err error
-		if loop {
-			err = MayWatch(ctx, kube, r.Group, r.Resource)
-		} else {
-			err = MayList(ctx, kube, r.Group, r.Resource)
-		}
-		if err != nil {
+		if err := MayWatch(ctx, kube, r.Group, r.Resource); err != nil {
 			return err
 		}
 	}
@@ -63,7 +58,7 @@ type clusterWide struct {
 // On an error (not allowed, or not synced in time) nothing is kept, and
 // each namespace gets watches of its own as before.
 func (c *Cache) WatchClusterWide(ctx context.Context) error {
-	if err := MayReadClusterWide(ctx, c.kube, true); err != nil {
+	if err := mayReadClusterWide(ctx, c.kube); err != nil {
 		return err
 	}
 	w := &clusterWide{stop: make(chan struct{})}

@@ -128,18 +128,7 @@ func (c *Cache) WatchNamespaces(ctx context.Context) bool {
 // It is asked once, when a loop starts, so a watch that would only be
 // refused again and again is not started.
 func MayWatch(ctx context.Context, kube kubernetes.Interface, group, resource string) error {
-	return mayAll(ctx, kube, group, resource, "list", "watch")
-}
-
-// MayList is MayWatch for a single pass, which only lists.
-func MayList(ctx context.Context, kube kubernetes.Interface, group, resource string) error {
-	return mayAll(ctx, kube, group, resource, "list")
-}
-
-// mayAll says whether the caller may do every one of verbs on resource in
-// every namespace; nil when it may.
-func mayAll(ctx context.Context, kube kubernetes.Interface, group, resource string, verbs ...string) error {
-	for _, verb := range verbs {
+	for _, verb := range []string{"list", "watch"} {
 		ar, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: resource, Verb: verb}},
 		}, metav1.CreateOptions{})

@@ -11,7 +11,12 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
-// clusterWideRead is what a single pass with Config.ClusterWideLists
+// ReadingClusterWide is what a scaler logs when it reads runner Jobs,
+// pods and state ConfigMaps cluster-wide (a loop once, a single pass each
+// pass).
+const ReadingClusterWide = "reading runner Jobs, runner pods, state ConfigMaps and registrations ledgers cluster-wide"
+
+// clusterWideRead is what a single pass with Config.ClusterWideReads
 // listed once for every namespace, by namespace. A pass takes from it
 // only the namespaces it gathers, which its rights reviews found enabled.
 type clusterWideRead struct {
@@ -25,9 +30,11 @@ type clusterWideRead struct {
 // namespace's own reads keep (gather: a state read before the Jobs). It
 // returns nil, and the pass reads each namespace on its own as without
 // the option, for a loop (its Cache serves it), without the option, with
-// no namespace to read, or when a list fails; the failure is logged.
+// no namespace to read, or when a list fails (the grant is missing); the
+// failure is logged. The list's own answer is the check of the grant: a
+// single pass asks nothing before it.
 func (s *Scaler) readClusterWide(ctx context.Context, namespaces int) *clusterWideRead {
-	if !s.cfg.ClusterWideLists || s.cache != nil || namespaces == 0 {
+	if !s.cfg.ClusterWideReads || s.cache != nil || namespaces == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
@@ -63,5 +70,6 @@ func (s *Scaler) readClusterWide(ctx context.Context, namespaces int) *clusterWi
 	for _, p := range pods.Items {
 		out.pods[p.Namespace] = append(out.pods[p.Namespace], p)
 	}
+	s.log.Info(ReadingClusterWide)
 	return out
 }

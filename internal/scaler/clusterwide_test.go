@@ -106,7 +106,7 @@ func TestASteadyLoopPassWithClusterWideReadsSendsNoRead(t *testing.T) {
 // with the caches per namespace: the cached plan that would create reads
 // the state and the runner Jobs afresh, so one queued job gets one runner
 // in each pass's reading however the caches lag.
-func TestALoopWithClusterWideListsCreatesFromAFreshRead(t *testing.T) {
+func TestALoopWithClusterWideReadsCreatesFromAFreshRead(t *testing.T) {
 	e := twoNamespaces(t)
 	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
 	sc, _ := clusterWideLoop(t, e, func(_ *Deps, cfg *Config) { cfg.Namespaces = []string{ns} })
@@ -127,7 +127,7 @@ func TestALoopWithClusterWideListsCreatesFromAFreshRead(t *testing.T) {
 // A namespace whose rights review does not show the tenant rights is not
 // served, though the cluster-wide reads hold its objects: in a loop and
 // in a single pass.
-func TestClusterWideListsServeNoNamespaceWithoutItsBinding(t *testing.T) {
+func TestClusterWideReadsServeNoNamespaceWithoutItsBinding(t *testing.T) {
 	for _, mode := range []string{"loop", "single pass"} {
 		t.Run(mode, func(t *testing.T) {
 			e := twoNamespaces(t)
@@ -137,7 +137,7 @@ func TestClusterWideListsServeNoNamespaceWithoutItsBinding(t *testing.T) {
 			if mode == "loop" {
 				sc, _ = clusterWideLoop(t, e)
 			} else {
-				sc = e.scaler(func(_ *Deps, cfg *Config) { cfg.ClusterWideLists = true })
+				sc = e.scaler(func(_ *Deps, cfg *Config) { cfg.ClusterWideReads = true })
 			}
 			_, err := sc.Pass(context.Background())
 			require.NoError(t, err)
@@ -158,7 +158,7 @@ func TestClusterWideListsServeNoNamespaceWithoutItsBinding(t *testing.T) {
 	}
 }
 
-// A single pass with ClusterWideLists lists the states, then the runner
+// A single pass with ClusterWideReads lists the states, then the runner
 // Jobs, then the runner pods once for every namespace, in that order, and
 // the ledgers once, instead of per namespace; without it, per namespace.
 func TestASinglePassWithClusterWideReadsListsEachKindOnce(t *testing.T) {
@@ -173,7 +173,7 @@ func TestASinglePassWithClusterWideReadsListsEachKindOnce(t *testing.T) {
 				require.NoError(t, ledger.Store{Client: e.kube}.Record(context.Background(), namespace, runnerjob.OwnerTag(rg.UID), "ci", placeOf(&rg.Spec)))
 			}
 			e.kube.ClearActions()
-			sum := e.pass(func(_ *Deps, cfg *Config) { cfg.ClusterWideLists = wide })
+			sum := e.pass(func(_ *Deps, cfg *Config) { cfg.ClusterWideReads = wide })
 			require.NoError(t, sum.Err())
 			require.NotEmpty(t, e.jobs(), "the pass created")
 			var lists, ledgerGets []string
@@ -211,7 +211,7 @@ func TestARefusedClusterWideListFallsBackToEachNamespace(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	sum := e.pass(func(_ *Deps, cfg *Config) { cfg.ClusterWideLists = true; cfg.Namespaces = []string{ns} })
+	sum := e.pass(func(_ *Deps, cfg *Config) { cfg.ClusterWideReads = true; cfg.Namespaces = []string{ns} })
 	require.NoError(t, sum.Err())
 	assert.Len(t, e.jobs(), 1)
 	assert.Contains(t, e.logs.String(), "cannot list the runner Jobs cluster-wide; reading each namespace on its own")

@@ -42,7 +42,7 @@ import (
 // apart: every pass of a round sees the runner Jobs as they were before
 // the round, whatever the other passes created meanwhile, and the state
 // ConfigMaps as they are (which the other passes' claims and drops moved).
-// "with cluster-wide lists" runs it with Config.ClusterWideLists (a single
+// "with cluster-wide lists" runs it with Config.ClusterWideReads (a single
 // pass's one list of each kind), and "with the cluster-wide caches" with
 // a loop's real cluster-wide watch caches (kubecache.WatchClusterWide)
 // over the fake API server.
@@ -91,7 +91,7 @@ func TestRacingPassesCampaign(t *testing.T) {
 			case run.lagging:
 				deps.Cache = lag
 			case run.clusterWide:
-				cfg.ClusterWideLists = true
+				cfg.ClusterWideReads = true
 			}
 			s, err := New(deps, cfg)
 			require.NoError(t, err)

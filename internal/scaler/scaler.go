@@ -152,22 +152,16 @@ type Config struct {
 	RightsRecheck time.Duration
 	// ClusterWideReads lets a pass read, once for all namespaces, what it
 	// would otherwise ask per namespace, where the chart grants it
-	// cluster-wide: here the RoleBindings of the tenant ClusterRole (the
-	// rights check, see tenancy.Bound) and the Namespace objects. Where a
+	// cluster-wide: the RoleBindings of the tenant ClusterRole (the rights
+	// check, see tenancy.Bound), the Namespace objects, and, in a single
+	// pass, the runner Jobs, pods and state ConfigMaps (readClusterWide; a
+	// loop gets those from its Cache, kubecache.WatchClusterWide). Where a
 	// read is refused the pass asks per namespace, as without it.
 	ClusterWideReads bool
 	// DeletedNamespaces, when set, keeps a copy of what each served
 	// namespace registered and removes the registrations of namespaces
 	// that are gone (see DeletedNamespaces); nil does neither.
 	DeletedNamespaces *DeletedNamespaces
-	// ClusterWideLists makes a single pass read the runner Jobs, runner
-	// pods and state ConfigMaps of every namespace with one list each,
-	// and the registrations ledgers with one more, instead of one of each
-	// per namespace (see readClusterWide). The caller sets it, with
-	// ClusterWideReads, only where the scaler may list them cluster-wide
-	// (kubecache.MayReadClusterWide); a loop gets the same from its Cache
-	// (kubecache.WatchClusterWide).
-	ClusterWideLists bool
 }
 
 // DefaultAssignmentHold is Config.AssignmentHold's default: longer than a
