@@ -17,6 +17,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/kubecache"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
@@ -135,12 +136,29 @@ func TestASteadyLoopPassSendsNoListAndNoReview(t *testing.T) {
 	}
 	// With the lifecycle on, so each namespace's registrations ledger is read.
 	rg := &runnersGitea{fakeGitea: e.gitea}
-	sc, _ := watchingScaler(t, e, func(d *Deps, c *Config) {
+	sc, c := watchingScaler(t, e, func(d *Deps, c *Config) {
 		d.Gitea = func(string, string) (gitea.Client, error) { return rg, nil }
 		c.RunnerIdleTimeout = time.Minute
 	})
 	_, err := sc.Pass(context.Background())
 	require.NoError(t, err)
+	// The watches catch up with the first pass's writes (the states, and
+	// the ledgers it created): an object they lack yet is read afresh,
+	// rightly.
+	require.Eventually(t, func() bool {
+		for namespace, want := range map[string][]string{
+			ns:      {state.ConfigMapName("ci"), state.ConfigMapName("web"), ledger.ConfigMapName},
+			otherNS: {state.ConfigMapName("ci"), ledger.ConfigMapName},
+		} {
+			v, _ := c.Watch(context.Background(), namespace)
+			for _, name := range want {
+				if !slices.ContainsFunc(v.States, func(cm *corev1.ConfigMap) bool { return cm.Name == name }) {
+					return false
+				}
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
 	e.kube.ClearActions()
 	e.dyn.ClearActions()
 
