@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,9 +69,14 @@ func (b *bed) resource(t *testing.T, obj *unstructured.Unstructured) dynamic.Res
 	t.Helper()
 	gvk := obj.GroupVersionKind()
 	m, err := b.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
+	// A CRD that was just applied (by the bed, a chart install) is
+	// Established before discovery serves its kind: the first test of a
+	// fresh bed once failed here. Discovery catches up within seconds.
+	for deadline := time.Now().Add(apiWait); meta.IsNoMatchError(err) && time.Now().Before(deadline); {
 		b.mapper.Reset()
-		m, err = b.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if m, err = b.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); meta.IsNoMatchError(err) {
+			time.Sleep(apiPoll)
+		}
 	}
 	require.NoError(t, err, "mapping %s", gvk)
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
