@@ -55,13 +55,13 @@ var cannotServe = map[string]bool{
 // serves is about to record: a failure no retry fixes (ineligible; outside
 // its namespace's grant: no part at all), or a first pass that validated
 // (eligible). A transient failure changes nothing, so it moves no job.
-func (s *Scaler) assignment(ctx context.Context, served, every []v1alpha1.RunnerGroup, runs []*groupRun) *assign.Rule {
+func (s *Scaler) assignment(ctx context.Context, served, every []*v1alpha1.RunnerGroup, runs []*groupRun) *assign.Rule {
 	all := served
 	switch {
 	case every != nil:
 		all = append(every, missingFrom(every, served)...)
 	case !s.servesEverything():
-		listed, _, err := s.groups.List(ctx, metav1.NamespaceAll, "")
+		listed, _, err := s.listShared(ctx, metav1.NamespaceAll, "")
 		if err != nil {
 			s.log.Warn("cannot list the RunnerGroups of every namespace; a job that several groups could run is assigned among the groups this pass serves only", "error", err)
 		} else {
@@ -83,10 +83,10 @@ func (s *Scaler) assignment(ctx context.Context, served, every []v1alpha1.Runner
 			judged[key] = !g.rg.Spec.Paused()
 		}
 	}
-	kept := make([]v1alpha1.RunnerGroup, 0, len(all))
-	for i := range all {
-		if !excluded[GroupKey(&all[i])] {
-			kept = append(kept, all[i])
+	kept := make([]*v1alpha1.RunnerGroup, 0, len(all))
+	for _, rg := range all {
+		if !excluded[GroupKey(rg)] {
+			kept = append(kept, rg)
 		}
 	}
 	return assignmentRule(kept, s.RuleOptions(), judged)
@@ -105,14 +105,14 @@ func (s *Scaler) servesEverything() bool {
 
 // missingFrom returns the served groups the cluster-wide listing did not
 // have (created between the two listings), so each served group has a say.
-func missingFrom(listed, served []v1alpha1.RunnerGroup) []v1alpha1.RunnerGroup {
+func missingFrom(listed, served []*v1alpha1.RunnerGroup) []*v1alpha1.RunnerGroup {
 	seen := make(map[string]bool, len(listed))
 	for _, rg := range listed {
-		seen[GroupKey(&rg)] = true
+		seen[GroupKey(rg)] = true
 	}
-	var out []v1alpha1.RunnerGroup
+	var out []*v1alpha1.RunnerGroup
 	for _, rg := range served {
-		if !seen[GroupKey(&rg)] {
+		if !seen[GroupKey(rg)] {
 			out = append(out, rg)
 		}
 	}
@@ -133,24 +133,24 @@ type RuleOptions struct {
 // last pass found it outside its namespace's grant left out. The why
 // command uses it to give the answer the passes give.
 func AssignmentRule(all []v1alpha1.RunnerGroup, o RuleOptions) *assign.Rule {
-	return assignmentRule(all, o, nil)
+	return assignmentRule(pointers(all), o, nil)
 }
 
 // assignmentRule is AssignmentRule with the groups whose eligibility the
 // pass knows better than their record (judged).
-func assignmentRule(all []v1alpha1.RunnerGroup, o RuleOptions, judged map[string]bool) *assign.Rule {
+func assignmentRule(all []*v1alpha1.RunnerGroup, o RuleOptions, judged map[string]bool) *assign.Rule {
 	now := o.Now
 	if now == nil {
 		now = time.Now
 	}
 	at := now()
 	groups := make([]assign.Group, 0, len(all))
-	for i := range all {
-		if recordedReason(&all[i]) == ReasonNotGranted {
+	for _, rg := range all {
+		if recordedReason(rg) == ReasonNotGranted {
 			continue
 		}
-		g := AssignGroup(&all[i], o.DefaultLabels)
-		g.Eligible = Eligible(&all[i], at)
+		g := AssignGroup(rg, o.DefaultLabels)
+		g.Eligible = Eligible(rg, at)
 		if ok, known := judged[g.Key]; known {
 			g.Eligible = ok
 		}

@@ -93,9 +93,9 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	groups := listed
 	if keep != nil {
 		groups, broken = nil, nil
-		for i := range listed {
-			if keep(&listed[i]) {
-				groups = append(groups, listed[i])
+		for _, rg := range listed {
+			if keep(rg) {
+				groups = append(groups, rg)
 			}
 		}
 	}
@@ -118,7 +118,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	s.forEachGroup(len(groups), func(i int) {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 		defer cancel()
-		runs[i] = s.prepare(gctx, &groups[i], secrets, nss)
+		runs[i] = s.prepare(gctx, groups[i], secrets, nss)
 	})
 	rule := s.assignment(ctx, listed, lg.all, runs)
 	shared := s.gather(ctx, runs)
@@ -159,20 +159,20 @@ func (s *Scaler) serveGroup(ctx context.Context, g *groupRun) (int, error) {
 // Config.NewGroupsPerPass groups never served (no lastCheckTime), and says
 // how many new ones it left out. The rotation of the order moves the
 // groups left out to the front of a later pass in turn.
-func (s *Scaler) admitNew(groups []v1alpha1.RunnerGroup) ([]v1alpha1.RunnerGroup, int) {
+func (s *Scaler) admitNew(groups []*v1alpha1.RunnerGroup) ([]*v1alpha1.RunnerGroup, int) {
 	if s.cfg.NewGroupsPerPass <= 0 {
 		return groups, 0
 	}
 	out, admitted, deferred := groups[:0:0], 0, 0
-	for i := range groups {
-		if groups[i].Status.LastCheckTime == nil {
+	for _, rg := range groups {
+		if rg.Status.LastCheckTime == nil {
 			if admitted == s.cfg.NewGroupsPerPass {
 				deferred++
 				continue
 			}
 			admitted++
 		}
-		out = append(out, groups[i])
+		out = append(out, rg)
 	}
 	return out, deferred
 }
@@ -193,7 +193,7 @@ func (s *Scaler) turn() int64 {
 
 // rotate returns groups started at position turn (modulo their number),
 // the order otherwise unchanged.
-func rotate(groups []v1alpha1.RunnerGroup, turn int64) []v1alpha1.RunnerGroup {
+func rotate(groups []*v1alpha1.RunnerGroup, turn int64) []*v1alpha1.RunnerGroup {
 	n := int64(len(groups))
 	if n == 0 {
 		return groups
@@ -202,17 +202,19 @@ func rotate(groups []v1alpha1.RunnerGroup, turn int64) []v1alpha1.RunnerGroup {
 	return append(groups[i:len(groups):len(groups)], groups[:i]...)
 }
 
-// listedGroups are what listGroups read.
+// listedGroups are what listGroups read. A pass passes the groups by
+// pointer into the one listing: at 5,000 groups each copy of the list
+// was 11 MB of a pass's garbage, and a pass made four (issue 23).
 type listedGroups struct {
 	// served are the selected RunnerGroups of the served namespaces,
 	// sorted by namespace and name; broken those that could not be read;
 	// failedNS the namespaces that could not be listed.
-	served   []v1alpha1.RunnerGroup
+	served   []*v1alpha1.RunnerGroup
 	broken   []runnergroups.Broken
 	failedNS []string
 	// all is every RunnerGroup of the cluster when one list read them
 	// (the assignment rule's), nil when the pass listed its own only.
-	all []v1alpha1.RunnerGroup
+	all []*v1alpha1.RunnerGroup
 }
 
 // listGroups lists the RunnerGroups the pass serves: it reads every
@@ -225,16 +227,13 @@ type listedGroups struct {
 // deleted) does not stop the others. When all namespaces are served, the
 // refused list fails the pass: nothing can be served.
 func (s *Scaler) listGroups(ctx context.Context) (listedGroups, error) {
-	all, broken, err := s.groups.List(ctx, metav1.NamespaceAll, "")
+	all, broken, err := s.listShared(ctx, metav1.NamespaceAll, "")
 	switch {
 	case err == nil && s.servesEverything():
 		return listedGroups{served: sortedGroups(all), broken: broken}, nil
 	case err == nil:
-		if all == nil {
-			all = []v1alpha1.RunnerGroup{} // listed, and none
-		}
 		out := listedGroups{all: all}
-		for _, rg := range all {
+		for _, rg := range out.all {
 			if s.serves(rg.Namespace, rg.Labels) {
 				out.served = append(out.served, rg)
 			}
@@ -252,7 +251,7 @@ func (s *Scaler) listGroups(ctx context.Context) (listedGroups, error) {
 	s.log.Debug("cannot list every RunnerGroup; listing those of each served namespace", "error", err)
 	var out listedGroups
 	for _, ns := range s.cfg.Namespaces {
-		groups, b, err := s.groups.List(ctx, ns, s.include.String())
+		groups, b, err := s.listShared(ctx, ns, s.include.String())
 		if err != nil {
 			s.log.Error("cannot list RunnerGroups; serving the other namespaces", "namespace", ns, "error", err)
 			out.failedNS = append(out.failedNS, ns)
@@ -282,8 +281,36 @@ func (s *Scaler) serves(namespace string, l map[string]string) bool {
 	return s.include.Matches(labels.Set(l)) && !s.excluded(l)
 }
 
+// sharedLister is a GroupClient that lists without copying: a loop's
+// watch cache (runnergroups.Watched).
+type sharedLister interface {
+	ListShared(ctx context.Context, namespace, selector string) ([]*v1alpha1.RunnerGroup, []runnergroups.Broken, error)
+}
+
+// listShared lists RunnerGroups as a pass holds them: by pointer, and
+// without a copy where the GroupClient can. A pass never changes a group
+// it listed (recordStatus writes a copy), so the objects of a loop's cache
+// are safe in its hands.
+func (s *Scaler) listShared(ctx context.Context, namespace, selector string) ([]*v1alpha1.RunnerGroup, []runnergroups.Broken, error) {
+	if l, ok := s.groups.(sharedLister); ok {
+		return l.ListShared(ctx, namespace, selector)
+	}
+	groups, broken, err := s.groups.List(ctx, namespace, selector)
+	return pointers(groups), broken, err
+}
+
+// pointers points at each of groups; never nil, so that an empty listing
+// still says it was listed.
+func pointers(groups []v1alpha1.RunnerGroup) []*v1alpha1.RunnerGroup {
+	out := make([]*v1alpha1.RunnerGroup, len(groups))
+	for i := range groups {
+		out[i] = &groups[i]
+	}
+	return out
+}
+
 // sortedGroups sorts groups by namespace and name.
-func sortedGroups(groups []v1alpha1.RunnerGroup) []v1alpha1.RunnerGroup {
+func sortedGroups(groups []*v1alpha1.RunnerGroup) []*v1alpha1.RunnerGroup {
 	sort.Slice(groups, func(i, j int) bool {
 		if groups[i].Namespace != groups[j].Namespace {
 			return groups[i].Namespace < groups[j].Namespace

@@ -337,7 +337,7 @@ func TestRotate(t *testing.T) {
 	for i := range groups {
 		groups[i].Name = string(rune('a' + i))
 	}
-	namesOf := func(gs []v1alpha1.RunnerGroup) string {
+	namesOf := func(gs []*v1alpha1.RunnerGroup) string {
 		var s string
 		for _, g := range gs {
 			s += g.Name
@@ -351,7 +351,7 @@ func TestRotate(t *testing.T) {
 		{0, "abc"}, {1, "bca"}, {2, "cab"}, {3, "abc"}, {-1, "cab"}, {3*1_000_000 + 1, "bca"},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, namesOf(rotate(groups, tt.turn)), "turn %d", tt.turn)
+		assert.Equal(t, tt.want, namesOf(rotate(pointers(groups), tt.turn)), "turn %d", tt.turn)
 	}
 	assert.Empty(t, rotate(nil, 5))
 }

@@ -28,5 +28,9 @@ func Selected(ctx context.Context, groups GroupClient, cfg Config) (Selection, e
 		return Selection{}, err
 	}
 	l, err := s.listGroups(ctx)
-	return Selection{Groups: l.served, Broken: l.broken, FailedNamespaces: l.failedNS}, err
+	served := make([]v1alpha1.RunnerGroup, len(l.served))
+	for i, rg := range l.served {
+		served[i] = *rg
+	}
+	return Selection{Groups: served, Broken: l.broken, FailedNamespaces: l.failedNS}, err
 }
