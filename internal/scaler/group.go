@@ -135,17 +135,8 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 // spec.registrationToken gets its registration token minted (regtoken.go).
 func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets) error {
 	spec := &g.rg.Spec
-	if err := spec.Validate(); err != nil {
-		return newGroupError(ReasonInvalidSpec, "invalid spec: %w", err)
-	}
-	if err := runnerjob.CheckTemplate(g.rg, s.cfg.Runner); err != nil {
-		return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
-	}
-	if err := runnerconfig.CheckGroup(spec.RunnerConfig, s.cfg.Runner.Config.Pinned); err != nil {
-		return newGroupError(ReasonInvalidRunnerConfig, "%w", err)
-	}
-	if err := s.cfg.AllowedGiteaURLs.Check(spec.Gitea.URL); err != nil {
-		return newGroupError(ReasonGiteaURLNotAllowed, "spec.gitea.url: %w; the platform team lists the allowed Gitea URLs (chart value allowedGiteaURLs)", err)
+	if err := s.checkSpec(g.rg); err != nil {
+		return err
 	}
 	if err := s.tenantChecks(ctx, g); err != nil {
 		return err
@@ -194,6 +185,32 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 	return nil
 }
 
+// checkSpec checks what depends on the group's spec alone: the spec, its
+// template (by building the runner Job), its runner config and its Gitea
+// URL. A loop keeps the verdict until the spec changes (verdicts).
+func (s *Scaler) checkSpec(rg *v1alpha1.RunnerGroup) error {
+	check := func() error {
+		spec := &rg.Spec
+		if err := spec.Validate(); err != nil {
+			return newGroupError(ReasonInvalidSpec, "invalid spec: %w", err)
+		}
+		if err := runnerjob.CheckTemplate(rg, s.cfg.Runner); err != nil {
+			return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
+		}
+		if err := runnerconfig.CheckGroup(spec.RunnerConfig, s.cfg.Runner.Config.Pinned); err != nil {
+			return newGroupError(ReasonInvalidRunnerConfig, "%w", err)
+		}
+		if err := s.cfg.AllowedGiteaURLs.Check(spec.Gitea.URL); err != nil {
+			return newGroupError(ReasonGiteaURLNotAllowed, "spec.gitea.url: %w; the platform team lists the allowed Gitea URLs (chart value allowedGiteaURLs)", err)
+		}
+		return nil
+	}
+	if s.cache == nil {
+		return check()
+	}
+	return s.verdicts.spec(rg, check)
+}
+
 // APIToken reads the group's Gitea API token from its Secret, as a pass
 // does, with the caller's client: the why command asks Gitea with it, so
 // its user needs the right to read that Secret, a right the scaler never
@@ -222,7 +239,7 @@ func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	if s.cache == nil {
 		return s.podChecks(g, f.ns)
 	}
-	return s.verdicts.judge(g.rg, f.ns, func() error { return s.podChecks(g, f.ns) })
+	return s.verdicts.pod(g.rg, f.ns, func() error { return s.podChecks(g, f.ns) })
 }
 
 // podChecks refuses a group whose runner pod, or what its runner config

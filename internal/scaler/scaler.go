@@ -202,7 +202,7 @@ type Scaler struct {
 	// cache and memo are a loop's: what it keeps between passes.
 	cache    Cache
 	memo     memo
-	verdicts podVerdicts
+	verdicts verdicts
 	// wide is what the cluster-wide reads keep across passes.
 	wide clusterReads
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/kubecache"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
@@ -348,7 +349,7 @@ func TestNewGroupsBeyondTheBoundWaitForLaterPasses(t *testing.T) {
 func TestALoopJudgesARunnerPodAgainOnlyWhenItsGroupOrNamespaceChanged(t *testing.T) {
 	ctx := context.Background()
 	rg := newGroup("ci", 5)
-	rg.ResourceVersion = "10"
+	rg.Generation = 1
 	e := newEnv(t, rg)
 	sc, c := watchingScaler(t, e)
 	label := func(level, version string) {
@@ -370,22 +371,41 @@ func TestALoopJudgesARunnerPodAgainOnlyWhenItsGroupOrNamespaceChanged(t *testing
 		require.NoError(t, err)
 		return ready(e.group("ci")).Reason
 	}
+	judged := func(pod, spec int, msg string) {
+		t.Helper()
+		assert.Equal(t, pod, sc.verdicts.judged[podVerdict], "runner pod verdicts: %s", msg)
+		assert.Equal(t, spec, sc.verdicts.judged[specVerdict], "spec verdicts: %s", msg)
+	}
 	label(tenancy.LevelPrivileged, "100")
 
 	require.Equal(t, ReasonReconciled, pass())
-	require.Equal(t, 1, sc.verdicts.judged)
+	judged(1, 1, "the first pass")
 	for range 3 {
 		require.Equal(t, ReasonReconciled, pass())
 	}
-	assert.Equal(t, 1, sc.verdicts.judged, "steady passes judge nothing again")
+	judged(1, 1, "steady passes judge nothing again")
 
 	label("baseline", "101")
 	assert.Equal(t, ReasonPodSecurityForbidsRunner, pass(), "the namespace moved: judged again at once")
-	assert.Equal(t, 2, sc.verdicts.judged)
+	judged(2, 1, "the namespace moved")
 	assert.Equal(t, ReasonPodSecurityForbidsRunner, pass())
-	assert.Equal(t, 2, sc.verdicts.judged)
+	judged(2, 1, "nothing moved")
 
 	label(tenancy.LevelPrivileged, "102")
 	assert.Equal(t, ReasonReconciled, pass())
-	assert.Equal(t, 3, sc.verdicts.judged)
+	judged(3, 1, "the namespace moved back")
+
+	// A spec the scaler refuses: both verdicts are judged again at the
+	// next pass, and kept while the spec stays.
+	e.editGroupSpec("ci", func(rg *v1alpha1.RunnerGroup) {
+		rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "deployer"}}
+	})
+	require.Eventually(t, func() bool {
+		list, _, err := sc.groups.List(ctx, ns, "")
+		return err == nil && len(list) == 1 && list[0].Generation == 2
+	}, 10*time.Second, 10*time.Millisecond, "the loop's cache sees generation 2")
+	assert.Equal(t, ReasonInvalidTemplate, pass(), "the new spec is judged at once")
+	judged(3, 2, "the spec moved")
+	assert.Equal(t, ReasonInvalidTemplate, pass())
+	judged(3, 2, "nothing moved")
 }
