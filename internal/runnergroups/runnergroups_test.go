@@ -118,14 +118,32 @@ func TestWatchedListsFromItsCache(t *testing.T) {
 	for _, tt := range tests {
 		groups, broken, err := w.List(context.Background(), tt.ns, tt.selector)
 		require.NoError(t, err)
-		var got []string
+		shared, sharedBroken, err := w.ListShared(context.Background(), tt.ns, tt.selector)
+		require.NoError(t, err)
+		var got, gotShared []string
 		for _, g := range groups {
 			got = append(got, g.Namespace+"/"+g.Name)
 		}
+		for _, g := range shared {
+			gotShared = append(gotShared, g.Namespace+"/"+g.Name)
+		}
 		assert.Equal(t, tt.want, got, "ns=%q selector=%q", tt.ns, tt.selector)
+		assert.Equal(t, tt.want, gotShared, "shared: ns=%q selector=%q", tt.ns, tt.selector)
 		assert.Len(t, broken, tt.broken)
+		assert.Len(t, sharedBroken, tt.broken)
 	}
 	assert.Empty(t, fake.Actions(), "no request: the cache answered")
+
+	// List copies, ListShared hands out the cache's own objects.
+	listed, _, err := w.List(context.Background(), "a", "")
+	require.NoError(t, err)
+	listed[0].Spec.Org = "changed"
+	first, _, err := w.ListShared(context.Background(), "a", "")
+	require.NoError(t, err)
+	again, _, err := w.ListShared(context.Background(), "a", "")
+	require.NoError(t, err)
+	assert.NotEqual(t, "changed", first[0].Spec.Org, "a change to what List gave does not reach the cache")
+	assert.Same(t, first[0], again[0], "ListShared gives the cache's object, not a copy")
 
 	_, err = c.Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace("b").Create(context.Background(), group("b", "four", nil), metav1.CreateOptions{})
 	require.NoError(t, err)

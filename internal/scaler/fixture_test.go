@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -209,10 +210,46 @@ func (e *env) scaler(setups ...setup) *Scaler {
 	return sc
 }
 
+// frozenGroups is the fixture's GroupClient: it hands out the objects it
+// lists as a loop's watch cache does (ListShared), and fails the test when
+// they changed by its end. A pass must never change a listed group: in a
+// loop they are the cache's own.
+type frozenGroups struct {
+	runnergroups.Client
+	mu     sync.Mutex
+	handed []frozenGroup
+}
+
+type frozenGroup struct{ obj, was *v1alpha1.RunnerGroup }
+
+func (e *env) frozenGroups() *frozenGroups {
+	f := &frozenGroups{Client: runnergroups.Client{Dynamic: e.dyn}}
+	e.t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, h := range f.handed {
+			assert.Equal(e.t, h.was, h.obj, "a pass changed RunnerGroup %s/%s, which it listed: a loop's cache holds it", h.was.Namespace, h.was.Name)
+		}
+	})
+	return f
+}
+
+func (f *frozenGroups) ListShared(ctx context.Context, namespace, selector string) ([]*v1alpha1.RunnerGroup, []runnergroups.Broken, error) {
+	groups, broken, err := f.List(ctx, namespace, selector)
+	out := make([]*v1alpha1.RunnerGroup, len(groups))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range groups {
+		out[i] = &groups[i]
+		f.handed = append(f.handed, frozenGroup{obj: &groups[i], was: groups[i].DeepCopy()})
+	}
+	return out, broken, err
+}
+
 // inputs are what the test's scalers are built from, before any setup.
 func (e *env) inputs() (Deps, Config) {
 	deps := Deps{
-		Kube: e.kube, Groups: runnergroups.Client{Dynamic: e.dyn},
+		Kube: e.kube, Groups: e.frozenGroups(),
 		Gitea: func(url, token string) (gitea.Client, error) {
 			e.mu.Lock()
 			defer e.mu.Unlock()

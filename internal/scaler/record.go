@@ -95,7 +95,11 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 		// Unchanged: keep the lastCheckTime the API server holds.
 		st.LastCheckTime = rg.Status.LastCheckTime
 	}
-	rg.Status = st
+	// A copy takes the new status: the listed object may be a loop's
+	// cache's own (listShared), which only the watch changes.
+	written := *rg
+	written.Status = st
+	g.rg, rg = &written, &written
 	// One line per group and pass, at debug level: what tells the e2e
 	// suite that a pass served the group now that the status does not
 	// move on every pass.
