@@ -44,6 +44,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -110,6 +111,20 @@ func nsBenchEnv(t *testing.T, c nsCase, mode string) (args, env []string) {
 	return append(args, strings.Fields(os.Getenv("BENCH_NS_ARGS"))...), strings.Fields(os.Getenv("BENCH_NS_ENV"))
 }
 
+// nsBenchMemoryLimit is BENCH_NS_MEMORY_LIMIT (a quantity, e.g. 128Mi):
+// the memory limit each mode's scaler runs under, in a memory cgroup of
+// its own, as in a container with that limit; 0 when unset.
+func nsBenchMemoryLimit(t *testing.T) int64 {
+	t.Helper()
+	v := os.Getenv("BENCH_NS_MEMORY_LIMIT")
+	if v == "" {
+		return 0
+	}
+	q, err := resource.ParseQuantity(v)
+	require.NoError(t, err, "BENCH_NS_MEMORY_LIMIT=%q: want a quantity such as 128Mi", v)
+	return q.Value()
+}
+
 // isWatch says a request is a watch (counted apart from reads).
 func isWatch(q string) bool {
 	return strings.Contains(q, "watch=true") || strings.Contains(q, "watch=1")
@@ -142,6 +157,9 @@ type nsBenchPass struct {
 	// passRSS is a loop pass's own peak (VmRSS over the pass and the
 	// wait before it), where rss is the process's since it started.
 	passRSS int64
+	// passAnon is the anonymous part of passRSS (RssAnon): Go's own
+	// memory, without the executable's pages.
+	passAnon int64
 	// deferred says the pass left new groups to later passes.
 	deferred bool
 }
@@ -150,7 +168,7 @@ func (p nsBenchPass) String() string {
 	out := fmt.Sprintf("wall=%7.2fs gitea=%5d kube-reads=%6d (lists=%d) kube-writes=%6d (status=%d configmaps=%d) watches=%4d rss=%6.1fMiB",
 		p.wall.Seconds(), p.gitea, p.reads, p.lists, p.write, p.statuses, p.configMaps, p.watches, float64(p.rss)/(1<<20))
 	if p.passRSS > 0 {
-		out += fmt.Sprintf(" pass-rss=%6.1fMiB", float64(p.passRSS)/(1<<20))
+		out += fmt.Sprintf(" pass-rss=%6.1fMiB pass-anon=%6.1fMiB", float64(p.passRSS)/(1<<20), float64(p.passAnon)/(1<<20))
 	}
 	return out
 }
@@ -198,6 +216,9 @@ func TestBenchmarkNamespaces(t *testing.T) {
 			}
 			more, env := nsBenchEnv(t, c, mode)
 			o := passOpts{namespaces: namespaces, kubeconfig: api.kubeconfig, args: append(args, more...), env: env, deadline: 30 * time.Minute}
+			if limit := nsBenchMemoryLimit(t); limit > 0 {
+				o.memory = newMemoryCgroup(t, limit)
+			}
 			var passes []nsBenchPass
 			snap := func(wall time.Duration, rss int64, since nsBenchPass) nsBenchPass {
 				return nsBenchPass{wall: wall, gitea: gt.RequestCount() - since.gitea,
@@ -228,6 +249,9 @@ func TestBenchmarkNamespaces(t *testing.T) {
 			firsts := len(passes) - 1
 			report = append(report, fmt.Sprintf("%-12s %-12s first  %s (passes that served new groups: %d)", c, mode, passes[0], firsts),
 				fmt.Sprintf("%-12s %-12s steady %s", c, mode, passes[firsts]))
+			if o.memory != nil {
+				report = append(report, fmt.Sprintf("%-12s %-12s %s", c, mode, o.memory.report()))
+			}
 			steady := passes[firsts]
 			assert.Zero(t, steady.configMaps, "%s %s: a steady pass writes no ConfigMap", c, mode)
 			if strings.HasPrefix(mode, "loop") {
@@ -275,7 +299,7 @@ func loopPasses(ctx context.Context, t *testing.T, b *bed, o passOpts, snap func
 			d, err := time.ParseDuration(m[seen][1])
 			require.NoError(t, err)
 			p := snap(d, run.hwm.Load(), last)
-			p.passRSS = run.rss.Swap(0)
+			p.passRSS, p.passAnon = run.rss.Swap(0), run.anon.Swap(0)
 			p.deferred = strings.Contains(m[seen][0], " deferred=")
 			last = snap(0, 0, nsBenchPass{})
 			out = append(out, p)

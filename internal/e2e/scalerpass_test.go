@@ -55,6 +55,8 @@ type passOpts struct {
 	deadline time.Duration
 	// env is more of the process's environment (e.g. GOMEMLIMIT).
 	env []string
+	// memory, when not nil, is the memory cgroup the process runs in.
+	memory *memoryCgroup
 }
 
 // passRun is a pass in flight.
@@ -69,7 +71,11 @@ type passRun struct {
 	hwm atomic.Int64
 	// rss is the highest VmRSS sampled since the caller last swapped it
 	// for 0: a loop's peak over one pass, where hwm is the whole run's.
-	rss     atomic.Int64
+	rss atomic.Int64
+	// anon is the highest RssAnon sampled since the caller last swapped
+	// it: the part of rss a memory limit cannot reclaim (rss also holds
+	// the executable's pages, which the kernel drops under pressure).
+	anon    atomic.Int64
 	stop    chan struct{}
 	sampled chan struct{}
 }
@@ -114,7 +120,7 @@ func (r *passRun) sampleHWM(pid int) {
 			return
 		}
 		for _, line := range strings.Split(string(raw), "\n") {
-			for prefix, peak := range map[string]*atomic.Int64{"VmHWM:": &r.hwm, "VmRSS:": &r.rss} {
+			for prefix, peak := range map[string]*atomic.Int64{"VmHWM:": &r.hwm, "VmRSS:": &r.rss, "RssAnon:": &r.anon} {
 				if v, ok := strings.CutPrefix(line, prefix); ok {
 					kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 					if err == nil && kib*1024 > peak.Load() {
@@ -178,6 +184,13 @@ func (b *bed) startPass(ctx context.Context, t *testing.T, o passOpts) *passRun 
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatalf("start the scaler (is bin/gitea-runner-scaler built? scripts/testbed up builds it): %v", err)
+	}
+	if o.memory != nil {
+		if err := o.memory.join(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			cancel()
+			t.Fatalf("move the scaler into its memory cgroup: %v", err)
+		}
 	}
 	go r.sampleHWM(cmd.Process.Pid)
 	return r
