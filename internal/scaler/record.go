@@ -91,23 +91,21 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 		return
 	}
 	patch := statusChanged(rg.UID, &rg.Status, &st, s.now())
-	if !patch {
-		// Unchanged: keep the lastCheckTime the API server holds.
-		st.LastCheckTime = rg.Status.LastCheckTime
-	}
-	// A copy takes the new status: the listed object may be a loop's
-	// cache's own (listShared), which only the watch changes.
-	written := *rg
-	written.Status = st
-	g.rg, rg = &written, &written
 	// One line per group and pass, at debug level: what tells the e2e
 	// suite that a pass served the group now that the status does not
 	// move on every pass.
 	g.log.Debug("group recorded", "statusPatched", patch)
 	if !patch {
+		// Unchanged: the listed group holds this status already, with
+		// the lastCheckTime the API server keeps.
 		return
 	}
-	if err := s.groups.PatchStatus(ctx, rg); err != nil {
+	// A copy takes the new status: the listed object may be a loop's
+	// cache's own (listShared), which only the watch changes.
+	written := *rg
+	written.Status = st
+	g.rg = &written
+	if err := s.groups.PatchStatus(ctx, g.rg); err != nil {
 		g.log.Error("cannot update RunnerGroup status", "error", err)
 	}
 }
