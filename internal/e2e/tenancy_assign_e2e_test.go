@@ -263,9 +263,12 @@ func TestRegistrationTokenCheckOnTheRealGitea(t *testing.T) {
 		{"the org's token serves its repository too", repoTarget, orgToken, true},
 		{"a user's token is not another org's repository's", repoTarget, userToken, false},
 	} {
-		got, err := check.IsScopeRegistrationToken(ctx, tt.target, tt.token)
+		scope, got, err := check.RegistrationScope(ctx, tt.target, tt.token)
 		require.NoError(t, err, tt.name)
 		assert.Equal(t, tt.want, got, tt.name)
+		if got {
+			assert.Equal(t, orgTarget, scope, "%s: the org's runners register in the org", tt.name)
+		}
 	}
 	// A user's repository: the org endpoint refuses a token without
 	// write:organization (403, before it looks for an org), so the user's
@@ -273,13 +276,14 @@ func TestRegistrationTokenCheckOnTheRealGitea(t *testing.T) {
 	userRepo := g.createUserRepo(ctx, t, owner, "tool")
 	asUser, err := gitea.NewClient(g.admin.URL(), g.userToken(ctx, t, user, pass, "check", "write:repository", "write:user"), gitea.Options{})
 	require.NoError(t, err)
-	got, err := asUser.(gitea.RegistrationCheck).IsScopeRegistrationToken(ctx, gitea.Target{Scope: gitea.ScopeRepo, Owner: userRepo.Owner, Repo: userRepo.Name}, userToken)
+	scope, got, err := asUser.(gitea.RegistrationCheck).RegistrationScope(ctx, gitea.Target{Scope: gitea.ScopeRepo, Owner: userRepo.Owner, Repo: userRepo.Name}, userToken)
 	require.NoError(t, err)
 	assert.True(t, got, "the user's token serves the user's repository")
+	assert.Equal(t, gitea.Target{Scope: gitea.ScopeUser, Owner: userRepo.Owner}, scope, "its runners register in the user's scope")
 
 	ro, err := gitea.NewClient(g.admin.URL(), readOnly, gitea.Options{})
 	require.NoError(t, err)
-	_, err = ro.(gitea.RegistrationCheck).IsScopeRegistrationToken(ctx, repoTarget, orgToken)
+	_, _, err = ro.(gitea.RegistrationCheck).RegistrationScope(ctx, repoTarget, orgToken)
 	require.ErrorIs(t, err, gitea.ErrForbidden, "a read-only token of a user who does not own the repository cannot ask")
 	assert.Contains(t, err.Error(), "forbidden (HTTP 403): token does not have at least one of required scope(s), required=[write:repository]")
 	assert.NotContains(t, err.Error(), orgToken)

@@ -67,6 +67,19 @@ func (t Target) String() string {
 	}
 }
 
+// Contains says whether runners registered in t take jobs of o: the
+// instance's take every job, an org's or a user's those of its own
+// repositories (and its own), a repository's only its own.
+func (t Target) Contains(o Target) bool {
+	switch {
+	case t == o, t.Scope == ScopeGlobal:
+		return true
+	case t.Scope == ScopeOrg || t.Scope == ScopeUser:
+		return o.Scope == ScopeRepo && o.Owner == t.Owner
+	}
+	return false
+}
+
 // Path names the target as Gitea's API paths do: "admin", "orgs/acme",
 // "users/alice", "repos/acme/app". The metrics label requests with it.
 func (t Target) Path() string {

@@ -112,13 +112,13 @@ func (c *client) checkTokenUser(ctx context.Context, user string) error {
 // runners take a scope's jobs. Implementations are safe for concurrent
 // use.
 type RegistrationCheck interface {
-	// IsScopeRegistrationToken asks Gitea for the active registration
+	// RegistrationScope asks Gitea for the active registration
 	// token of the target and, until one matches, of each scope that
 	// contains it (a repository's owner, org or user, then the instance),
 	// with the API token, and compares each with token. A runner
 	// registered with any of them may take the target's jobs (an org's
 	// runners serve its repositories), and Gitea keeps one active token
-	// per scope, so it answers false only when every one of those scopes
+	// per scope, so it answers no match only when every one of those scopes
 	// answered and none is token's: then token is another scope's, or was
 	// reset, and runners given it never take the target's jobs.
 	//
@@ -127,15 +127,19 @@ type RegistrationCheck interface {
 	// makes a token only for a scope that has none, and needs the rights
 	// of RegistrationToken. When a scope that may hold token refuses
 	// (ErrForbidden, ErrUnauthorized, ErrWrongUser) and none matched, it
-	// returns false and that refusal: nothing can be told. Gitea's tokens
+	// returns no match and that refusal: nothing can be told. Gitea's tokens
 	// never leave the client.
-	IsScopeRegistrationToken(ctx context.Context, t Target, token string) (bool, error)
+	//
+	// scope is the scope whose token matched: runners registered with it
+	// are listed in that scope's runners API, not the target's, and take
+	// any job of that scope whose labels they offer.
+	RegistrationScope(ctx context.Context, t Target, token string) (scope Target, matched bool, err error)
 }
 
-// IsScopeRegistrationToken implements RegistrationCheck.
-func (c *client) IsScopeRegistrationToken(ctx context.Context, t Target, token string) (bool, error) {
+// RegistrationScope implements RegistrationCheck.
+func (c *client) RegistrationScope(ctx context.Context, t Target, token string) (Target, bool, error) {
 	if err := t.validate(); err != nil {
-		return false, err
+		return Target{}, false, err
 	}
 	token = strings.TrimSpace(token)
 	var refused error
@@ -156,9 +160,9 @@ func (c *client) IsScopeRegistrationToken(ctx context.Context, t Target, token s
 		matched, _, err := ask(s)
 		switch {
 		case matched:
-			return true, nil
+			return s, true, nil
 		case err != nil && !isRefusal(err):
-			return false, err
+			return Target{}, false, err
 		case err != nil && refused == nil:
 			refused = err
 		}
@@ -168,22 +172,24 @@ func (c *client) IsScopeRegistrationToken(ctx context.Context, t Target, token s
 		// The repository's owner, an org or a user: Gitea answers an
 		// org's token only for an org, and a user's only to the user's
 		// own token, so whichever answers is the owner's.
-		matched, orgAnswered, orgErr := ask(Target{Scope: ScopeOrg, Owner: t.Owner})
+		org := Target{Scope: ScopeOrg, Owner: t.Owner}
+		matched, orgAnswered, orgErr := ask(org)
 		if matched {
-			return true, nil
+			return org, true, nil
 		}
 		if orgErr != nil && !isRefusal(orgErr) {
-			return false, orgErr
+			return Target{}, false, orgErr
 		}
 		if orgAnswered {
 			continue
 		}
-		matched, userAnswered, userErr := ask(Target{Scope: ScopeUser, Owner: t.Owner})
+		user := Target{Scope: ScopeUser, Owner: t.Owner}
+		matched, userAnswered, userErr := ask(user)
 		switch {
 		case matched:
-			return true, nil
+			return user, true, nil
 		case userErr != nil && !isRefusal(userErr):
-			return false, userErr
+			return Target{}, false, userErr
 		case userAnswered:
 			// The owner is the token's user: the org's refusal was
 			// about a scope that does not exist.
@@ -195,7 +201,7 @@ func (c *client) IsScopeRegistrationToken(ctx context.Context, t Target, token s
 			refused = orgErr
 		}
 	}
-	return false, refused
+	return Target{}, false, refused
 }
 
 // isRefusal: Gitea refused the API token this ask (it may not manage that

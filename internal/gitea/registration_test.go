@@ -134,16 +134,20 @@ func TestFakeAnswersGETOnTheRegistrationTokenPathLikeGitea126(t *testing.T) {
 	}
 }
 
-// IsScopeRegistrationToken tells whether a token lets runners take a
-// scope's jobs: it is the active registration token of the scope or of one
-// that contains it (a repository's owner, the instance), by asking Gitea
-// for those tokens with the API token (POST, which makes one only when the
-// scope has none) and comparing. It answers false only when every such
-// scope answered; Gitea's tokens never leave the client.
-func TestIsScopeRegistrationToken(t *testing.T) {
+// RegistrationScope tells whether a token lets runners take a scope's
+// jobs, and which scope's it is: the active registration token of the
+// scope or of one that contains it (a repository's owner, the instance),
+// by asking Gitea for those tokens with the API token (POST, which makes
+// one only when the scope has none) and comparing. The scope that matched
+// is where runners given the token register. It answers no match only when
+// every such scope answered; Gitea's tokens never leave the client.
+func TestRegistrationScope(t *testing.T) {
 	acme := Target{Scope: ScopeOrg, Owner: "acme"}
 	app := Target{Scope: ScopeRepo, Owner: "acme", Repo: "app"}
 	tool := Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"}
+	alice := Target{Scope: ScopeUser, Owner: "alice"}
+	global := Target{Scope: ScopeGlobal}
+	none := Target{}
 	tokenOf := func(scope string) func(f *giteatest.Server) string {
 		return func(f *giteatest.Server) string { return f.RegistrationToken(scope) }
 	}
@@ -152,41 +156,73 @@ func TestIsScopeRegistrationToken(t *testing.T) {
 		target  Target
 		api     string
 		token   func(f *giteatest.Server) string
-		want    bool
+		want    Target
 		wantErr error
 	}{
-		{"the org's own token", acme, adminToken, tokenOf("acme"), true, nil},
-		{"a repository's token is not its org's", acme, adminToken, tokenOf("acme/app"), false, nil},
-		{"the repository's own token", app, adminToken, tokenOf("acme/app"), true, nil},
-		{"its org's token serves the repository too", app, adminToken, tokenOf("acme"), true, nil},
-		{"the instance's token serves every scope", app, adminToken, tokenOf(""), true, nil},
-		{"a user's token is not another owner's repository's", app, adminToken, tokenOf("alice"), false, nil},
+		{"the org's own token", acme, adminToken, tokenOf("acme"), acme, nil},
+		{"a repository's token is not its org's", acme, adminToken, tokenOf("acme/app"), none, nil},
+		{"the repository's own token", app, adminToken, tokenOf("acme/app"), app, nil},
+		{"its org's token serves the repository too, registering in the org", app, adminToken, tokenOf("acme"), acme, nil},
+		{"the instance's token serves every scope, registering in the instance", app, adminToken, tokenOf(""), global, nil},
+		{"a user's token is not another owner's repository's", app, adminToken, tokenOf("alice"), none, nil},
 		{"a token that was reset is not the active one", acme, adminToken,
 			func(f *giteatest.Server) string {
 				old := f.RegistrationToken("acme")
 				f.ResetRegistrationToken("acme")
 				return old
-			}, false, nil},
-		{"the user's own token", Target{Scope: ScopeUser, Owner: "alice"}, aliceToken, tokenOf("alice"), true, nil},
-		{"a user's token serves the user's repository (no org of that name)", tool, aliceToken, tokenOf("alice"), true, nil},
-		{"without the right to ask the instance's, another token cannot be told apart", tool, aliceToken, tokenOf("root"), false, ErrForbidden},
-		{"an API token that may not manage the org's runners cannot tell", acme, aliceToken, tokenOf("acme/app"), false, ErrForbidden},
-		{"another user's API token cannot tell for a user scope", Target{Scope: ScopeUser, Owner: "root"}, aliceToken, tokenOf("acme"), false, ErrWrongUser},
+			}, none, nil},
+		{"the user's own token", alice, aliceToken, tokenOf("alice"), alice, nil},
+		{"a user's token serves the user's repository (no org of that name), registering in the user", tool, aliceToken, tokenOf("alice"), alice, nil},
+		{"without the right to ask the instance's, another token cannot be told apart", tool, aliceToken, tokenOf("root"), none, ErrForbidden},
+		{"an API token that may not manage the org's runners cannot tell", acme, aliceToken, tokenOf("acme/app"), none, ErrForbidden},
+		{"another user's API token cannot tell for a user scope", Target{Scope: ScopeUser, Owner: "root"}, aliceToken, tokenOf("acme"), none, ErrWrongUser},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake(t, fixtureScene())
 			token := tt.token(f)
 			c := newTestClient(t, f.URL, tt.api, Options{}).(RegistrationCheck)
-			got, err := c.IsScopeRegistrationToken(t.Context(), tt.target, token)
+			got, matched, err := c.RegistrationScope(t.Context(), tt.target, token)
 			if tt.wantErr != nil {
 				require.ErrorIs(t, err, tt.wantErr)
 				assert.NotContains(t, err.Error(), token)
-				assert.False(t, got)
+				assert.False(t, matched)
 				return
 			}
 			require.NoError(t, err)
+			assert.Equal(t, tt.want != none, matched)
 			assert.Equal(t, tt.want, got)
+			assert.True(t, !matched || got.Contains(tt.target), "the matched scope contains the target")
+		})
+	}
+}
+
+func TestTargetContains(t *testing.T) {
+	acme := Target{Scope: ScopeOrg, Owner: "acme"}
+	app := Target{Scope: ScopeRepo, Owner: "acme", Repo: "app"}
+	lib := Target{Scope: ScopeRepo, Owner: "acme", Repo: "lib"}
+	alice := Target{Scope: ScopeUser, Owner: "alice"}
+	tool := Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"}
+	global := Target{Scope: ScopeGlobal}
+	tests := []struct {
+		name string
+		t, o Target
+		want bool
+	}{
+		{"itself", app, app, true},
+		{"the instance contains every scope", global, app, true},
+		{"the instance contains an org", global, acme, true},
+		{"an org contains its repositories", acme, app, true},
+		{"a user contains its repositories", alice, tool, true},
+		{"an org does not contain another owner's repository", acme, tool, false},
+		{"a repository does not contain its sibling", app, lib, false},
+		{"a repository does not contain its org", app, acme, false},
+		{"an org does not contain the instance", acme, global, false},
+		{"an org does not contain a user", acme, alice, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.t.Contains(tt.o))
 		})
 	}
 }

@@ -51,6 +51,12 @@ type RunnerJob struct {
 	// registration was deleted). It holds a slot and is no supply; the
 	// lifecycle reaps it.
 	Unavailable bool
+	// Stranded is true when its runner registered where the group no
+	// longer is, in a place no pass can reach to confirm it idle and reap
+	// it (another Gitea, a scope the group's token may not list): it
+	// takes none of the group's jobs and holds no slot, or it would keep
+	// the group from serving for ever.
+	Stranded bool
 	// GiteaJobID is the Gitea job the Job was started for (its label), or 0.
 	GiteaJobID int64
 }
@@ -124,7 +130,7 @@ func Make(in Input) Result {
 	var res Result
 	for _, j := range in.Jobs {
 		listed[j.Name] = true
-		if !j.Active {
+		if !j.Active || j.Stranded {
 			continue
 		}
 		res.Active++

@@ -60,6 +60,14 @@ func TestMake(t *testing.T) {
 			wantActive: 1,
 		},
 		{
+			name:       "a stranded runner (left in a place no pass can reach) holds no slot and is no supply",
+			max:        1,
+			jobs:       []RunnerJob{{Name: "stranded", Active: true, Unavailable: true, Stranded: true, GiteaJobID: 1}},
+			queued:     []int64{1},
+			wantClaims: []Claim{{1, "rg-00001"}},
+			wantState:  state.Claims{1: at(0, "rg-00001")},
+		},
+		{
 			name:        "no slots beyond maxActiveRunners",
 			max:         2,
 			jobs:        []RunnerJob{busy("old", 99)},

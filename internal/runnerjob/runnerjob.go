@@ -261,6 +261,43 @@ func ScopeOf(spec *v1alpha1.RunnerGroupSpec) string {
 // registered where its group is now.
 func ScopeOfJob(j *batchv1.Job) string { return j.Annotations[v1alpha1.AnnotationRunnerScope] }
 
+// ScopeKnown says whether the scaler knew, when it made the Job, that its
+// runner registers in ScopeOfJob (see AnnotationRunnerScopeKnown).
+func ScopeKnown(j *batchv1.Job) bool {
+	return j.Annotations[v1alpha1.AnnotationRunnerScopeKnown] == "true"
+}
+
+// MarkScope records on a runner Job where its runner registers (Scope) and
+// whether the scaler knows it.
+func MarkScope(j *batchv1.Job, scope string, known bool) {
+	if j.Annotations == nil {
+		j.Annotations = map[string]string{}
+	}
+	j.Annotations[v1alpha1.AnnotationRunnerScope] = scope
+	j.Annotations[v1alpha1.AnnotationRunnerScopeKnown] = strconv.FormatBool(known)
+}
+
+// ParseScope splits a Scope back into its parts; ok is false for a
+// string Scope did not make.
+func ParseScope(s string) (url, scope, owner, repo string, ok bool) {
+	parts := strings.Split(s, " ")
+	switch {
+	case len(parts) == 2 && parts[1] == string(v1alpha1.ScopeGlobal):
+		return parts[0], parts[1], "", "", parts[0] != ""
+	case len(parts) != 3 || parts[0] == "" || parts[2] == "":
+		return "", "", "", "", false
+	}
+	url, scope, owner = parts[0], parts[1], parts[2]
+	if scope == string(v1alpha1.ScopeRepo) {
+		var found bool
+		if owner, repo, found = strings.Cut(owner, "/"); !found || owner == "" || repo == "" {
+			return "", "", "", "", false
+		}
+		return url, scope, owner, repo, true
+	}
+	return url, scope, owner, "", (scope == string(v1alpha1.ScopeOrg) || scope == string(v1alpha1.ScopeUser)) && !strings.Contains(owner, "/")
+}
+
 // RunnerNameOf is the name a runner Job's runner registered with: its
 // annotation, or, for a Job made before runner names carried the owner tag,
 // the Job's own name.

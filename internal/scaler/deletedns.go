@@ -237,7 +237,7 @@ func (s *Scaler) mirrorServed(ctx context.Context, runs []*groupRun, cur ledger.
 			if (!ok || e.Group != g.rg.Name) && g.stats.Created == 0 {
 				continue
 			}
-			here := placeOf(&g.rg.Spec)
+			here := g.registersIn()
 			formerly := slices.DeleteFunc(slices.Clone(e.Formerly), func(p ledger.Place) bool { return p == here })
 			if e.Place() != here && e.Group == g.rg.Name && e.URL != "" {
 				formerly = append([]ledger.Place{e.Place()}, formerly...)

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -19,13 +20,31 @@ import (
 // group's former Gitea scope can take no work of the group's new scope.
 const whyFormerScope = "its runner is registered in the group's former Gitea scope"
 
-// inFormerScope says whether a runner Job's runner registers somewhere
-// the group no longer is: its Job's runner-scope annotation names another
-// Gitea URL or target than the group's spec now. A Job made before the
-// annotation registered where its group is.
-func inFormerScope(g *groupRun, j *batchv1.Job) bool {
-	where := runnerjob.ScopeOfJob(j)
-	return where != "" && where != runnerjob.ScopeOf(&g.rg.Spec)
+// whyStranded begins the reason of a runner Job registered where the group
+// no longer is, in a place no pass can reach (unreachable): no pass can
+// confirm that it runs no job, so none reaps it, and it holds no slot of
+// maxActiveRunners, or it would keep the group from serving for ever
+// (issue 32.4). Its ephemeral runner ends after the one job it may still
+// get there; one that never gets one stays until someone deletes its Job.
+const whyStranded = "its runner is registered where the group no longer is, and the scaler cannot reach that place: "
+
+// unreachable says why no pass can reap a runner of the group in place p,
+// or "" when one can: p is on another Gitea (the group's token is for its
+// own), the runners API is off (--runner-idle-timeout 0), or the group's
+// token may not list p's runners. A listing that failed otherwise (Gitea
+// slow or down) is no reason: the next pass tries again.
+func (s *Scaler) unreachable(ctx context.Context, g *groupRun, p ledger.Place) string {
+	if p.URL != placeOf(&g.rg.Spec).URL {
+		return fmt.Sprintf("it is on another Gitea (%s)", p.URL)
+	}
+	if _, ok := g.gitea.(gitea.Runners); !ok || s.cfg.RunnerIdleTimeout <= 0 {
+		return "the runners API is off (--runner-idle-timeout 0)"
+	}
+	_, _, err := s.registrationsAt(ctx, g, p)
+	if errors.Is(err, gitea.ErrForbidden) || errors.Is(err, gitea.ErrUnauthorized) || errors.Is(err, gitea.ErrNotFound) {
+		return fmt.Sprintf("spec.authToken may not list the runners of %s (%v)", targetOf(p), err)
+	}
+	return ""
 }
 
 // scopeOfPlace names a ledger place as the runner-scope annotation does.
@@ -55,47 +74,48 @@ func scopeOfPlace(p ledger.Place) string { return runnerjob.Scope(p.URL, p.Scope
 func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gitea.Runners, formerJobs []*batchv1.Job, obs *observation, rep *lifecycleReport) []error {
 	ns := g.rg.Namespace
 	own := runnerjob.OwnerTag(g.rg.UID)
-	here := placeOf(&g.rg.Spec)
+	here := g.registersIn()
+	var errs []error
+	// The runner Jobs say where they registered themselves: they are
+	// looked for there whatever the ledger holds (it keeps only the last
+	// few places).
+	byPlace := map[ledger.Place][]*batchv1.Job{}
+	var places []ledger.Place
+	for _, j := range formerJobs {
+		p, _ := placeOfJob(g, j)
+		if _, seen := byPlace[p]; !seen {
+			places = append(places, p)
+		}
+		byPlace[p] = append(byPlace[p], j)
+	}
+	inLedger := map[ledger.Place]bool{}
 	entries, err := s.ledger(ctx, g)
 	if err != nil {
-		if len(formerJobs) == 0 {
-			return nil
+		errs = append(errs, fmt.Errorf("cannot read the registrations ledger, so the registrations the group left in its former scopes without a runner Job are not looked for: %w", err))
+	} else if e, recorded := entries[own]; recorded {
+		if !e.Has(g.rg.Name, here) {
+			s.recordOwner(ctx, g) // keeps the places it had among its former ones
 		}
-		return []error{fmt.Errorf("cannot read the registrations ledger, so the runners of the group's former scopes are not looked for: %w", err)}
-	}
-	e, recorded := entries[own]
-	if recorded && !e.Has(g.rg.Name, here) {
-		s.recordOwner(ctx, g) // keeps the places it had among its former ones
-	}
-	byScope := map[string][]*batchv1.Job{}
-	for _, j := range formerJobs {
-		w := runnerjob.ScopeOfJob(j)
-		byScope[w] = append(byScope[w], j)
-	}
-	var errs []error
-	var places []ledger.Place
-	if recorded && e.Group == g.rg.Name {
-		for _, p := range e.Places() {
-			if p != here && p.URL == here.URL {
-				places = append(places, p)
+		if e.Group == g.rg.Name {
+			for _, p := range e.Places() {
+				if p == here || p.URL != here.URL {
+					continue
+				}
+				inLedger[p] = true
+				if _, seen := byPlace[p]; !seen {
+					places = append(places, p)
+					byPlace[p] = nil
+				}
 			}
 		}
 	}
 	for _, p := range places {
-		where := scopeOfPlace(p)
-		jobs := byScope[where]
-		delete(byScope, where)
-		done, pErrs := s.reapFormerScope(ctx, g, runners, p, jobs, obs, rep)
+		done, pErrs := s.reapFormerScope(ctx, g, runners, p, byPlace[p], obs, rep)
 		errs = append(errs, pErrs...)
-		if done && !s.cfg.DryRun {
+		if done && inLedger[p] && !s.cfg.DryRun {
 			if err := (ledger.Store{Client: s.kube}).Forget(ctx, ns, p, []string{own}); err != nil {
 				errs = append(errs, fmt.Errorf("cannot update the registrations ledger: %w", err))
 			}
-		}
-	}
-	for where, jobs := range byScope {
-		for _, j := range jobs {
-			g.log.Warn("a runner Job registered in a Gitea scope the group can no longer reach is left to end by itself", "job", j.Name, "scope", where)
 		}
 	}
 	return errs
@@ -104,19 +124,24 @@ func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gite
 // reapFormerScope does reapFormerScopes' work in one former place; done
 // says nothing of the group is left there.
 func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea.Runners, p ledger.Place, jobs []*batchv1.Job, obs *observation, rep *lifecycleReport) (done bool, errs []error) {
-	t := gitea.Target{Scope: gitea.Scope(p.Scope), Owner: p.Owner, Repo: p.Repo}
-	all, err := runners.ListRunners(ctx, t)
+	t := targetOf(p)
+	all, _, err := s.registrationsAt(ctx, g, p)
 	if err != nil {
 		return false, []error{fmt.Errorf("cannot list the runners of the group's former scope %s, so none of its runners there is reaped: %w", t, err)}
 	}
 	regs := byRunnerName(all)
 	// The runner Jobs to reap: registered there (disabled first), or
-	// registered nowhere long after they started.
+	// registered nowhere long after they started, where the scaler knew
+	// that they register there.
 	var reap []*batchv1.Job
+	unregistered := map[string]bool{}
 	for _, j := range jobs {
 		mine := regs[runnerjob.RunnerNameOf(j)]
-		if len(mine) == 0 && !s.neverRegistered(j, obs.pods[j.UID]) {
-			continue
+		if len(mine) == 0 {
+			if _, known := placeOfJob(g, j); !known || !s.neverRegistered(j, obs.pods[j.UID]) {
+				continue
+			}
+			unregistered[j.Name] = true
 		}
 		if s.cfg.DryRun {
 			fmt.Fprintf(s.out, "  would reap runner Job %s: %s (%s)\n", j.Name, whyFormerScope, t)
@@ -143,14 +168,14 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 	var removed []int64
 	kept := len(reap) < len(jobs) // a Job not reaped may still register there
 	if len(reap) > 0 || len(orphans) > 0 {
-		busy, err := s.runningRunners(ctx, runners, t)
+		c, err := s.confirm(ctx, runners, t)
 		if err != nil {
 			return false, append(errs, fmt.Errorf("cannot confirm that the runners in the group's former scope %s run no job, so none is deleted: %w", t, err))
 		}
 		for _, j := range reap {
 			name := runnerjob.RunnerNameOf(j)
-			if busy[name] {
-				g.log.Info("a runner in the group's former scope runs a job; leaving it alone", "job", j.Name, "runner", name, "scope", t.String())
+			if why := c.keeps(name, unregistered[j.Name]); why != "" {
+				g.log.Info("a runner to reap in the group's former scope is left alone", "job", j.Name, "runner", name, "scope", t.String(), "why", why)
 				kept = true
 				continue
 			}
@@ -172,7 +197,7 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 			s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s (%s)", j.Name, whyFormerScope, t))
 		}
 		for _, o := range orphans {
-			if busy[o.Name] {
+			if c.keeps(o.Name, false) != "" {
 				continue
 			}
 			if _, err := s.kube.BatchV1().Jobs(g.rg.Namespace).Get(ctx, o.Job, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -25,7 +25,8 @@ import (
 // scope does not list them.
 func TestRunnersOfAGroupsFormerScopeAreReaped(t *testing.T) {
 	before := newGroup("ci", 3) // org acme
-	moved := func(o *v1alpha1.RunnerGroup) { o.Spec.Scope, o.Spec.Repo = v1alpha1.ScopeRepo, "app" }
+	// Org beta: acme's runners take none of its jobs.
+	moved := func(o *v1alpha1.RunnerGroup) { o.Spec.Org = "beta" }
 	old := TargetOf(&before.Spec)
 	tests := []struct {
 		name string

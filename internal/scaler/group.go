@@ -15,6 +15,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
@@ -62,15 +63,19 @@ type groupRun struct {
 	// regCheck is the RegistrationToken condition the validate step
 	// found (nil: it did not get that far, and the last one stays).
 	regCheck *metav1.Condition
+	// place is where the group's new runners register, and placeKnown
+	// whether the scaler knows it (place.go); set by validate.
+	place      ledger.Place
+	placeKnown bool
 	// cacheCheck is the Cache condition (nil: no shared cache, or the
 	// validate step did not get that far).
 	cacheCheck *metav1.Condition
-	// regs are the runners registered in the group's scope, listed once
-	// per group and pass (registrations), and regsErr why they could not
-	// be; regsRead says they were asked.
-	regs     []gitea.Runner
-	regsErr  error
-	regsRead bool
+	// regs are the runners registered in each place the group's runners
+	// register in, listed once per group and pass (registrationsAt), and
+	// running the jobs that run in a place other than the group's own
+	// scope (runningAt).
+	regs    map[ledger.Place]listedRunners
+	running map[ledger.Place]runningJobs
 	// namespaces are the pass's answers on the groups' namespaces.
 	namespaces *namespaces
 }
@@ -166,6 +171,7 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 			return err
 		}
 		g.regCheck = mintedRegistrationToken(g.rg)
+		g.setPlace(TargetOf(spec), true)
 	} else {
 		// The registration token reaches Gitea only from the runner pods
 		// (secretKeyRef). The scaler reads it to turn a typo into a

@@ -21,7 +21,7 @@ import (
 // ledger that cannot be written does not stop the runners: the group's
 // registrations are then only never swept after it is deleted.
 func (s *Scaler) recordOwner(ctx context.Context, g *groupRun) {
-	p := placeOf(&g.rg.Spec)
+	p := g.registersIn()
 	tag := runnerjob.OwnerTag(g.rg.UID)
 	// The pass's reading of the ledger (one per namespace) usually has it.
 	if read, err := s.ledger(ctx, g); err == nil && read[tag].Has(g.rg.Name, p) {
@@ -51,8 +51,8 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 	if err != nil {
 		return []error{fmt.Errorf("cannot read the registrations ledger: %w", err)}
 	}
-	here := placeOf(&g.rg.Spec)
-	t := TargetOf(&g.rg.Spec)
+	here := g.registersIn()
+	t := targetOf(here)
 	recorded := map[string]string{}
 	for tag, e := range entries {
 		if slices.Contains(e.Places(), here) {
@@ -176,12 +176,12 @@ func (s *Scaler) sweepLeftBehind(ctx context.Context, runners gitea.Runners, t g
 	sw := leftBehindSweep{failed: map[string]bool{}}
 	remove, _ := plan.LeftBehind(in)
 	if len(remove) > 0 {
-		busy, err := s.runningRunners(ctx, runners, t)
+		conf, err := s.confirm(ctx, runners, t)
 		if err != nil {
 			return sw, err
 		}
 		for i := range in.Regs {
-			in.Regs[i].Busy = busy[in.Regs[i].Name]
+			in.Regs[i].Busy = conf.keeps(in.Regs[i].Name, false) != ""
 		}
 		remove, _ = plan.LeftBehind(in)
 	}

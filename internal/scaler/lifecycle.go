@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
@@ -66,34 +68,47 @@ const registerGrace = time.Minute
 // can take no work, with why: the pool counts none of them as supply (so a
 // queued job gets a runner of its own) and the lifecycle reaps them. A
 // spent runner is told by its pod alone; a disabled or unregistered one
-// needs the runners listing, and without it none is named.
+// needs the runners listing of the place it registered in, and without it
+// none is named. A runner is taken for unregistered only when the scaler
+// knows where it registered (place.go): a runner whose registration token
+// may be a containing scope's is listed there, not here.
 func (s *Scaler) unavailableRunners(ctx context.Context, g *groupRun, obs *observation) map[string]string {
 	out := map[string]string{}
 	if obs.podsErr != nil {
 		return out // the lifecycle step reports it
 	}
-	pods := obs.pods
-	all, listed, _ := s.registrations(ctx, g)
-	regs := byRunnerName(all)
 	for i := range obs.jobs {
 		j := &obs.jobs[i]
 		if !runnerjob.IsActive(j) || obs.busy[j.Name] {
 			continue
 		}
-		pv, mine := pods[j.UID], regs[runnerjob.RunnerNameOf(j)]
-		switch {
-		case pv.spent:
+		pv := obs.pods[j.UID]
+		if pv.spent {
 			out[j.Name] = whySpent
-		case !pv.started:
-		case inFormerScope(g, j) && len(mine) == 0:
+			continue
+		}
+		if !pv.started {
+			continue
+		}
+		p, known, former := s.runnerPlace(ctx, g, j)
+		if former {
 			// Registered (or to register) where the group no longer is:
-			// it takes no job of the group's scope, and this scope's
-			// listing cannot say whether it is registered at all.
+			// it takes no job of the group's scope.
 			out[j.Name] = whyFormerScope
-		case !listed:
+			if why := s.unreachable(ctx, g, p); why != "" {
+				out[j.Name] = whyStranded + why
+			}
+			continue
+		}
+		all, listed, _ := s.registrationsAt(ctx, g, p)
+		if !listed {
+			continue
+		}
+		mine := byRunnerName(all)[runnerjob.RunnerNameOf(j)]
+		switch {
 		case len(mine) > 0 && allDisabled(mine):
 			out[j.Name] = whyDisabled
-		case len(mine) == 0 && s.neverRegistered(j, pv):
+		case len(mine) == 0 && known && s.neverRegistered(j, pv):
 			out[j.Name] = whyUnregistered
 		}
 	}
@@ -127,19 +142,29 @@ func byRunnerName(all []gitea.Runner) map[string][]gitea.Runner {
 	return out
 }
 
-// registrations are the runners registered in the group's scope, listed
-// once per group and pass; listed is false when they were not asked
+// listedRunners is one place's runners listing within a group's pass.
+type listedRunners struct {
+	all []gitea.Runner
+	err error
+}
+
+// registrationsAt are the runners registered in place p, listed once per
+// group and pass; listed is false when they were not asked
 // (--runner-idle-timeout 0 turns off the runners API) or could not be.
-func (s *Scaler) registrations(ctx context.Context, g *groupRun) (all []gitea.Runner, listed bool, err error) {
+func (s *Scaler) registrationsAt(ctx context.Context, g *groupRun, p ledger.Place) (all []gitea.Runner, listed bool, err error) {
 	runners, _ := g.gitea.(gitea.Runners)
 	if runners == nil || s.cfg.RunnerIdleTimeout <= 0 {
 		return nil, false, nil
 	}
-	if !g.regsRead {
-		g.regs, g.regsErr = s.listRunners(ctx, g, runners)
-		g.regsRead = true
+	if g.regs == nil {
+		g.regs = map[ledger.Place]listedRunners{}
 	}
-	return g.regs, g.regsErr == nil, g.regsErr
+	l, ok := g.regs[p]
+	if !ok {
+		l.all, l.err = s.listRunners(ctx, g, runners, targetOf(p))
+		g.regs[p] = l
+	}
+	return l.all, l.err == nil, l.err
 }
 
 // lifecycle is the step after create: it frees runner Jobs whose pod never
@@ -152,8 +177,9 @@ func (s *Scaler) registrations(ctx context.Context, g *groupRun) (all []gitea.Ru
 // Nothing here deletes a runner on the pass's first reading alone: a
 // runner Job that did not start is read again just before it is deleted
 // (recheckStuck), and a runner is reaped or its registration removed only
-// after Gitea's sound in_progress listing (gitea.Runners.InProgress) shows
-// it runs no job. Any doubt keeps the runner.
+// after the confirmation (confirm.go), read afresh in the place it
+// registered in, says it runs no job and Gitea does not call it busy. Any
+// doubt keeps the runner.
 func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) error {
 	pods, err := obs.pods, obs.podsErr
 	if err != nil {
@@ -164,8 +190,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	rep := &lifecycleReport{}
 	obs.lifecycle = rep
 	runners, _ := g.gitea.(gitea.Runners)
-	all, listed, listErr := s.registrations(ctx, g)
-	regs := byRunnerName(all)
+	here := g.registersIn()
 
 	var starting []plan.StartingRunner
 	var idle []plan.IdleRunner
@@ -178,19 +203,25 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			continue
 		}
 		pv := pods[j.UID]
-		reg := regs[runnerjob.RunnerNameOf(j)]
-		registered := len(reg) > 0
-		switch obs.unavailable[j.Name] {
-		case whySpent:
+		why := obs.unavailable[j.Name]
+		switch {
+		case why == whySpent:
 			spent = append(spent, j)
 			continue
-		case whyDisabled, whyUnregistered:
+		case why == whyDisabled, why == whyUnregistered:
 			unable = append(unable, j)
 			continue
-		case whyFormerScope:
+		case why == whyFormerScope:
 			former = append(former, j)
 			continue
+		case strings.HasPrefix(why, whyStranded):
+			g.log.Warn("a runner Job registered where the group no longer is, in a place the scaler cannot reach, is left to end by itself; it holds no slot", "job", j.Name, "why", why)
+			continue
 		}
+		p, _, _ := s.runnerPlace(ctx, g, j)
+		all, _, _ := s.registrationsAt(ctx, g, p)
+		reg := byRunnerName(all)[runnerjob.RunnerNameOf(j)]
+		registered := len(reg) > 0
 		if pv.started {
 			rep.idle++
 			// A runner Gitea calls busy runs no job the listings show,
@@ -208,13 +239,14 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 
 	errs := s.freeStuck(ctx, g, byName, plan.StuckRunners(s.now(), s.cfg.RunnerStartTimeout, starting), rep)
 	errs = append(errs, s.deleteSpent(ctx, g, spent, rep)...)
+	all, listed, listErr := s.registrationsAt(ctx, g, here)
 	switch {
 	case listErr != nil:
-		errs = append(errs, fmt.Errorf("cannot list the runners of %s: %w", TargetOf(&g.rg.Spec), listErr))
+		errs = append(errs, fmt.Errorf("cannot list the runners of %s: %w", targetOf(here), listErr))
 	case listed:
 		reap := plan.ReapIdle(plan.IdleInput{Now: s.now(), Timeout: s.cfg.RunnerIdleTimeout,
 			Surplus: obs.surplus, MinIdle: int(g.rg.Spec.WarmPool()), Demand: len(obs.queued), Runners: idle})
-		errs = append(errs, s.reapRunners(ctx, g, runners, byName, regs, reap, unable, obs, rep)...)
+		errs = append(errs, s.reapRunners(ctx, g, runners, byName, reap, unable, obs, rep)...)
 		errs = append(errs, s.removeOrphans(ctx, g, runners, all, obs, rep)...)
 		errs = append(errs, s.removeLeftBehind(ctx, g, runners, all, rep)...)
 	}
@@ -227,16 +259,18 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	return nil
 }
 
-// listRunners lists the runners registered in the group's scope, once per
-// pass for the groups that share a listing (same Gitea, token and target).
-func (s *Scaler) listRunners(ctx context.Context, g *groupRun, runners gitea.Runners) ([]gitea.Runner, error) {
+// listRunners lists the runners registered in target t, once per pass
+// for the groups that share a listing (same Gitea and token).
+func (s *Scaler) listRunners(ctx context.Context, g *groupRun, runners gitea.Runners, t gitea.Target) ([]gitea.Runner, error) {
 	list := func(ctx context.Context) ([]gitea.Runner, error) {
-		return runners.ListRunners(ctx, TargetOf(&g.rg.Spec))
+		return runners.ListRunners(ctx, t)
 	}
 	if g.shared == nil {
 		return list(ctx)
 	}
-	return g.shared.runners.get(ctx, g.key, list)
+	key := g.key
+	key.target = t
+	return g.shared.runners.get(ctx, key, list)
 }
 
 // runnerPods lists the group's runner pods (or takes the pass's list of

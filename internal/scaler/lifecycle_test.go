@@ -216,8 +216,18 @@ func lifecycleEnv(t *testing.T, rg *v1alpha1.RunnerGroup) (*env, *runnersGitea, 
 // in the given state (nil: no pod).
 func (e *env) addRunner(rg *v1alpha1.RunnerGroup, name string, giteaJob int64, age time.Duration, pod *corev1.PodStatus) *batchv1.Job {
 	e.t.Helper()
+	// As a pass makes it for a group whose registration token is its
+	// scope's own: the runner registers where the group is.
+	return e.addRunnerAt(rg, runnerjob.ScopeOf(&rg.Spec), true, name, giteaJob, age, pod)
+}
+
+// addRunnerAt is addRunner for a runner Job whose runner registers in
+// scope (runnerjob.Scope), as known or not.
+func (e *env) addRunnerAt(rg *v1alpha1.RunnerGroup, scope string, known bool, name string, giteaJob int64, age time.Duration, pod *corev1.PodStatus) *batchv1.Job {
+	e.t.Helper()
 	j, err := runnerjob.Build(rg, name, giteaJob, runnerjob.DefaultOptions())
 	require.NoError(e.t, err)
+	runnerjob.MarkScope(j, scope, known)
 	j.UID = types.UID("job-uid-" + name)
 	j.CreationTimestamp = metav1.NewTime(t0.Add(-age))
 	_, err = e.kube.BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{})
@@ -270,8 +280,8 @@ func TestIdleSurplusRunnersAreReapedSafely(t *testing.T) {
 		e.pass(set)
 
 		assert.Equal(t, []string{"ci-bbbbb"}, jobNamesOf(e), "only the runner idle past the timeout goes")
-		assert.Equal(t, []string{"list", "disable " + runnerjob.RunnerNameOf(old), "confirm", "delete " + runnerjob.RunnerNameOf(old)}, g.calls,
-			"Gitea's running jobs were asked again after the disable")
+		assert.Equal(t, []string{"list", "disable " + runnerjob.RunnerNameOf(old), "confirm", "list", "delete " + runnerjob.RunnerNameOf(old)}, g.calls,
+			"Gitea's running jobs and registrations were asked again after the disable")
 		st := e.group("ci").Status
 		assert.EqualValues(t, 1, st.IdleRunners, "the one left")
 		assert.EqualValues(t, 1, st.ActiveRunners)
@@ -292,7 +302,7 @@ func TestIdleSurplusRunnersAreReapedSafely(t *testing.T) {
 		e.pass(set)
 
 		assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e))
-		assert.Equal(t, []string{"list", "disable " + runnerjob.RunnerNameOf(j), "confirm"}, g.calls, "disabled, then never deleted")
+		assert.Equal(t, []string{"list", "disable " + runnerjob.RunnerNameOf(j), "confirm", "list"}, g.calls, "disabled, then never deleted")
 		assert.Zero(t, e.group("ci").Status.ReapedRunners)
 	})
 	t.Run("idle runners the queued jobs need are kept", func(t *testing.T) {

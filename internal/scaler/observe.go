@@ -11,6 +11,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -88,8 +89,58 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 		}
 	}
 	obs.pods, obs.podsErr = s.runnerPods(ctx, g)
+	s.busyElsewhere(ctx, g, obs)
 	obs.unavailable = s.unavailableRunners(ctx, g, obs)
 	return obs, nil
+}
+
+// busyElsewhere marks busy the started runners registered in a scope that
+// contains the group's (place.go): Gitea may have given them a job of
+// another repository of that scope, which the group's own listing does not
+// show. Such a runner is no supply, and no reaper takes it for idle. Their
+// place's running jobs are read once per pass; a place whose running jobs
+// cannot be read counts its runners busy.
+func (s *Scaler) busyElsewhere(ctx context.Context, g *groupRun, obs *observation) {
+	runners, ok := g.gitea.(gitea.Runners)
+	if !ok || obs.podsErr != nil {
+		return
+	}
+	own := placeOf(&g.rg.Spec)
+	for i := range obs.jobs {
+		j := &obs.jobs[i]
+		if !runnerjob.IsActive(j) || obs.busy[j.Name] || !obs.pods[j.UID].started {
+			continue
+		}
+		p, _, former := s.runnerPlace(ctx, g, j)
+		if p == own || former {
+			continue
+		}
+		if g.running == nil {
+			g.running = map[ledger.Place]runningJobs{}
+		}
+		r, read := g.running[p]
+		if !read {
+			r = runningJobs{names: map[string]bool{}}
+			var jobs []gitea.Job
+			if jobs, r.err = runners.InProgress(ctx, targetOf(p)); r.err != nil {
+				g.log.Warn("cannot read the running jobs of the scope the group's runners register in; its runners there count as busy", "scope", targetOf(p).String(), "error", r.err)
+			}
+			for _, rj := range jobs {
+				r.names[rj.RunnerName] = true
+			}
+			g.running[p] = r
+		}
+		if r.err != nil || r.names[runnerjob.RunnerNameOf(j)] {
+			obs.busy[j.Name] = true
+		}
+	}
+}
+
+// runningJobs are the runners that run a job in one place, read once per
+// group and pass (busyElsewhere).
+type runningJobs struct {
+	names map[string]bool
+	err   error
 }
 
 // read returns the group's runner Jobs (with the group's label; ownJobs

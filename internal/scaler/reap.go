@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
@@ -90,23 +92,32 @@ func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*
 func (s *Scaler) recheckStuck(ctx context.Context, g *groupRun, jobs []*batchv1.Job) (map[string]bool, error) {
 	names := map[string]bool{}
 	if runners, ok := g.gitea.(gitea.Runners); ok {
-		t := TargetOf(&g.rg.Spec)
-		running, err := runners.InProgress(ctx, t)
-		if err != nil {
-			return nil, fmt.Errorf("cannot list the running jobs of %s: %w", t, err)
+		// Each runner is looked for where it registers (place.go).
+		var places []ledger.Place
+		for _, j := range jobs {
+			if p, _, _ := s.runnerPlace(ctx, g, j); !slices.Contains(places, p) {
+				places = append(places, p)
+			}
 		}
-		for _, r := range running {
-			names[r.RunnerName] = true
-		}
-		regs, err := runners.ListRunners(ctx, t)
-		switch {
-		case errors.Is(err, gitea.ErrForbidden) || errors.Is(err, gitea.ErrUnauthorized):
-			g.log.Debug("the API token may not list runners; judging runners that did not start by their pods and Gitea's running jobs", "error", err)
-		case err != nil:
-			return nil, fmt.Errorf("cannot list the runners of %s: %w", t, err)
-		}
-		for _, r := range regs {
-			names[r.Name] = true
+		for _, p := range places {
+			t := targetOf(p)
+			running, err := runners.InProgress(ctx, t)
+			if err != nil {
+				return nil, fmt.Errorf("cannot list the running jobs of %s: %w", t, err)
+			}
+			for _, r := range running {
+				names[r.RunnerName] = true
+			}
+			regs, err := runners.ListRunners(ctx, t)
+			switch {
+			case errors.Is(err, gitea.ErrForbidden) || errors.Is(err, gitea.ErrUnauthorized):
+				g.log.Debug("the API token may not list runners; judging runners that did not start by their pods and Gitea's running jobs", "error", err)
+			case err != nil:
+				return nil, fmt.Errorf("cannot list the runners of %s: %w", t, err)
+			}
+			for _, r := range regs {
+				names[r.Name] = true
+			}
 		}
 	}
 	out := map[string]bool{}
@@ -193,20 +204,19 @@ func (s *Scaler) holdDemand(ctx context.Context, g *groupRun, freed []*batchv1.J
 
 // reapRunners reaps, safely, the idle surplus runners (reap) and the
 // runners that can take no work (unable: disabled by a reap that stopped
-// after the disable, or unregistered). It first makes each idle one unable
-// to take work in Gitea (disabled, or deleted where Gitea cannot disable),
-// then asks Gitea which runners run a job (the sound listing, InProgress),
-// and deletes the runner Job, and then the registration, of each that
-// still runs none. A runner that took a job in between is left alone:
-// ephemeral, it exits after that job, and being disabled it takes no
-// other. When Gitea cannot say which runners run a job, nothing is
+// after the disable, or unregistered). In each place the runners register
+// in, it first makes each idle one unable to take work in Gitea (disabled,
+// or deleted where Gitea cannot disable), then reads the confirmation
+// (confirm.go), and deletes the runner Job, and then the registration, of
+// each it does not keep. A runner that took a job in between is left
+// alone: ephemeral, it exits after that job, and being disabled it takes
+// no other. When the confirmation cannot be read, nothing there is
 // deleted; a runner left disabled is no supply, and the next pass reaps it.
 func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Runners, byName map[string]*batchv1.Job,
-	regs map[string][]gitea.Runner, reap []string, unable []*batchv1.Job, obs *observation, rep *lifecycleReport) []error {
+	reap []string, unable []*batchv1.Job, obs *observation, rep *lifecycleReport) []error {
 	if len(reap) == 0 && len(unable) == 0 {
 		return nil
 	}
-	t := TargetOf(&g.rg.Spec)
 	if s.cfg.DryRun {
 		for _, name := range reap {
 			fmt.Fprintf(s.out, "  would reap idle runner Job %s (idle for at least %s beyond the demand)\n", name, s.cfg.RunnerIdleTimeout)
@@ -216,72 +226,76 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 		}
 		return nil
 	}
-	var errs []error
 	type candidate struct {
 		job  *batchv1.Job
 		idle bool
+		regs []gitea.Runner
 	}
-	var cands []candidate
+	var errs []error
+	var places []ledger.Place
+	cands := map[ledger.Place][]candidate{}
+	where := func(j *batchv1.Job) (ledger.Place, []gitea.Runner) {
+		p, _, _ := s.runnerPlace(ctx, g, j)
+		all, _, _ := s.registrationsAt(ctx, g, p)
+		return p, byRunnerName(all)[runnerjob.RunnerNameOf(j)]
+	}
+	add := func(p ledger.Place, c candidate) {
+		if _, seen := cands[p]; !seen {
+			places = append(places, p)
+		}
+		cands[p] = append(cands[p], c)
+	}
 	for _, name := range reap {
-		if err := s.disable(ctx, runners, t, regs[runnerjob.RunnerNameOf(byName[name])]); err != nil {
+		j := byName[name]
+		p, regs := where(j)
+		if err := s.disable(ctx, runners, targetOf(p), regs); err != nil {
 			errs = append(errs, fmt.Errorf("cannot disable the runner of %s in Gitea: %w", name, err))
 			continue
 		}
-		cands = append(cands, candidate{job: byName[name], idle: true})
+		add(p, candidate{job: j, idle: true, regs: regs})
 	}
 	for _, j := range unable {
-		cands = append(cands, candidate{job: j})
+		p, regs := where(j)
+		add(p, candidate{job: j, regs: regs})
 	}
-	if len(cands) == 0 {
-		return errs
-	}
-	busy, err := s.runningRunners(ctx, runners, t)
-	if err != nil {
-		return append(errs, fmt.Errorf("cannot confirm that the runners to reap run no job, so none is deleted: %w", err))
-	}
-	for _, c := range cands {
-		j := c.job
-		runnerName := runnerjob.RunnerNameOf(j)
-		if busy[runnerName] {
-			g.log.Info("a runner to reap runs a job; leaving it alone", "job", j.Name, "runner", runnerName)
+	for _, p := range places {
+		t := targetOf(p)
+		todo := cands[p]
+		conf, err := s.confirm(ctx, runners, t)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cannot confirm that the runners to reap run no job, so none is deleted: %w", err))
 			continue
 		}
-		if err := s.deleteJob(ctx, j); err != nil {
-			errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
-			continue
-		}
-		for _, r := range regs[runnerName] {
-			if err := runners.DeleteRunner(ctx, t, r.ID); err != nil {
-				errs = append(errs, fmt.Errorf("cannot remove runner %s from Gitea: %w", runnerName, err))
+		for _, c := range todo {
+			j := c.job
+			runnerName := runnerjob.RunnerNameOf(j)
+			if why := conf.keeps(runnerName, obs.unavailable[j.Name] == whyUnregistered); why != "" {
+				g.log.Info("a runner to reap is left alone", "job", j.Name, "runner", runnerName, "why", why)
+				continue
 			}
+			if err := s.deleteJob(ctx, j); err != nil {
+				errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
+				continue
+			}
+			for _, r := range c.regs {
+				if err := runners.DeleteRunner(ctx, t, r.ID); err != nil {
+					errs = append(errs, fmt.Errorf("cannot remove runner %s from Gitea: %w", runnerName, err))
+				}
+			}
+			rep.reaped++
+			rep.deletedJobs++
+			if c.idle {
+				rep.idle--
+				g.log.Info("reaped an idle runner", "job", j.Name, "runner", runnerName)
+				s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped idle runner Job %s: idle for at least %s while the group had more runners than queued jobs", j.Name, s.cfg.RunnerIdleTimeout))
+				continue
+			}
+			why := obs.unavailable[j.Name]
+			g.log.Info("reaped a runner that can take no work", "job", j.Name, "runner", runnerName, "why", why)
+			s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s", j.Name, why))
 		}
-		rep.reaped++
-		rep.deletedJobs++
-		if c.idle {
-			rep.idle--
-			g.log.Info("reaped an idle runner", "job", j.Name, "runner", runnerName)
-			s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped idle runner Job %s: idle for at least %s while the group had more runners than queued jobs", j.Name, s.cfg.RunnerIdleTimeout))
-			continue
-		}
-		why := obs.unavailable[j.Name]
-		g.log.Info("reaped a runner that can take no work", "job", j.Name, "runner", runnerName, "why", why)
-		s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s", j.Name, why))
 	}
 	return errs
-}
-
-// runningRunners names the runners that run a job in the target, by the
-// sound listing (gitea.Runners.InProgress): what a runner is deleted on.
-func (s *Scaler) runningRunners(ctx context.Context, runners gitea.Runners, t gitea.Target) (map[string]bool, error) {
-	running, err := runners.InProgress(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	busy := make(map[string]bool, len(running))
-	for _, j := range running {
-		busy[j.RunnerName] = true
-	}
-	return busy, nil
 }
 
 // disable makes every registration of one runner take no more work. A
@@ -316,18 +330,18 @@ func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.R
 		job, _ := runnerjob.JobOfRunner(g.rg, r.Name)
 		regs = append(regs, plan.Registration{ID: r.ID, Name: r.Name, Job: job, Ephemeral: r.Ephemeral, Online: r.Online, Busy: obs.busy[job]})
 	}
-	t := TargetOf(&g.rg.Spec)
+	t := targetOf(g.registersIn())
 	orphans := plan.Orphans(regs, listed)
 	if len(orphans) == 0 {
 		return nil
 	}
-	busy, err := s.runningRunners(ctx, runners, t)
+	conf, err := s.confirm(ctx, runners, t)
 	if err != nil {
 		return []error{fmt.Errorf("cannot confirm that the orphan runners run no job, so none is removed: %w", err)}
 	}
 	var errs []error
 	for _, o := range orphans {
-		if busy[o.Name] {
+		if conf.keeps(o.Name, false) != "" {
 			continue
 		}
 		_, err := s.kube.BatchV1().Jobs(g.rg.Namespace).Get(ctx, o.Job, metav1.GetOptions{})

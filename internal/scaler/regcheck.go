@@ -37,8 +37,10 @@ type regChecks struct {
 // regVerdict is one check's outcome: match, or refused (the API token may
 // not ask, which a retry does not change).
 type regVerdict struct {
-	at      time.Time
-	match   bool
+	at    time.Time
+	match bool
+	// scope is the scope whose token matched: where runners register.
+	scope   gitea.Target
 	refused error
 	// transient is a failure a retry may not repeat (Gitea slow or down):
 	// that verdict is for the asking pass only and is not kept.
@@ -127,6 +129,7 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 	ref := rg.RegistrationTokenRef()
 	target := TargetOf(&rg.Spec)
 	where := fmt.Sprintf("the registration token in Secret %s/%s (key %q)", rg.Namespace, ref.Name, ref.Key)
+	g.setPlace(target, false)
 	unchecked := func(why error) {
 		g.regCheck = &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionUnknown, Reason: ReasonRegistrationTokenUnchecked,
 			Message: cutRunes(fmt.Sprintf("cannot tell whether %s is the active runner registration token of %s: %s; spec.authToken needs the right to manage that scope's runners for the check. Until then a queued job this group does not take goes to a group of another namespace after the assignmentHold",
@@ -143,10 +146,10 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 	key := sha256.Sum256([]byte(rg.Spec.Gitea.URL + "\x00" + target.String() + "\x00" + apiToken + "\x00" + regToken))
 	now := s.now()
 	v := s.regChecks.verdict(key, now, func() regVerdict {
-		match, err := checker.IsScopeRegistrationToken(ctx, target, regToken)
+		scope, match, err := checker.RegistrationScope(ctx, target, regToken)
 		switch {
 		case err == nil:
-			return regVerdict{at: now, match: match}
+			return regVerdict{at: now, match: match, scope: scope}
 		case errors.Is(err, gitea.ErrUnauthorized), errors.Is(err, gitea.ErrForbidden), errors.Is(err, gitea.ErrNotFound), errors.Is(err, gitea.ErrWrongUser):
 			return regVerdict{at: now, refused: err}
 		default:
@@ -163,8 +166,12 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 		unchecked(v.refused)
 		return nil
 	case v.match:
-		g.regCheck = &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionTrue, Reason: ReasonRegistrationTokenMatchesScope,
-			Message: fmt.Sprintf("%s is the active runner registration token of %s or of a scope that contains it (asked of Gitea with spec.authToken)", where, target)}
+		g.setPlace(v.scope, true)
+		msg := fmt.Sprintf("%s is the active runner registration token of %s (asked of Gitea with spec.authToken)", where, target)
+		if v.scope != target {
+			msg = fmt.Sprintf("%s is the active runner registration token of %s, which contains %s (asked of Gitea with spec.authToken): the group's runners register there, and Gitea may give them any job of %s whose labels they offer", where, v.scope, target, v.scope)
+		}
+		g.regCheck = &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionTrue, Reason: ReasonRegistrationTokenMatchesScope, Message: cutRunes(msg, maxMessageRunes)}
 		return nil
 	}
 	msg := fmt.Sprintf("spec.registrationToken: %s is not the active runner registration token of %s, nor of a scope that contains it (Gitea answered those scopes' tokens to spec.authToken): it is another scope's, or was reset in Gitea, so runners would register elsewhere or not at all and the group serves nothing; put that scope's token in the Secret, or leave spec.registrationToken out to have the scaler mint it",

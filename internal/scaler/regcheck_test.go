@@ -35,14 +35,29 @@ type checkingGitea struct {
 	checks int
 }
 
-func (c *checkingGitea) IsScopeRegistrationToken(_ context.Context, t gitea.Target, token string) (bool, error) {
+// RegistrationScope answers as Gitea does: the target's own token, then
+// its owner's (org or user) for a repository, then the instance's; the
+// first that matches is the scope runners register in.
+func (c *checkingGitea) RegistrationScope(_ context.Context, t gitea.Target, token string) (gitea.Target, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.checks++
 	if err := c.errs[t.String()]; err != nil {
-		return false, err
+		return gitea.Target{}, false, err
 	}
-	return c.active[t.String()] == token, nil
+	scopes := []gitea.Target{t}
+	if t.Scope == gitea.ScopeRepo {
+		scopes = append(scopes, gitea.Target{Scope: gitea.ScopeOrg, Owner: t.Owner}, gitea.Target{Scope: gitea.ScopeUser, Owner: t.Owner})
+	}
+	if t.Scope != gitea.ScopeGlobal {
+		scopes = append(scopes, gitea.Target{Scope: gitea.ScopeGlobal})
+	}
+	for _, s := range scopes {
+		if active, ok := c.active[s.String()]; ok && active == token {
+			return s, true, nil
+		}
+	}
+	return gitea.Target{}, false, nil
 }
 
 // checkedBy makes the pass's Gitea client the checking fake c.

@@ -33,6 +33,15 @@ const (
 	// stays registered where it was, and this says where to look for it.
 	// Jobs made before it existed registered where their group is now.
 	AnnotationRunnerScope = Group + "/runner-scope"
+	// AnnotationRunnerScopeKnown is "true" on a runner Job when the
+	// scaler knew where its runner registers: it minted the registration
+	// token, or Gitea said whose token it is (a containing scope's token
+	// registers the runner in that scope, and runner-scope names it).
+	// Otherwise ("false", or absent on a Job made before it existed)
+	// runner-scope names the group's place, and the runner may be
+	// registered in a scope that contains it: such a runner is never
+	// called unregistered for missing from runner-scope's listing.
+	AnnotationRunnerScopeKnown = Group + "/runner-scope-known"
 
 	// AnnotationSafeToEvict set to "false" on a runner pod keeps the
 	// cluster autoscaler from evicting it in the middle of a CI job.
