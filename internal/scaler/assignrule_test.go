@@ -18,6 +18,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
@@ -370,6 +371,42 @@ func TestANewGroupThatFailsAfterValidatingHoldsNothing(t *testing.T) {
 				owner := rule.Owner("https://gitea.example.com", assign.Job{Repo: job.Repo, Labels: job.Labels, Created: job.Created})
 				assert.Contains(t, tt.want, owner, "pass %d: why names the owner the passes serve the job with", pass)
 			}
+		})
+	}
+}
+
+// Issue 32.7: a job whose owner changed waits for another group's runner
+// Job started for it only while that runner may still take it: not when
+// Gitea lists it running another job, nor when its runner container has
+// ended after a job. Such a runner will not take this one, and the job
+// would wait the whole hold for nothing.
+func TestAMovedJobWaitsOnlyForAFreeRunner(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  *corev1.PodStatus
+		// busy: Gitea lists the other runner running job 2.
+		busy bool
+		// want is how many runners the owner starts for job 1.
+		want int
+	}{
+		{name: "the other group's runner is starting: the job waits for it", want: 0},
+		{name: "the other group's runner is up and idle: the job waits for it", pod: runnerRunningSince(t0.Add(-30 * time.Second)), want: 0},
+		{name: "the other group's runner runs another job: the owner serves this one", pod: runnerRunningSince(t0.Add(-30 * time.Second)), busy: true, want: 1},
+		{name: "the other group's runner has ended after a job: the owner serves this one", pod: podWithSidecar, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			acme := newGroup("acme", 5, servedAt(t0))
+			e := newServedEnv(t, newGroup("app", 5, repoScope("app"), servedAt(t0)), acme)
+			// Started by the org group a minute ago, for job 1, while the
+			// repo group could not serve it.
+			other := e.addRunner(acme, "acme-aaaaa", 1, time.Minute, tt.pod)
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest")}}
+			if tt.busy {
+				e.gitea.snap.Running = []gitea.Job{{ID: 2, Repo: "acme/web", Labels: []string{"ubuntu-latest"}, RunnerName: runnerjob.RunnerNameOf(other)}}
+			}
+			e.pass()
+			assert.Equal(t, tt.want, e.runnersOf()[ns+"/app"])
 		})
 	}
 }
