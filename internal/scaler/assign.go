@@ -51,10 +51,18 @@ var cannotServe = map[string]bool{
 //
 // Every group is judged alike, by its spec and what its own last pass
 // recorded (see Eligible), so that every listener and the why command give
-// one answer. A pass differs only where it already knows what a group it
-// serves is about to record: a failure no retry fixes (ineligible; outside
-// its namespace's grant: no part at all), or a first pass that validated
-// (eligible). A transient failure changes nothing, so it moves no job.
+// one answer. A pass differs only where it knows better than the record
+// about a group it serves: a failure no retry fixes (ineligible; outside
+// its namespace's grant: no part at all), or that the group validated and
+// is served now, whatever its lastCheckTime says. Such a group is judged
+// by its spec and recorded reason alone (canServe): served for the first
+// time it can serve; a group whose earlier pass failed for a reason no
+// retry fixes, before it ever observed (so without a lastCheckTime), is no
+// new group and cannot, until a pass records otherwise or its spec
+// changes (issue 32.2); and passes further apart than ServedWithin, or a
+// listing that has failed for longer, do not make the pass's own groups
+// look unserved to it. A transient failure changes nothing, so it moves
+// no job.
 func (s *Scaler) assignment(ctx context.Context, served, every []*v1alpha1.RunnerGroup, runs []*groupRun) *assign.Rule {
 	all := served
 	switch {
@@ -78,9 +86,9 @@ func (s *Scaler) assignment(ctx context.Context, served, every []*v1alpha1.Runne
 			excluded[key] = true
 		case cannotServe[reason]:
 			judged[key] = false
-		case g.invalid == nil && g.rg.Status.LastCheckTime == nil:
-			// Served for the first time, now.
-			judged[key] = !g.rg.Spec.Paused()
+		case g.invalid == nil:
+			// Served now, by this pass.
+			judged[key] = canServe(g.rg)
 		}
 	}
 	kept := make([]*v1alpha1.RunnerGroup, 0, len(all))
@@ -182,7 +190,11 @@ func AssignGroup(rg *v1alpha1.RunnerGroup, defaultLabels []string) assign.Group 
 // the group to count as served: a steady group's lastCheckTime is at most
 // StatusHeartbeat plus one pass interval old, so twice the heartbeat
 // tells a listener that stopped (uninstalled, its selector changed, its
-// CronJob suspended) from one that had nothing to change.
+// CronJob suspended) from one that had nothing to change. That holds only
+// for listeners that pass at least every StatusHeartbeat: a group served
+// less often, or whose listing has failed for longer (a failure keeps the
+// last lastCheckTime), looks unserved to the other listeners and to why.
+// Its own listener knows better (see assignment).
 const ServedWithin = 2 * StatusHeartbeat
 
 // Eligible says whether a group can serve at time now, judged only by
@@ -193,12 +205,23 @@ const ServedWithin = 2 * StatusHeartbeat
 // reason no retry fixes (cannotServe), wherever in the pass it failed. A
 // spec changed since that pass (a fix, maybe) makes it eligible again at
 // once; a transient failure (a timeout) never makes it ineligible, so an
-// outage does not move jobs.
+// outage shorter than ServedWithin does not move jobs.
 func Eligible(rg *v1alpha1.RunnerGroup, now time.Time) bool {
-	if rg.Spec.Paused() || rg.Spec.Validate() != nil {
+	if last := rg.Status.LastCheckTime; last == nil || now.Sub(last.Time) > ServedWithin {
 		return false
 	}
-	if last := rg.Status.LastCheckTime; last == nil || now.Sub(last.Time) > ServedWithin {
+	return canServe(rg)
+}
+
+// canServe is Eligible for a group that is known to be served now (a
+// pass serving it knows): it cannot serve when it is paused or its spec is
+// invalid, or when its last pass, at its current generation, recorded a
+// reason no retry fixes; a group never recorded can. It is the one place
+// that reads the recorded reason, so that a failure recorded without a
+// lastCheckTime (the pass failed before it observed) counts as much as
+// one recorded with it.
+func canServe(rg *v1alpha1.RunnerGroup) bool {
+	if rg.Spec.Paused() || rg.Spec.Validate() != nil {
 		return false
 	}
 	stale := rg.Status.ObservedGeneration != rg.Generation

@@ -3,6 +3,7 @@ package scaler
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
@@ -253,4 +257,216 @@ func TestARunnerForTheSameJobIDOnAnotherGiteaIsNotCounted(t *testing.T) {
 	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest")}}
 	e.pass()
 	assert.Equal(t, map[string]int{"runners/acme": 1, "runners/other": 1}, e.runnersOf())
+}
+
+// failingRepo fails the jobs listing of one repository's target with err,
+// as Gitea does for a token it refuses there (401, 403) or a repository it
+// does not know (404); every other target is listed.
+type failingRepo struct {
+	*fakeGitea
+	repo string
+	err  error
+}
+
+func (f failingRepo) Snapshot(ctx context.Context, t gitea.Target) (gitea.Snapshot, error) {
+	if t.Repo == f.repo {
+		return gitea.Snapshot{}, f.err
+	}
+	return f.fakeGitea.Snapshot(ctx, t)
+}
+
+// listedGroups are every RunnerGroup of the cluster, as why lists them.
+func (e *env) listedGroups() []v1alpha1.RunnerGroup {
+	e.t.Helper()
+	all, _, err := runnergroups.Client{Dynamic: e.dyn}.List(context.Background(), metav1.NamespaceAll, "")
+	require.NoError(e.t, err)
+	return all
+}
+
+// Issue 32.2: a new group that fails after validating (its state
+// ConfigMap is not its own, Gitea refuses its listing) records why but no
+// lastCheckTime. It was taken for "served for the first time" in every
+// pass after, for ever, and kept the jobs it is preferred for; why named
+// another owner. A group that has failed is never new again: from its
+// second pass on it holds nothing, and the passes and why agree.
+func TestANewGroupThatFailsAfterValidatingHoldsNothing(t *testing.T) {
+	const teamA, teamB = "team-a", "team-b"
+	hold := 10 * time.Minute
+	unauthorized := &gitea.APIError{Kind: gitea.ErrUnauthorized, Status: 401, URL: "/api/v1/repos/acme/app/actions/jobs"}
+	notFound := &gitea.APIError{Kind: gitea.ErrNotFound, Status: 404, URL: "/api/v1/repos/contoso/web/actions/jobs"}
+	orgContoso := func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "contoso" }
+	tests := []struct {
+		name    string
+		groups  []*v1alpha1.RunnerGroup
+		repo    string
+		listErr error
+		// foreignState puts a ConfigMap not the group's own where the
+		// failing group keeps its state.
+		foreignState *corev1.ConfigMap
+		job          gitea.Job
+		failing      string
+		wantReason   string
+		want         map[string]int
+	}{
+		{
+			name:   "its state ConfigMap is not its own",
+			groups: []*v1alpha1.RunnerGroup{newGroup("app", 5, repoScope("app")), newGroup("acme", 5, servedAt(t0))},
+			foreignState: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: state.ConfigMapName("app"), Namespace: ns,
+				Labels: map[string]string{v1alpha1.LabelRunnerGroupName: "app"}}},
+			job:     queuedIn(1, "acme/app", "ubuntu-latest"),
+			failing: ns + "/app", wantReason: ReasonStateNotOwned,
+			want: map[string]int{ns + "/acme": 1},
+		},
+		{
+			name:    "Gitea refuses its token on its listing (401)",
+			groups:  []*v1alpha1.RunnerGroup{newGroup("app", 5, repoScope("app")), newGroup("acme", 5, servedAt(t0))},
+			repo:    "app",
+			listErr: unauthorized,
+			job:     queuedIn(1, "acme/app", "ubuntu-latest"),
+			failing: ns + "/app", wantReason: ReasonGiteaUnauthorized,
+			want: map[string]int{ns + "/acme": 1},
+		},
+		{
+			name: "another tenant's group with a junk token keeps no job of A's, not even for a hold",
+			groups: []*v1alpha1.RunnerGroup{
+				newGroup("contoso", 5, inNamespace(teamA), orgContoso, servedAt(t0)),
+				newGroup("web", 5, inNamespace(teamB), orgContoso, repoScope("web")),
+			},
+			repo:    "web",
+			listErr: notFound,
+			job:     queuedIn(1, "contoso/web", "ubuntu-latest"),
+			failing: teamB + "/web", wantReason: ReasonGiteaNotFound,
+			want: map[string]int{teamA + "/contoso": 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newServedEnv(t, tt.groups...)
+			e.addTokens(teamA)
+			e.addTokens(teamB)
+			if tt.foreignState != nil {
+				require.NoError(t, e.kube.Tracker().Add(tt.foreignState))
+			}
+			job := tt.job
+			job.Created = t0
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{job}}
+			setups := []setup{func(d *Deps, c *Config) {
+				c.AssignmentHold = hold
+				if tt.listErr != nil {
+					d.Gitea = func(string, string) (gitea.Client, error) { return failingRepo{e.gitea, tt.repo, tt.listErr}, nil }
+				}
+			}}
+			failNs, failName, _ := strings.Cut(tt.failing, "/")
+
+			// Its first pass takes it for new: it may hold the job for
+			// that pass, and records why it failed.
+			e.pass(setups...)
+			require.Equal(t, tt.wantReason, ready(e.groupIn(failNs, failName)).Reason)
+			require.Nil(t, e.groupIn(failNs, failName).Status.LastCheckTime, "it never asked Gitea for its jobs successfully")
+
+			for pass := 2; pass <= 3; pass++ {
+				e.pass(setups...)
+				assert.Equal(t, tt.want, e.runnersOf(teamA, teamB), "pass %d: the failing group holds nothing", pass)
+				rule := AssignmentRule(e.listedGroups(), RuleOptions{DefaultLabels: []string{"ubuntu-latest:docker://x"}, Hold: hold, Now: e.now})
+				owner := rule.Owner("https://gitea.example.com", assign.Job{Repo: job.Repo, Labels: job.Labels, Created: job.Created})
+				assert.Contains(t, tt.want, owner, "pass %d: why names the owner the passes serve the job with", pass)
+			}
+		})
+	}
+}
+
+// Issue 32.7: a job whose owner changed waits for another group's runner
+// Job started for it only while that runner may still take it: not when
+// Gitea lists it running another job, nor when its runner container has
+// ended after a job. Such a runner will not take this one, and the job
+// would wait the whole hold for nothing.
+func TestAMovedJobWaitsOnlyForAFreeRunner(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  *corev1.PodStatus
+		// busy: Gitea lists the other runner running job 2.
+		busy bool
+		// want is how many runners the owner starts for job 1.
+		want int
+	}{
+		{name: "the other group's runner is starting: the job waits for it", want: 0},
+		{name: "the other group's runner is up and idle: the job waits for it", pod: runnerRunningSince(t0.Add(-30 * time.Second)), want: 0},
+		{name: "the other group's runner runs another job: the owner serves this one", pod: runnerRunningSince(t0.Add(-30 * time.Second)), busy: true, want: 1},
+		{name: "the other group's runner has ended after a job: the owner serves this one", pod: podWithSidecar, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			acme := newGroup("acme", 5, servedAt(t0))
+			e := newServedEnv(t, newGroup("app", 5, repoScope("app"), servedAt(t0)), acme)
+			// Started by the org group a minute ago, for job 1, while the
+			// repo group could not serve it.
+			other := e.addRunner(acme, "acme-aaaaa", 1, time.Minute, tt.pod)
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest")}}
+			if tt.busy {
+				e.gitea.snap.Running = []gitea.Job{{ID: 2, Repo: "acme/web", Labels: []string{"ubuntu-latest"}, RunnerName: runnerjob.RunnerNameOf(other)}}
+			}
+			e.pass()
+			assert.Equal(t, tt.want, e.runnersOf()[ns+"/app"])
+		})
+	}
+}
+
+// lastCheckedAt makes a group look last served at t, Ready or failed
+// with reason (empty: Ready).
+func lastCheckedAt(t time.Time, reason string) func(*v1alpha1.RunnerGroup) {
+	return func(rg *v1alpha1.RunnerGroup) {
+		servedAt(t)(rg)
+		if reason != "" {
+			rg.Status.Conditions[0].Status, rg.Status.Conditions[0].Reason = metav1.ConditionFalse, reason
+		}
+	}
+}
+
+// Issue 32, risk: with passes further apart than ServedWithin allows
+// (--interval or a CronJob schedule of 15 minutes), every group's
+// lastCheckTime is older than the window when the next pass begins. The
+// pass serves those groups itself, now: it judges them by their spec and
+// recorded reason, so a group that cannot serve still comes after one
+// that can, and a healthy one keeps its place.
+func TestPassesFarApartJudgeTheirOwnGroupsAsServed(t *testing.T) {
+	const interval = 15 * time.Minute
+	last := t0.Add(-interval)
+	tests := []struct {
+		name string
+		app  func(*v1alpha1.RunnerGroup)
+		want map[string]int
+	}{
+		{"a healthy repo group keeps its job", lastCheckedAt(last, ""), map[string]int{ns + "/app": 1}},
+		{"a paused repo group leaves it to the org group", func(rg *v1alpha1.RunnerGroup) {
+			lastCheckedAt(last, "")(rg)
+			rg.Spec.MaxActiveRunners = 0
+		}, map[string]int{ns + "/acme": 1}},
+		{"a repo group whose token was revoked leaves it to the org group", lastCheckedAt(last, ReasonGiteaUnauthorized), map[string]int{ns + "/acme": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newServedEnv(t, newGroup("app", 5, repoScope("app"), tt.app), newGroup("acme", 5, lastCheckedAt(last, "")))
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest")}}
+			e.pass(at(0))
+			assert.Equal(t, tt.want, e.runnersOf())
+		})
+	}
+}
+
+// Issue 32, risk: a Gitea outage on one group's listing that lasts longer
+// than ServedWithin does not move the group's jobs to another group its
+// listener serves: the listener serves the group still, and a timeout is
+// a transient reason.
+func TestALongOutageOfOneListingDoesNotMoveItsJobs(t *testing.T) {
+	timeout := &gitea.APIError{Kind: gitea.ErrTimeout, URL: "/api/v1/repos/acme/app/actions/jobs"}
+	e := newServedEnv(t,
+		newGroup("app", 5, repoScope("app"), lastCheckedAt(t0.Add(-15*time.Minute), ReasonGiteaTimeout)),
+		newGroup("acme", 5, lastCheckedAt(t0.Add(-time.Minute), "")))
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest")}}
+	sum := e.pass(at(0), func(d *Deps, _ *Config) {
+		d.Gitea = func(string, string) (gitea.Client, error) { return failingRepo{e.gitea, "app", timeout}, nil }
+	})
+	assert.Equal(t, []string{ns + "/app"}, sum.Failed)
+	assert.Equal(t, map[string]int{}, e.runnersOf(), "the org group leaves the job to the repo group, whose listing times out for now")
+	assert.Equal(t, int32(1), e.group("acme").Status.JobsLeftToOtherGroups)
 }

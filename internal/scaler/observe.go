@@ -66,10 +66,14 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 		return nil, err
 	}
 	obs := &observation{jobs: ownJobs(rg, jobs), askedAt: askedAt, busy: map[string]bool{}, queuedAt: map[int64]time.Time{}}
+	var running map[string]bool
 	for _, j := range snap.Queued {
+		if running == nil {
+			running = g.runningRunners(snap)
+		}
 		switch {
 		case !g.runnerLabels.CanRun(j.Labels):
-		case !g.serves(j), s.startingElsewhere(g, j.ID):
+		case !g.serves(j), s.startingElsewhere(g, j.ID, running):
 			obs.leftToOthers++
 		default:
 			obs.queued = append(obs.queued, j.ID)
@@ -218,27 +222,70 @@ func (g *groupRun) serves(j gitea.Job) bool {
 }
 
 // startingElsewhere reports whether another group's runner Job, started
-// for this Gitea job within the assignment hold, is still active: the job
-// had another owner (this group was paused, failing or not yet served, or
-// the job's turn came), and that runner may take it yet. Starting a second
-// runner for it would leave one idle (issue 25.6). Past the hold the other
+// for this Gitea job within the assignment hold, is still active and its
+// runner free: the job had another owner (this group was paused, failing
+// or not yet served, or the job's turn came), and that runner may take it
+// yet. Starting a second runner for it would leave one idle (issue 25.6).
+// A runner is not free when Gitea lists it running a job (running: an
+// ephemeral runner takes whichever queued job it is offered, not
+// necessarily the one it was started for) or its runner container has
+// ended after a job: it will not take this one, which would otherwise
+// wait the whole hold for nothing (issue 32.7). Past the hold the other
 // runner has had its chance, as the assignment rule's turns say. Only the
 // namespaces this pass gathered are seen, and only runners of the group's
 // Gitea count: job IDs are per Gitea.
-func (s *Scaler) startingElsewhere(g *groupRun, id int64) bool {
+func (s *Scaler) startingElsewhere(g *groupRun, id int64, running map[string]bool) bool {
 	instance := assign.Instance(g.rg.Spec.Gitea.URL)
 	for _, j := range g.shared.runnersFor(id) {
-		if assign.Instance(instanceURL(j)) != instance {
+		if ownedBy(j, g.rg) || !runnerjob.IsActive(j) || assign.Instance(instanceURL(j)) != instance {
 			continue
 		}
 		// A Job without a creation time (never so from the API server)
 		// counts as just created.
 		young := j.CreationTimestamp.IsZero() || s.now().Sub(j.CreationTimestamp.Time) < s.cfg.AssignmentHold
-		if !ownedBy(j, g.rg) && runnerjob.IsActive(j) && young {
-			return true
+		if !young || running[runnerjob.RunnerNameOf(j)] {
+			continue
 		}
+		if v := g.shared.namespace(j.Namespace); v != nil && v.pods[j.UID].spent {
+			continue
+		}
+		return true
 	}
 	return false
+}
+
+// runningRunners names the runners Gitea lists running a job on the
+// group's Gitea: in the group's own listing, and in every other listing
+// of the pass on that Gitea whose answer is already in (another group's
+// runner may run a job outside this group's scope). A listing still
+// under way is not waited for: the group is served as soon as its own is
+// in (issue 25.7), and a runner not seen busy counts as free, as before.
+func (g *groupRun) runningRunners(own gitea.Snapshot) map[string]bool {
+	out := map[string]bool{}
+	for _, j := range own.Running {
+		out[j.RunnerName] = true
+	}
+	if g.shared == nil {
+		return out
+	}
+	instance := assign.Instance(g.rg.Spec.Gitea.URL)
+	for k, l := range g.shared.listings {
+		if assign.Instance(k.url) != instance {
+			continue
+		}
+		select {
+		case <-l.done:
+		default:
+			continue
+		}
+		if l.err != nil {
+			continue
+		}
+		for _, j := range l.snap.Running {
+			out[j.RunnerName] = true
+		}
+	}
+	return out
 }
 
 // instanceURL is the Gitea a runner Job's runner registers with (its
