@@ -22,6 +22,8 @@
 //	claim.go    the claims: load, plan, store under resourceVersion
 //	create.go   a runner Job per claim; a claim whose Job failed is released
 //	lifecycle.go  the runner Jobs' pods, and the lifecycle decisions on them
+//	place.go    where each runner registers (its registration token's scope)
+//	confirm.go  the confirmation every deletion of a runner goes through
 //	reap.go     runner Jobs that never started, idle surplus runners, orphan
 //	            registrations: deleted safely
 //	record.go   the group's status, conditions and events
