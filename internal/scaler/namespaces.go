@@ -30,6 +30,10 @@ type namespaces struct {
 	// groups' registrations (removeLeftBehind).
 	ledgers shareOnce[string, ledger.Entries]
 	groups  shareOnce[string, map[string]string]
+	// freshGroups is groups as the API server lists them, when groups
+	// came from a loop's watch cache and the sweep is about to remove or
+	// forget something on its word.
+	freshGroups shareOnce[string, map[string]string]
 	// caches is each namespace's Cache condition (cachecheck.go), checked
 	// at most once per pass.
 	caches shareOnce[string, metav1.Condition]
