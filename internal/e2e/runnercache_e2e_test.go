@@ -146,7 +146,10 @@ func TestASharedCacheIsKeptAcrossEphemeralRunnersPerRepository(t *testing.T) {
 	cm, err := b.kube.CoreV1().ConfigMaps(s.ns).Get(ctx, runnerjob.ConfigMapName(s.group), metav1.GetOptions{})
 	require.NoError(t, err)
 	var rendered map[string]map[string]any
-	require.NoError(t, yaml.Unmarshal([]byte(cm.Data[runnerjob.ConfigKey]), &rendered))
+	// Each runner reads the key of its own pod's grace (issue 32.5).
+	key, ok := runnerjob.MountedConfigKey(s.group, &jobs.Items[0])
+	require.True(t, ok, "the runner Job mounts the group's runner config")
+	require.NoError(t, yaml.Unmarshal([]byte(cm.Data[key]), &rendered))
 	assert.Equal(t, map[string]any{"enabled": true, "external_server": fmt.Sprintf("http://127.0.0.1:%d/", port)}, rendered["cache"],
 		"the ConfigMap names the server and never holds the secret")
 }

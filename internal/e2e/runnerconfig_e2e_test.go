@@ -59,7 +59,9 @@ func TestGroupRunnerConfigReachesTheRunner(t *testing.T) {
 	require.Len(t, cm.OwnerReferences, 1)
 	assert.Equal(t, types.UID(s.rg.UID), cm.OwnerReferences[0].UID, "the group owns its runner config")
 	var rendered map[string]map[string]any
-	require.NoError(t, yaml.Unmarshal([]byte(cm.Data[runnerjob.ConfigKey]), &rendered))
+	// The key of the runner pods' grace, the built-in one (issue 32.5).
+	cfgKey := runnerjob.ConfigKeyFor(time.Duration(runnerjob.DefaultTerminationGracePeriodSeconds) * time.Second)
+	require.NoError(t, yaml.Unmarshal([]byte(cm.Data[cfgKey]), &rendered))
 	assert.Equal(t, map[string]any{
 		"capacity": 1, "shutdown_timeout": "3h0m0s", "timeout": "20m",
 		"fetch_interval": "500ms", "fetch_interval_max": "1s", "fetch_timeout": "30s",

@@ -140,6 +140,13 @@ func (w *Watched) List(ctx context.Context, namespace, selector string) ([]v1alp
 	return groups, bad, nil
 }
 
+// ListFresh lists from the API server, not the cache: for a decision that
+// a group made a moment ago, which the cache may not hold yet, must not
+// get wrong (the sweep of deleted groups' registrations).
+func (w *Watched) ListFresh(ctx context.Context, namespace, selector string) ([]v1alpha1.RunnerGroup, []Broken, error) {
+	return w.Client.List(ctx, namespace, selector)
+}
+
 // ListShared is List without the copies: the groups are the cache's own
 // objects, which the caller must not change, nor anything they point to.
 // A loop's pass reads every group of the cluster and changes none, and

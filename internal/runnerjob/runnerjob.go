@@ -83,7 +83,10 @@ const (
 	ConfigVolume = "gitea-runner-config"
 	// ConfigDir is where the runner container sees its config.
 	ConfigDir = "/etc/gitea-runner"
-	// ConfigKey is the config's key in the ConfigMap and its file name.
+	// ConfigKey is the config's file name in the runner container. In
+	// the ConfigMap each grace period has a key of its own
+	// (ConfigKeyFor); ConfigKey is also the one key of Jobs made before
+	// that (MountedConfigKey).
 	ConfigKey = "config.yaml"
 	// ConfigPath is the runner's CONFIG_FILE.
 	ConfigPath = ConfigDir + "/" + ConfigKey
@@ -136,6 +139,33 @@ func (c CacheOptions) URLFor(namespace string) string {
 // are at most 50 characters, so the name stays a valid ConfigMap name.
 func ConfigMapName(group string) string {
 	return group + "-runner-config"
+}
+
+// ConfigKeyFor is the key, in the group's runner config ConfigMap, of the
+// config made for runner pods with the grace period grace, e.g.
+// "config-grace-10920s.yaml". Each runner Job mounts the key of its own
+// pod's grace, and the runner reads the shutdown_timeout made from it
+// (runnerconfig.ShutdownTimeout), whatever grace the group has when the
+// pod starts or its runner restarts: one config for every grace would
+// give a pod made before a grace change a timeout made for another
+// grace, which either cancels a job its own grace would let finish or
+// outlives that grace and is killed before it reports. The rest of the
+// config is the group's, the same under every key.
+func ConfigKeyFor(grace time.Duration) string {
+	return "config-grace-" + strconv.FormatInt(int64(grace/time.Second), 10) + "s.yaml"
+}
+
+// MountedConfigKey is the key of the group's runner config ConfigMap that
+// the runner Job j's pods mount, and false when they mount none of it (a
+// Job that is not the group's).
+func MountedConfigKey(group string, j *batchv1.Job) (string, bool) {
+	for _, v := range j.Spec.Template.Spec.Volumes {
+		if v.Name != ConfigVolume || v.ConfigMap == nil || v.ConfigMap.Name != ConfigMapName(group) || len(v.ConfigMap.Items) != 1 {
+			continue
+		}
+		return v.ConfigMap.Items[0].Key, true
+	}
+	return "", false
 }
 
 // Options are the scaler-wide settings of runner Jobs.
@@ -521,10 +551,12 @@ func reserve(pod *corev1.PodTemplateSpec, rg *v1alpha1.RunnerGroup, name string,
 		c.Env = append(ours, c.Env...)
 		reserveMount(c, ConfigVolume, ConfigDir)
 	}
+	// The key of this pod's grace, seen in the container as ConfigKey:
+	// the grace is final here, since reserve comes after every template.
 	reserveVolume(pod, corev1.Volume{Name: ConfigVolume, VolumeSource: corev1.VolumeSource{
 		ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(rg.Name)},
-			Items:                []corev1.KeyToPath{{Key: ConfigKey, Path: ConfigKey}},
+			Items:                []corev1.KeyToPath{{Key: ConfigKeyFor(Grace(pod)), Path: ConfigKey}},
 		},
 	}})
 	if opts.Cache.Enabled() {
@@ -623,22 +655,29 @@ func Grace(pod *corev1.PodTemplateSpec) time.Duration {
 	return corev1.DefaultTerminationGracePeriodSeconds * time.Second
 }
 
-// Config renders the runner config of the group's runner pods: the
-// platform's layers and spec.runnerConfig (runnerconfig.Merge), with a
-// shutdown_timeout that follows the grace period of the pod Build makes,
-// and the namespace's shared cache server when there is one (the secret is
-// added in the pod: reserveCache).
-func Config(rg *v1alpha1.RunnerGroup, opts Options) ([]byte, error) {
+// CurrentGrace is the grace period of the pods Build makes for the group now:
+// the grace its new runner Jobs get, whose config is under
+// ConfigKeyFor(grace) (ConfigFor renders it).
+func CurrentGrace(rg *v1alpha1.RunnerGroup, opts Options) (time.Duration, error) {
 	job, err := Build(rg, NewName(rg.Name), 1, opts)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
+	return Grace(&job.Spec.Template), nil
+}
+
+// ConfigFor renders the runner config of the group's runner pods with the
+// grace period grace: the platform's layers and spec.runnerConfig
+// (runnerconfig.Merge), with the shutdown_timeout made from grace, and the
+// namespace's shared cache server when there is one (the secret is added
+// in the pod: reserveCache).
+func ConfigFor(rg *v1alpha1.RunnerGroup, opts Options, grace time.Duration) ([]byte, error) {
 	var cache runnerconfig.Cache
 	if opts.Cache.Enabled() {
 		cache.ExternalServer = opts.Cache.URLFor(rg.Namespace)
 	}
 	merged := runnerconfig.Merge(opts.Config.Defaults, rg.Spec.RunnerConfig, opts.Config.Pinned)
-	return runnerconfig.Render(merged, Grace(&job.Spec.Template), cache)
+	return runnerconfig.Render(merged, grace, cache)
 }
 
 // checkStateDir refuses a runner container with a volume mounted where the

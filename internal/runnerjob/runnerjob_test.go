@@ -3,6 +3,7 @@ package runnerjob
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -468,17 +469,18 @@ func TestBuildMountsTheRenderedConfig(t *testing.T) {
 	assert.Equal(t, "ci-runner-config", cfg[0].ConfigMap.Name)
 }
 
-// TestConfigFollowsTheGrace is issue 22.3: the runner's shutdown_timeout
-// follows the grace period of the pod the group's runners get, whichever
-// layer sets it.
+// TestConfigFollowsTheGrace is issue 22.3 and issue 32.5: the runner's
+// shutdown_timeout follows the grace period of its own pod, whichever
+// layer sets it: each Job mounts the key of its pod's grace, and that key
+// holds the config made from that grace.
 func TestConfigFollowsTheGrace(t *testing.T) {
 	tests := map[string]struct {
 		install, group *int64
-		want           string
+		key, want      string
 	}{
-		"the built-in grace, 3h and 120s":  {want: "shutdown_timeout: 3h0m0s"},
-		"the platform's, 1h":               {install: ptr.To[int64](3600), want: "shutdown_timeout: 58m0s"},
-		"the group's, over the platform's": {install: ptr.To[int64](3 * 3600), group: ptr.To[int64](40), want: "shutdown_timeout: 20s"},
+		"the built-in grace, 3h and 120s":  {key: "config-grace-10920s.yaml", want: "shutdown_timeout: 3h0m0s"},
+		"the platform's, 1h":               {install: ptr.To[int64](3600), key: "config-grace-3600s.yaml", want: "shutdown_timeout: 58m0s"},
+		"the group's, over the platform's": {install: ptr.To[int64](3 * 3600), group: ptr.To[int64](40), key: "config-grace-40s.yaml", want: "shutdown_timeout: 20s"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -490,11 +492,37 @@ func TestConfigFollowsTheGrace(t *testing.T) {
 			if tc.group != nil {
 				rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{TerminationGracePeriodSeconds: tc.group}}
 			}
-			out, err := Config(rg, opts)
+			j, err := Build(rg, "ci-x2v7k", 1, opts)
+			require.NoError(t, err)
+			key, ok := MountedConfigKey("ci", j)
+			require.True(t, ok)
+			assert.Equal(t, tc.key, key)
+			cfg := volumesNamed(j.Spec.Template.Spec, ConfigVolume)
+			require.Len(t, cfg, 1)
+			assert.Equal(t, []corev1.KeyToPath{{Key: tc.key, Path: "config.yaml"}}, cfg[0].ConfigMap.Items, "the runner reads it as CONFIG_FILE names it")
+			grace, err := CurrentGrace(rg, opts)
+			require.NoError(t, err)
+			assert.Equal(t, tc.key, ConfigKeyFor(grace))
+			out, err := ConfigFor(rg, opts, grace)
 			require.NoError(t, err)
 			assert.Contains(t, string(out), tc.want)
 		})
 	}
+}
+
+// TestMountedConfigKeyReadsOnlyTheGroupsConfig: a Job made before each
+// grace had its key mounts "config.yaml"; a Job whose config volume names
+// another ConfigMap mounts nothing of the group's.
+func TestMountedConfigKeyReadsOnlyTheGroupsConfig(t *testing.T) {
+	j, err := Build(group(), "ci-x2v7k", 1, DefaultOptions())
+	require.NoError(t, err)
+	legacy := j.DeepCopy()
+	legacy.Spec.Template.Spec.Volumes[len(legacy.Spec.Template.Spec.Volumes)-1].ConfigMap.Items[0].Key = ConfigKey
+	key, ok := MountedConfigKey("ci", legacy)
+	assert.True(t, ok)
+	assert.Equal(t, ConfigKey, key)
+	_, ok = MountedConfigKey("ci-gpu", j)
+	assert.False(t, ok)
 }
 
 func cacheOptions() Options {
@@ -552,12 +580,12 @@ func TestBuildWithoutTheSharedCacheHasNoInitContainer(t *testing.T) {
 }
 
 func TestConfigNamesTheNamespacesCacheServer(t *testing.T) {
-	out, err := Config(group(), cacheOptions())
+	out, err := ConfigFor(group(), cacheOptions(), time.Hour)
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "cache:\n  enabled: true\n  external_server: http://gitea-runner-cache.runners.svc:8088/\n")
 	assert.NotContains(t, string(out), "external_secret")
 
-	out, err = Config(group(), DefaultOptions())
+	out, err = ConfigFor(group(), DefaultOptions(), time.Hour)
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "cache:\n  enabled: false\n")
 }

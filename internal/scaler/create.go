@@ -24,7 +24,10 @@ import (
 // timeout, a 5xx, a lost response) the Job may exist: the claim stays, and
 // the Job, if it was written, is listed by the next pass; if it was not,
 // the claim stops counting after the spawn TTL.
-func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim) (int, error) {
+//
+// obs is what the pass saw of the group: the runner config is kept for its
+// runner Jobs (ensureRunnerConfig) whether or not the pass creates any.
+func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim, obs *observation) (int, error) {
 	var (
 		refused []plan.Claim
 		causes  []any
@@ -32,7 +35,7 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim) (
 	created := 0
 	if len(claims) > 0 {
 		s.recordOwner(ctx, g)
-		if err := s.ensureRunnerConfig(ctx, g); err != nil {
+		if err := s.ensureRunnerConfig(ctx, g, obs.jobs); err != nil {
 			// No runner without its config: the claims go, so the next
 			// pass tries again at once.
 			cleanup, cancel := detached(ctx)
@@ -42,6 +45,8 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim) (
 			}
 			return 0, err
 		}
+	} else {
+		s.keepRunnerConfig(ctx, g, obs.jobs)
 	}
 	for _, c := range claims {
 		if err := ctx.Err(); err != nil {

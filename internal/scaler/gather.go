@@ -209,6 +209,9 @@ func (s *Scaler) preloadStates(ctx context.Context, groups []*groupRun, listed s
 	err := listErr
 	if err == nil {
 		preloadLedger(ctx, groups, listed)
+		if len(groups) > 0 {
+			groups[0].namespaces.listConfigMaps(groups[0].rg.Namespace, listed)
+		}
 	}
 	var own []*groupRun
 	for _, g := range groups {

@@ -120,7 +120,7 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 		var claims []plan.Claim
 		if claims, obs, err = s.claim(ctx, g); err == nil {
 			g.queuedAt = obs.queuedAt
-			created, err = s.create(ctx, g, claims)
+			created, err = s.create(ctx, g, claims, obs)
 			if lerr := s.lifecycle(ctx, g, obs); err == nil {
 				err = lerr
 			}

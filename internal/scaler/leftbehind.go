@@ -10,6 +10,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
@@ -63,10 +64,26 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 		return nil
 	}
 	live, err := g.namespaces.groups.get(ctx, ns, func(ctx context.Context) (map[string]string, error) {
-		return s.groupTags(ctx, ns)
+		return s.groupTags(ctx, ns, s.groups.List)
 	})
 	if err != nil {
 		return []error{fmt.Errorf("cannot list the RunnerGroups of namespace %s: %w", ns, err)}
+	}
+	// A loop's groups come from a watch cache, which may not hold yet a
+	// group made a moment ago: its tag, recorded before its first runner,
+	// would read as a deleted group's, and its runners' registrations
+	// (offline until they first poll) be removed. So before anything is
+	// removed or forgotten, the API server is asked (once per namespace
+	// and pass), and only what is gone there too is swept.
+	if fresh, ok := s.groups.(freshLister); ok {
+		if remove, forget := plan.LeftBehind(plan.LeftBehindInput{Regs: named, Recorded: recorded, Live: live}); len(remove) > 0 || len(forget) > 0 {
+			live, err = g.namespaces.freshGroups.get(ctx, ns, func(ctx context.Context) (map[string]string, error) {
+				return s.groupTags(ctx, ns, fresh.ListFresh)
+			})
+			if err != nil {
+				return []error{fmt.Errorf("cannot confirm with the API server which RunnerGroups of namespace %s are gone, so no registration of a deleted group is removed: %w", ns, err)}
+			}
+		}
 	}
 	var errs []error
 	sw, err := s.sweepLeftBehind(ctx, runners, t, plan.LeftBehindInput{Regs: named, Recorded: recorded, Live: live}, leftBehindActions{
@@ -222,12 +239,21 @@ func removed(regs []plan.Registration, id int64) bool {
 	return false
 }
 
+// freshLister is a GroupClient whose List may serve from a watch cache
+// (runnergroups.Watched): ListFresh asks the API server.
+type freshLister interface {
+	ListFresh(ctx context.Context, namespace, selector string) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, error)
+}
+
+// A loop's GroupClient reads the API server when the sweep asks.
+var _ freshLister = (*runnergroups.Watched)(nil)
+
 // groupTags maps the name of every RunnerGroup of the namespace, whichever
-// listener serves it, to its owner tag. A group that cannot be read maps to
-// "": it lives, with a tag not known, so no tag recorded under its name is
-// taken for a deleted group's.
-func (s *Scaler) groupTags(ctx context.Context, namespace string) (map[string]string, error) {
-	groups, broken, err := s.groups.List(ctx, namespace, "")
+// listener serves it, to its owner tag, as list reads them. A group that
+// cannot be read maps to "": it lives, with a tag not known, so no tag
+// recorded under its name is taken for a deleted group's.
+func (s *Scaler) groupTags(ctx context.Context, namespace string, list func(ctx context.Context, namespace, selector string) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, error)) (map[string]string, error) {
+	groups, broken, err := list(ctx, namespace, "")
 	if err != nil {
 		return nil, err
 	}

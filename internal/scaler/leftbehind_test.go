@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -86,4 +88,60 @@ func TestAGroupIsRecordedBeforeItsFirstRunner(t *testing.T) {
 	left, _, err := ledger.Store{Client: e.kube}.Load(context.Background(), ns)
 	require.NoError(t, err)
 	assert.Equal(t, ledger.Entry{Group: "ci", URL: rg.Spec.Gitea.URL, Scope: "org", Owner: "acme"}, left[runnerjob.OwnerTag(rg.UID)])
+}
+
+// staleGroups is a loop's RunnerGroup watch cache that has not seen yet
+// the groups in hidden (made a moment ago); ListFresh asks the API server,
+// which has them.
+type staleGroups struct {
+	*frozenGroups
+	hidden map[string]bool
+	fresh  int
+}
+
+func (s *staleGroups) List(ctx context.Context, namespace, selector string) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, error) {
+	groups, broken, err := s.frozenGroups.List(ctx, namespace, selector)
+	return slices.DeleteFunc(groups, func(rg v1alpha1.RunnerGroup) bool { return s.hidden[rg.Name] }), broken, err
+}
+
+func (s *staleGroups) ListFresh(ctx context.Context, namespace, selector string) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, error) {
+	s.fresh++
+	return s.frozenGroups.Client.List(ctx, namespace, selector)
+}
+
+// TestTheSweepOfDeletedGroupsConfirmsWithTheAPIServer: a loop reads the
+// RunnerGroups from a watch cache, which may not hold yet a group made a
+// moment ago, whose first runner already registered (it was recorded in
+// the ledger first, by the listener that serves it). Such a group is not
+// deleted: before the sweep removes a registration or forgets a tag, it
+// asks the API server, and only what is gone there too is swept.
+func TestTheSweepOfDeletedGroupsConfirmsWithTheAPIServer(t *testing.T) {
+	rg := newGroup("ci", 3)
+	young := newGroup("young", 1, func(o *v1alpha1.RunnerGroup) { o.Labels = map[string]string{"listener": "b"} })
+	e := newEnv(t, rg, young)
+	g := &runnersGitea{fakeGitea: e.gitea}
+	groups := &staleGroups{frozenGroups: e.frozenGroups(), hidden: map[string]bool{"young": true}}
+	set := func(d *Deps, c *Config) {
+		d.Gitea = func(string, string) (gitea.Client, error) { return g, nil }
+		d.Groups = groups
+		c.RunnerIdleTimeout, c.RunnerStartTimeout = 10*time.Minute, 10*time.Minute
+		c.ExcludeSelectors = []string{"listener=b"}
+	}
+	gone := newGroup("gone", 1) // deleted for real
+	books := ledger.Store{Client: e.kube}
+	for _, r := range []*v1alpha1.RunnerGroup{young, gone} {
+		require.NoError(t, books.Record(context.Background(), ns, runnerjob.OwnerTag(r.UID), r.Name, placeOf(&r.Spec)))
+	}
+	// Registered, not polling yet: offline, as a deleted group's would be.
+	g.register(runnerjob.RunnerName(young, "young-aaaa1"), false)
+	g.register(runnerjob.RunnerName(gone, "gone-aaaa1"), false)
+
+	e.pass(set)
+
+	assert.Equal(t, []string{runnerjob.RunnerName(young, "young-aaaa1")}, g.names(), "the young group's runner stays; the deleted group's goes")
+	assert.Positive(t, groups.fresh, "the API server was asked")
+	left, _, err := books.Load(context.Background(), ns)
+	require.NoError(t, err)
+	assert.Contains(t, left, runnerjob.OwnerTag(young.UID), "a living group's tag is never forgotten")
+	assert.NotContains(t, left, runnerjob.OwnerTag(gone.UID))
 }

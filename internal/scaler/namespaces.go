@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -29,11 +30,45 @@ type namespaces struct {
 	// groups' registrations (removeLeftBehind).
 	ledgers shareOnce[string, ledger.Entries]
 	groups  shareOnce[string, map[string]string]
+	// freshGroups is groups as the API server lists them, when groups
+	// came from a loop's watch cache and the sweep is about to remove or
+	// forget something on its word.
+	freshGroups shareOnce[string, map[string]string]
 	// caches is each namespace's Cache condition (cachecheck.go), checked
 	// at most once per pass.
 	caches shareOnce[string, metav1.Condition]
 	// reads are the pass's cluster-wide reads (boundrights.go).
 	reads passReads
+	// configMaps are, per namespace, the ConfigMaps with the RunnerGroup
+	// label the pass listed with the state ConfigMaps (preloadStates):
+	// the groups' runner configs among them (listedConfigMap). Under mu.
+	configMaps map[string]state.Listed
+}
+
+// listConfigMaps keeps what the pass listed of namespace's ConfigMaps.
+func (n *namespaces) listConfigMaps(namespace string, listed state.Listed) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.configMaps == nil {
+		n.configMaps = map[string]state.Listed{}
+	}
+	n.configMaps[namespace] = listed
+}
+
+// listedConfigMap is the ConfigMap name of namespace as the pass listed
+// it, nil when the list lacked it; ok is false when the pass did not list
+// the namespace's ConfigMaps (a failed list, Config.Naive).
+func (n *namespaces) listedConfigMap(namespace, name string) (cm *corev1.ConfigMap, ok bool) {
+	if n == nil {
+		return nil, false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	listed, ok := n.configMaps[namespace]
+	if !ok {
+		return nil, false
+	}
+	return listed[name], true
 }
 
 // namespaceFacts is one namespace's answers. once guards them: the groups

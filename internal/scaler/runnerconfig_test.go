@@ -47,7 +47,7 @@ func TestAPassWritesTheRunnerConfigBeforeItsRunners(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, ownedByGroup(cm.OwnerReferences, rg))
 	var got map[string]any
-	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &got))
+	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["config-grace-10920s.yaml"]), &got), "the key of the runner pod's grace, 3h and 120s")
 	assert.Equal(t, map[string]any{
 		"capacity": 1, "shutdown_timeout": "3h0m0s", "timeout": "45m", "fetch_interval": "1s",
 		"envs": map[string]any{"TEAM": "web", "HTTP_PROXY": "http://proxy"},
@@ -65,7 +65,7 @@ func TestAPassWritesTheRunnerConfigBeforeItsRunners(t *testing.T) {
 	e.pass(layers)
 	cm, err = e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "ci-runner-config", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Contains(t, cm.Data["config.yaml"], "timeout: 2h")
+	assert.Contains(t, cm.Data["config-grace-10920s.yaml"], "timeout: 2h")
 }
 
 func TestARunnerConfigMapTheGroupDoesNotOwnIsLeftAlone(t *testing.T) {

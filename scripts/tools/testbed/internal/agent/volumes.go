@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -53,7 +54,27 @@ func mountConfigMaps(ctx context.Context, client kubernetes.Interface, pod *core
 			return nil, err
 		}
 		if cm != nil {
-			for k, v := range cm.Data {
+			files := cm.Data
+			if len(src.Items) > 0 {
+				// As the kubelet: only the listed keys, each at its
+				// path; a listed key the ConfigMap lacks fails the
+				// mount unless the volume is optional.
+				files = map[string]string{}
+				for _, it := range src.Items {
+					v, ok := cm.Data[it.Key]
+					if !ok {
+						if src.Optional != nil && *src.Optional {
+							continue
+						}
+						return nil, fmt.Errorf("configmap %q references non-existent config key %q", src.Name, it.Key)
+					}
+					files[it.Path] = v
+				}
+			}
+			for k, v := range files {
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(out, k)), 0o755); err != nil {
+					return nil, err
+				}
 				if err := writeFileAtomic(filepath.Join(out, k), []byte(v), 0o644); err != nil {
 					return nil, err
 				}

@@ -57,3 +57,34 @@ func TestConfigMapVolumesAndTheEnvThatNamesThem(t *testing.T) {
 	_, err = mountConfigMaps(context.Background(), client, pod, c, dir, t.TempDir())
 	assert.ErrorContains(t, err, `configmap "missing" not found`)
 }
+
+// A configMap volume with items projects only those keys, each at its
+// path, as the kubelet does: the scaler's runner Jobs mount the key of
+// their pod's grace as config.yaml (issue 32.5). A listed key the
+// ConfigMap lacks fails the mount, as it keeps the kubelet's pod from
+// starting.
+func TestConfigMapVolumeItemsProjectTheirKeys(t *testing.T) {
+	client := fake.NewClientset(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "ci-runner-config", Namespace: "ns"},
+		Data:       map[string]string{"config-grace-600s.yaml": "a: 1\n", "config-grace-60s.yaml": "a: 2\n"},
+	})
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "ci-runner-config"},
+			Items:                []corev1.KeyToPath{{Key: "config-grace-600s.yaml", Path: "config.yaml"}},
+		}}}}},
+	}
+	c := &corev1.Container{Name: "runner", VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/gitea-runner"}}}
+	dir := t.TempDir()
+	_, err := mountConfigMaps(context.Background(), client, pod, c, dir, t.TempDir())
+	require.NoError(t, err)
+	raw, err := os.ReadFile(filepath.Join(dir, "cfg", "config.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "a: 1\n", string(raw))
+	assert.NoFileExists(t, filepath.Join(dir, "cfg", "config-grace-60s.yaml"))
+
+	pod.Spec.Volumes[0].ConfigMap.Items[0].Key = "config-grace-30s.yaml"
+	_, err = mountConfigMaps(context.Background(), client, pod, c, t.TempDir(), t.TempDir())
+	assert.ErrorContains(t, err, `config-grace-30s.yaml`)
+}
