@@ -8,29 +8,47 @@
 // ConfigMap's resourceVersion before any Job is created, and a pass that
 // loses the race re-reads everything and plans again.
 //
-// The files follow a pass from top to bottom:
+// The files follow a pass from top to bottom (TestTheFileMapNamesEveryFile
+// keeps this map whole):
 //
 //	scaler.go   building a Scaler (New)
 //	loop.go     one pass, or one every interval until a signal (Run)
+//	trigger.go  a loop's pass brought forward by a webhook delivery
+//	selected.go which RunnerGroups a pass with a configuration serves
 //	pass.go     the groups of a pass and the workers that serve them
+//	assign.go   which group serves a job several could run (the rule's input)
+//	namespaces.go  what a pass learns once of each namespace: enabled, labels
 //	group.go    one group's steps, and the first of them: validate
+//	regcheck.go the check that a registration token is its scope's, and
+//	            which scope's it is
+//	regtoken.go the registration token the scaler mints for a group
+//	cachecheck.go  whether the group's runners get the shared cache
 //	gather.go   what a pass reads once for all groups: each namespace's
 //	            runner Jobs and pods, each distinct Gitea listing
 //	clusterwide.go  with Config.ClusterWideReads, a single pass's one list
 //	            of each kind for every namespace, and the ledgers
+//	boundrights.go  with Config.ClusterWideReads, the rights read once for
+//	            every namespace
 //	observe.go  what the group's runner Jobs and Gitea say
 //	claim.go    the claims: load, plan, store under resourceVersion
 //	create.go   a runner Job per claim; a claim whose Job failed is released
+//	runnerconfig.go  the runner config ConfigMap, a key per pod grace
 //	lifecycle.go  the runner Jobs' pods, and the lifecycle decisions on them
 //	place.go    where each runner registers (its registration token's scope)
 //	confirm.go  the confirmation every deletion of a runner goes through
 //	reap.go     runner Jobs that never started, idle surplus runners, orphan
 //	            registrations: deleted safely
+//	formerscope.go  runners left where the group no longer is
+//	leftbehind.go  the namespace's ledger, and the registrations deleted
+//	            groups left behind
 //	record.go   the group's status, conditions and events
+//	stats.go    what a pass saw, for the summary and the metrics
 //	deletedns.go  after the groups, with cleanup.deletedNamespaces: the
 //	            mirror of what each namespace registered, and the removal of
 //	            the registrations of namespaces that are gone
 //	reasons.go  the reasons a group's conditions and events give
+//	verdicts.go a loop's verdicts on each group's spec and runner pod
+//	watched.go  what a loop keeps between passes (its watch caches)
 package scaler
 
 import (
