@@ -60,7 +60,7 @@ type CLI struct {
 	// RenderRunnerConfig runs in runner pods, as their init container.
 	RenderRunnerConfig RenderRunnerConfigCmd `cmd:"" help:"Runner pods' init container (with the shared cache): write the runner config from the rendered ConfigMap and the cache secret in GITEA_RUNNER_CACHE_SECRET."`
 	Status             StatusCmd             `cmd:"" help:"Show one line per selected RunnerGroup from its status: demand, runners, last pass, conditions. Read-only."`
-	Why                WhyCmd                `cmd:"" help:"Explain why a Gitea job has or has not got a runner: the groups that could serve it, the one assigned, labels no group offers, needs:, capacity, the runner pod. Read-only; asks Gitea with a selected group's API token, read with your own rights."`
+	Why                WhyCmd                `cmd:"" help:"Explain why a Gitea job has or has not got a runner: the groups that could serve it, the one assigned, labels no group offers, needs:, capacity, the runner pod. Read-only; asks Gitea with a selected group's API token, read with your own rights, and only where a pass would send it."`
 }
 
 // RunCmd is `gitea-runner-scaler run`.

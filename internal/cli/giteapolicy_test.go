@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
@@ -38,9 +40,10 @@ func catcher(t *testing.T) (*httptest.Server, *atomic.Int32) {
 	return srv, &hits
 }
 
-// whyWorld is namespace ci with one org group whose Gitea URL is giteaURL
+// whyWorld is namespace ci, enabled for the scaler (scalerSA) and
+// annotated with grant, with one org group whose Gitea URL is giteaURL
 // and whose labelled Secret holds the API token.
-func whyWorld(t *testing.T, giteaURL string) why.Deps {
+func whyWorld(t *testing.T, giteaURL string, grant ...map[string]string) why.Deps {
 	t.Helper()
 	rg := &v1alpha1.RunnerGroup{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
@@ -59,9 +62,28 @@ func whyWorld(t *testing.T, giteaURL string) why.Deps {
 	kube := fake.NewClientset(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "tokens", Labels: map[string]string{tenancy.SecretLabel: "true"},
 			Annotations: map[string]string{tenancy.AnnotationRegistrationKeys: "reg", tenancy.AnnotationAPIKeys: "api"}},
-		Data: map[string][]byte{"api": []byte("tok"), "reg": []byte("reg")},
+		Data: map[string][]byte{"api": []byte(whyToken), "reg": []byte("reg")},
+	}, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Annotations: firstOr(grant)}})
+	kube.PrependReactor("create", "localsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.LocalSubjectAccessReview).DeepCopy()
+		r.Status.Allowed = r.Spec.User == "system:serviceaccount:gitea-runner:scaler"
+		return true, r, nil
 	})
 	return why.Deps{Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}}
+}
+
+// scalerSA is the scaler's ServiceAccount in whyWorld, and whyToken its
+// group's API token, distinctive so a test can tell it never shows.
+const (
+	scalerSA = "gitea-runner:scaler"
+	whyToken = "why-cli-s3cr3t-9931"
+)
+
+func firstOr(m []map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m[0]
 }
 
 // why asks Gitea with a group's API token, read with the user's own
@@ -73,7 +95,7 @@ func TestWhySendsTokensOnlyWhereTheListenerWould(t *testing.T) {
 	attacker, attackerHits := catcher(t)
 	allowed := giteatest.New()
 	t.Cleanup(allowed.Close)
-	allowed.AddToken("tok", "bot", false)
+	allowed.AddToken(whyToken, "bot", false)
 	require.NoError(t, allowed.Load(giteatest.Scene{
 		Orgs: []giteatest.Org{{Name: "acme", Members: []string{"bot"}}}, Users: []string{"bot"},
 		Repos: []giteatest.Repo{{Owner: "acme", Name: "app"}},
@@ -82,31 +104,48 @@ func TestWhySendsTokensOnlyWhereTheListenerWould(t *testing.T) {
 	redirector := httptest.NewServer(http.RedirectHandler(attacker.URL+"/api/v1/orgs/acme/actions/jobs", http.StatusTemporaryRedirect))
 	t.Cleanup(redirector.Close)
 
+	// A group a pass refuses before it sends the token is not asked, and
+	// the answer (exit 0, verdict NotAsked) says why; a refusal met while
+	// asking (a redirect) fails the command.
 	tests := []struct {
 		name     string
 		groupURL string
+		grant    map[string]string
 		args     []string
-		wantErr  string
+		wantCode int
+		want     string
 	}{
-		{"a URL under none of the allowed ones", attacker.URL, []string{"--allowed-gitea-urls", allowed.URL}, "is under none of the allowed Gitea URLs"},
-		{"the empty list's rule refuses loopback", attacker.URL, []string{"--any-gitea-url"}, "loopback"},
-		{"a redirect out of the allowed URLs", redirector.URL, []string{"--allowed-gitea-urls", allowed.URL + "," + redirector.URL}, "under none of the allowed Gitea URLs"},
+		{"a URL under none of the allowed ones", attacker.URL, nil, []string{"--allowed-gitea-urls", allowed.URL}, ExitOK, "is under none of the allowed Gitea URLs"},
+		{"the empty list's rule refuses loopback", attacker.URL, nil, []string{"--any-gitea-url"}, ExitOK, "loopback"},
+		{"a redirect out of the allowed URLs", redirector.URL, nil, []string{"--allowed-gitea-urls", allowed.URL + "," + redirector.URL}, ExitFailed, "under none of the allowed Gitea URLs"},
+		// Issue 36: allowed for the install, but not granted to the
+		// namespace: the scaler refuses the group, and so does why.
+		{"a URL the namespace is not granted", attacker.URL, map[string]string{tenancy.AnnotationGrantedGiteaURLs: allowed.URL},
+			[]string{"--allowed-gitea-urls", allowed.URL + "," + attacker.URL}, ExitOK, tenancy.AnnotationGrantedGiteaURLs},
+		{"a namespace not granted the group's owner", attacker.URL, map[string]string{tenancy.AnnotationGrantedRepositories: "someone-else"},
+			[]string{"--allowed-gitea-urls", attacker.URL}, ExitOK, "owner acme is not granted to namespace ci"},
+		{"a namespace not enabled for the scaler", attacker.URL, nil,
+			[]string{"--allowed-gitea-urls", attacker.URL, "--service-account", "gitea-runner:another-scaler"}, ExitOK, "namespace ci is not enabled for this scaler"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := parseWhy(t, append([]string{"42", "-n", "ci"}, tt.args...)...)
+			c, err := parseWhy(t, append([]string{"42", "-n", "ci", "--service-account", scalerSA}, tt.args...)...)
 			require.NoError(t, err)
-			deps := whyWorld(t, tt.groupURL)
+			deps := whyWorld(t, tt.groupURL, tt.grant)
 			deps.Gitea = c.giteaFactory()
 			var out, errOut bytes.Buffer
 			code := c.runWith(context.Background(), deps, IO{Out: &out, Err: &errOut})
-			assert.Equal(t, ExitFailed, code)
-			assert.Contains(t, errOut.String(), tt.wantErr)
+			assert.Equal(t, tt.wantCode, code, errOut.String())
+			assert.Contains(t, out.String()+errOut.String(), tt.want)
+			if tt.wantCode == ExitOK {
+				assert.Contains(t, out.String(), "verdict: NotAsked")
+			}
+			assert.NotContains(t, out.String()+errOut.String(), whyToken, "the API token must never show")
 			assert.Zero(t, attackerHits.Load(), "the token reached a URL the listener would not send it to")
 		})
 	}
 	t.Run("an allowed URL is asked", func(t *testing.T) {
-		c, err := parseWhy(t, "42", "-n", "ci", "--allowed-gitea-urls", allowed.URL)
+		c, err := parseWhy(t, "42", "-n", "ci", "--allowed-gitea-urls", allowed.URL, "--service-account", scalerSA)
 		require.NoError(t, err)
 		deps := whyWorld(t, allowed.URL)
 		deps.Gitea = c.giteaFactory()
@@ -126,6 +165,7 @@ func TestWhyNeedsTheAllowedGiteaURLs(t *testing.T) {
 	assert.Contains(t, errOut.String(), "--allowed-gitea-urls")
 
 	t.Setenv("SCALER_ALLOWED_GITEA_URLS", "https://gitea.example.com")
+	t.Setenv("SCALER_SERVICE_ACCOUNT", scalerSA)
 	c, err := parseWhy(t, "42")
 	require.NoError(t, err)
 	assert.NoError(t, c.policy.Check("https://gitea.example.com/"))
@@ -150,7 +190,7 @@ func TestAProxyNeedsAllowedGiteaURLs(t *testing.T) {
 			}
 			_, err := parse(t, "--allowed-gitea-urls", "https://gitea.example.com")
 			assert.NoError(t, err, "a list makes the proxy acceptable")
-			_, err = parseWhy(t, "42", "--allowed-gitea-urls", "https://gitea.example.com")
+			_, err = parseWhy(t, "42", "--allowed-gitea-urls", "https://gitea.example.com", "--service-account", scalerSA)
 			assert.NoError(t, err)
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/why"
 )
 
@@ -33,6 +34,10 @@ type WhyCmd struct {
 	AllowedGiteaURLs []string      `name:"allowed-gitea-urls" env:"SCALER_ALLOWED_GITEA_URLS" placeholder:"URL" help:"Gitea URLs a group's API token may be sent to, as run takes them (the chart's allowedGiteaURLs); required, unless --any-gitea-url."`
 	AnyGiteaURL      bool          `help:"Without --allowed-gitea-urls, send a group's token to any Gitea URL but loopback, link-local and metadata addresses, as a listener with an empty allowedGiteaURLs does."`
 	AssignmentHold   time.Duration `env:"SCALER_ASSIGNMENT_HOLD" default:"10m" help:"The listeners' --assignment-hold, as run takes it."`
+	// A pass sends a group's API token only from a namespace enabled for
+	// the scaler: why asks whether it is, for the scaler's ServiceAccount.
+	ServiceAccount    string `env:"SCALER_SERVICE_ACCOUNT" placeholder:"NS:NAME" help:"The scaler's ServiceAccount (namespace:name), as run takes it: why sends a group's API token only from a namespace where that ServiceAccount holds the tenant rights, as a pass does; required."`
+	TenantClusterRole string `env:"SCALER_TENANT_CLUSTER_ROLE" placeholder:"NAME" help:"The tenant ClusterRole, as run takes it; named in the advice on a namespace that is not enabled."`
 
 	ref       why.Ref
 	transport *http.Transport
@@ -67,6 +72,13 @@ func (c *WhyCmd) Validate() error {
 	if c.policy.Empty() && !c.AnyGiteaURL {
 		return errors.New("why sends a group's API token to the group's Gitea URL: give the allowed Gitea URLs the listener has " +
 			"(--allowed-gitea-urls or SCALER_ALLOWED_GITEA_URLS, the chart's allowedGiteaURLs), or --any-gitea-url when that list is empty")
+	}
+	if c.ServiceAccount == "" {
+		return errors.New("why sends a group's API token only where a pass would, and a pass sends it only from a namespace enabled for the scaler: " +
+			"give the scaler's ServiceAccount (--service-account or SCALER_SERVICE_ACCOUNT, namespace:name; the chart sets it in the listener's environment)")
+	}
+	if _, err := tenancy.ServiceAccountIdentity(c.ServiceAccount); err != nil {
+		return fmt.Errorf("--service-account: %w", err)
 	}
 	return c.Selection.Validate()
 }
@@ -106,6 +118,10 @@ func (c *WhyCmd) runWith(ctx context.Context, deps why.Deps, streams IO) int {
 	sc := c.config()
 	sc.Runner.DefaultLabels = c.DefaultLabels
 	sc.AssignmentHold = c.AssignmentHold
+	// The rule a pass applies before it sends a group's token
+	// (scaler.TokenRefusal), with the listener's settings.
+	sc.AllowedGiteaURLs = c.policy
+	sc.Tenancy = tenancy.Names{TenantClusterRole: c.TenantClusterRole, ServiceAccount: c.ServiceAccount}
 	rep, err := why.Explain(ctx, deps, sc, c.ref)
 	if err != nil {
 		printError(streams.Err, err)

@@ -37,8 +37,12 @@ func TestWhyReadsTheListenersEnvironment(t *testing.T) {
 	t.Setenv("SCALER_DEFAULT_LABELS", "linux:host,ubuntu-latest")
 	t.Setenv("SCALER_GITEA_TIMEOUT", "3s")
 	t.Setenv("SCALER_ALLOWED_GITEA_URLS", "https://gitea.example.com")
+	t.Setenv("SCALER_SERVICE_ACCOUNT", "gitea-runner:scaler")
+	t.Setenv("SCALER_TENANT_CLUSTER_ROLE", "gitea-runner-tenant")
 	c, err := parseWhy(t, "https://gitea.example.com/acme/app/actions/runs/12/jobs/34", "-o", "json")
 	require.NoError(t, err)
+	assert.Equal(t, "gitea-runner:scaler", c.ServiceAccount)
+	assert.Equal(t, "gitea-runner-tenant", c.TenantClusterRole)
 	assert.Equal(t, []string{"a", "b"}, c.Namespace)
 	assert.Equal(t, "team=infra", c.Selector)
 	assert.Equal(t, []string{"linux:host", "ubuntu-latest"}, c.DefaultLabels)
@@ -49,6 +53,7 @@ func TestWhyReadsTheListenersEnvironment(t *testing.T) {
 func TestWhyRefusesBadArguments(t *testing.T) {
 	// A list, so each case fails for its own reason.
 	t.Setenv("SCALER_ALLOWED_GITEA_URLS", "https://gitea.example.com")
+	t.Setenv("SCALER_SERVICE_ACCOUNT", "gitea-runner:scaler")
 	for _, args := range [][]string{
 		{},
 		{"build"},
@@ -59,14 +64,27 @@ func TestWhyRefusesBadArguments(t *testing.T) {
 		{"42", "--default-labels", "a b"},
 		{"42", "--gitea-ca-file", "/nonexistent/ca.pem"},
 		{"42", "--allowed-gitea-urls", "gitea.example.com"},
+		{"42", "--service-account", "scaler"},
+		{"42", "--service-account", "gitea-runner:"},
 	} {
 		var out, errOut bytes.Buffer
 		assert.Equal(t, ExitUsage, Main(append([]string{"why"}, args...), IO{Out: &out, Err: &errOut}), "%q", args)
 	}
 }
 
+// A pass sends a group's token only from a namespace enabled for the
+// scaler, which why can tell only knowing the scaler's ServiceAccount
+// (issue 36).
+func TestWhyNeedsTheScalersServiceAccount(t *testing.T) {
+	t.Setenv("SCALER_ALLOWED_GITEA_URLS", "https://gitea.example.com")
+	var out, errOut bytes.Buffer
+	assert.Equal(t, ExitUsage, Main([]string{"why", "42"}, IO{Out: &out, Err: &errOut}))
+	assert.Contains(t, errOut.String(), "--service-account")
+	assert.Contains(t, errOut.String(), "SCALER_SERVICE_ACCOUNT")
+}
+
 func TestWhyFailsWhenNoGroupIsSelected(t *testing.T) {
-	c, err := parseWhy(t, "42", "-n", "empty", "--any-gitea-url")
+	c, err := parseWhy(t, "42", "-n", "empty", "--any-gitea-url", "--service-account", scalerSA)
 	require.NoError(t, err)
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"})
@@ -85,7 +103,7 @@ func (f failingGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, e
 
 // Gitea's error text reaches the operator's terminal escaped.
 func TestWhyEscapesGiteasErrors(t *testing.T) {
-	c, err := parseWhy(t, "42", "-n", "ci", "--any-gitea-url")
+	c, err := parseWhy(t, "42", "-n", "ci", "--any-gitea-url", "--service-account", scalerSA)
 	require.NoError(t, err)
 	deps := whyWorld(t, "https://gitea.example.com")
 	deps.Gitea = func(string, string) (gitea.Client, error) {

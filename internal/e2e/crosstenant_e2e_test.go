@@ -72,7 +72,7 @@ func TestStatusAndWhyShowAnotherNamespaceNothing(t *testing.T) {
 		{[]string{"status", "-A"}, "is forbidden"},
 		// Without -n, the kubeconfig context's namespace, as kubectl.
 		{[]string{"status"}, "cannot list the RunnerGroups of namespace default"},
-		{[]string{"why", "12345", "-n", a.ns, "--allowed-gitea-urls", bedGiteaURL}, "no selected RunnerGroup"},
+		{[]string{"why", "12345", "-n", a.ns, "--allowed-gitea-urls", bedGiteaURL, "--service-account", a.sys + ":" + a.rel.fullname()}, "no selected RunnerGroup"},
 	} {
 		out, err := run(tt.args...)
 		t.Logf("%v as B:\n%s", tt.args, out)

@@ -85,6 +85,9 @@ func TestWhyExplainsServedBlockedUnmatchedAndWaitingJobs(t *testing.T) {
 			// bed's allowed Gitea URLs, as a pass gets them. (status asks
 			// Gitea nothing.)
 			args = append(args, "--allowed-gitea-urls", strings.Join(b.giteaURLsOf(ctx, t, []string{s.ns}), ","))
+			// and only from a namespace enabled for the release's
+			// ServiceAccount, as a pass (issue 36).
+			args = append(args, "--service-account", s.sys+":"+s.rel.fullname())
 		}
 		cmd := exec.CommandContext(ctx, bin, args...)
 		out, err := cmd.CombinedOutput()

@@ -155,11 +155,7 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 	}
 	// A group that has the scaler mint needs the API key declared for
 	// minting, checked before the token is read at all.
-	apiUse := tenancy.UseAPI
-	if g.rg.MintsRegistrationToken() {
-		apiUse = tenancy.UseMint
-	}
-	token, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "authToken", spec.AuthToken.SecretRef, apiUse)
+	token, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "authToken", spec.AuthToken.SecretRef, APITokenUse(g.rg))
 	if err != nil {
 		return err
 	}
@@ -206,10 +202,7 @@ func (s *Scaler) checkSpec(rg *v1alpha1.RunnerGroup) error {
 		if err := runnerconfig.CheckGroup(spec.RunnerConfig, s.cfg.Runner.Config.Pinned); err != nil {
 			return newGroupError(ReasonInvalidRunnerConfig, "%w", err)
 		}
-		if err := s.cfg.AllowedGiteaURLs.Check(spec.Gitea.URL); err != nil {
-			return newGroupError(ReasonGiteaURLNotAllowed, "spec.gitea.url: %w; the platform team lists the allowed Gitea URLs (chart value allowedGiteaURLs)", err)
-		}
-		return nil
+		return CheckGiteaURL(s.cfg.AllowedGiteaURLs, rg)
 	}
 	if s.cache == nil {
 		return check()
@@ -220,10 +213,12 @@ func (s *Scaler) checkSpec(rg *v1alpha1.RunnerGroup) error {
 // APIToken reads the group's Gitea API token from its Secret, as a pass
 // does, with the caller's client: the why command asks Gitea with it, so
 // its user needs the right to read that Secret, a right the scaler never
-// lends. Errors name the Secret and key, never the value.
+// lends. The key must be declared for the use a pass makes of it
+// (APITokenUse). Read it only for a group TokenRefusal lets through.
+// Errors name the Secret and key, never the value.
 func APIToken(ctx context.Context, kube kubernetes.Interface, rg *v1alpha1.RunnerGroup) (string, error) {
 	s := &Scaler{kube: kube}
-	return s.readSecretKey(ctx, map[string]*corev1.Secret{}, rg.Namespace, "authToken", rg.Spec.AuthToken.SecretRef, tenancy.UseAPI)
+	return s.readSecretKey(ctx, map[string]*corev1.Secret{}, rg.Namespace, "authToken", rg.Spec.AuthToken.SecretRef, APITokenUse(rg))
 }
 
 // tenantChecks refuses a group whose namespace is not enabled, whose
@@ -231,16 +226,8 @@ func APIToken(ctx context.Context, kube kubernetes.Interface, rg *v1alpha1.Runne
 // namespace's Pod Security would not admit its runner pod.
 func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	f := g.namespaces.facts(ctx, s, g.rg.Namespace)
-	switch {
-	case f.err != nil:
-		return newGroupError(ReasonKubernetesError, "%w", f.err)
-	case len(f.missing) > 0:
-		return newGroupError(ReasonNamespaceNotEnabled, "%s", s.cfg.Tenancy.NotEnabledMessage(g.rg.Namespace, f.missing))
-	case f.nsErr != nil:
-		return newGroupError(ReasonKubernetesError, "cannot read namespace %s for its Pod Security labels and grant: %w", g.rg.Namespace, f.nsErr)
-	}
-	if err := tenancy.CheckGrant(f.ns, g.rg.Spec.Gitea.URL, grantTarget(&g.rg.Spec)); err != nil {
-		return newGroupError(ReasonNotGranted, "%w", err)
+	if err := CheckNamespace(s.cfg.Tenancy, g.rg, NamespaceFacts{Missing: f.missing, ReviewErr: f.err, Namespace: f.ns, NamespaceErr: f.nsErr}); err != nil {
+		return err
 	}
 	if s.cache == nil {
 		return s.podChecks(g, f.ns)

@@ -172,3 +172,46 @@ func (n Names) NotEnabledMessage(namespace string, missing []Right) string {
 	return fmt.Sprintf("namespace %s is not enabled for this scaler (it may not %s there); someone who holds those rights there enables it with: %s",
 		namespace, strings.Join(shown, ", "), n.EnableCommand(namespace))
 }
+
+// ServiceAccountIdentity is who the API server takes the ServiceAccount
+// "namespace:name" (Names.ServiceAccount's form) to be: its user and the
+// groups every ServiceAccount is in.
+func ServiceAccountIdentity(sa string) (Identity, error) {
+	ns, name, ok := strings.Cut(sa, ":")
+	if !ok || ns == "" || name == "" || strings.Contains(name, ":") {
+		return Identity{}, fmt.Errorf("the scaler's ServiceAccount must be namespace:name, got %q", sa)
+	}
+	return Identity{
+		User:   "system:serviceaccount:" + ns + ":" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}, nil
+}
+
+// MissingFor returns the Rights who lacks in namespace, asked by someone
+// else (the why command, with its user's credentials): the caller's own
+// review (Missing) when the caller is who, otherwise one
+// LocalSubjectAccessReview per right, which needs create on
+// localsubjectaccessreviews there (the admin ClusterRole has it). The API
+// server's authorizers answer either way, so any way of granting the
+// rights counts, as it does for the scaler.
+func MissingFor(ctx context.Context, kube kubernetes.Interface, namespace string, who Identity) ([]Right, error) {
+	if me, err := WhoAmI(ctx, kube); err == nil && me.User == who.User {
+		return Missing(ctx, kube, namespace)
+	}
+	var missing []Right
+	for _, r := range Rights {
+		ar, err := kube.AuthorizationV1().LocalSubjectAccessReviews(namespace).Create(ctx, &authorizationv1.LocalSubjectAccessReview{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace},
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: who.User, Groups: who.Groups, ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Group: r.Group, Resource: r.Resource, Verb: r.Verb,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("cannot tell whether %s may %s in namespace %s (a LocalSubjectAccessReview there): %w", who.User, r, namespace, err)
+		}
+		if !ar.Status.Allowed {
+			missing = append(missing, r)
+		}
+	}
+	return missing, nil
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // Verdicts: the one-word answer, for scripts (-o json).
@@ -64,6 +65,11 @@ const (
 	// VerdictWaitingForPass: the assigned group can serve it and has room;
 	// its next pass starts the runner.
 	VerdictWaitingForPass = "WaitingForPass"
+	// VerdictNotAsked: every group whose token could have asked Gitea is
+	// one a pass refuses before it sends that token anywhere (NotAsked
+	// says why), so Gitea was not asked; the report says what can be seen
+	// without it.
+	VerdictNotAsked = "NotAsked"
 )
 
 // Job statuses as the report gives them.
@@ -72,6 +78,8 @@ const (
 	StatusBlocked  = "blocked"
 	StatusRunning  = "running"
 	StatusNotFound = "not found"
+	// StatusNotAsked: Gitea was not asked (VerdictNotAsked).
+	StatusNotAsked = "not asked"
 )
 
 // Deps are the clients why reads with: the user's own, so it can see no
@@ -99,9 +107,20 @@ type Report struct {
 	Runner *Runner `json:"runner,omitempty"`
 	// Explanation says it in sentences.
 	Explanation []string `json:"explanation"`
+	// NotAsked are the groups whose API token why did not send to Gitea
+	// because a pass would not (scaler.TokenRefusal), with the pass's
+	// reason and message.
+	NotAsked []NotAsked `json:"notAsked,omitempty"`
 	// Notes are caveats: groups whose token could not be used, a partial
 	// list of groups.
 	Notes []string `json:"notes,omitempty"`
+}
+
+// NotAsked is a group whose token why did not use, and why.
+type NotAsked struct {
+	Group   string `json:"group"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // JobInfo is what Gitea said of the job.
@@ -162,7 +181,7 @@ func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, 
 		defaults = runnerjob.DefaultOptions().DefaultLabels
 	}
 
-	found, err := findJob(ctx, d, sel.Groups, ref, rep)
+	found, err := findJob(ctx, d, cfg, sel.Groups, ref, rep)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +215,13 @@ type foundJob struct {
 // repository alone (the smallest listing); for a bare ID every selected
 // group, asked for its own scope. A job absent from the queued, blocked and
 // running listings is reported as not found: the scaler never sees it.
-func findJob(ctx context.Context, d Deps, selected []v1alpha1.RunnerGroup, ref Ref, rep *Report) (*foundJob, error) {
+//
+// A group's token is read and sent only where a pass would send it: a
+// group scaler.TokenRefusal refuses (its Gitea URL not allowed, its
+// namespace not enabled or not granted that URL and target) is not asked,
+// and the report says why (NotAsked). When no group may ask, the report
+// says what is seen without Gitea.
+func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1.RunnerGroup, ref Ref, rep *Report) (*foundJob, error) {
 	var inScope map[string]bool
 	if ref.Base != "" {
 		sameInstance, anyInstance := map[string]bool{}, map[string]bool{}
@@ -217,10 +242,24 @@ func findJob(ctx context.Context, d Deps, selected []v1alpha1.RunnerGroup, ref R
 	asked := map[string]bool{}
 	var tried []string
 	var failures []error
+	var refused []*v1alpha1.RunnerGroup
+	facts := map[string]scaler.NamespaceFacts{}
 	for i := range selected {
 		rg := &selected[i]
 		key := scaler.GroupKey(rg)
 		if rg.Spec.Validate() != nil || (inScope != nil && !inScope[key]) {
+			continue
+		}
+		// Before the token is read, and before the group counts as asked,
+		// so a refused group never stands in for one that may ask.
+		f, ok := facts[rg.Namespace]
+		if !ok {
+			f = namespaceFacts(ctx, d, cfg, rg.Namespace)
+			facts[rg.Namespace] = f
+		}
+		if err := scaler.TokenRefusal(cfg, rg, f); err != nil {
+			rep.notAsked(key, err)
+			refused = append(refused, rg)
 			continue
 		}
 		target := scaler.TargetOf(&rg.Spec)
@@ -276,6 +315,9 @@ func findJob(ctx context.Context, d Deps, selected []v1alpha1.RunnerGroup, ref R
 		rep.note("%v", f)
 	}
 	switch {
+	case len(tried) == 0 && len(refused) > 0:
+		rep.withoutGitea(ctx, d, refused, ref)
+		return nil, nil
 	case len(asked) == 0 && ref.Base != "":
 		rep.Job.Status = StatusNotFound
 		rep.Verdict = VerdictNoGroupInScope
@@ -290,6 +332,70 @@ func findJob(ctx context.Context, d Deps, selected []v1alpha1.RunnerGroup, ref R
 	rep.Verdict = VerdictNotFound
 	rep.say("Gitea lists job %d as neither queued, blocked nor running in %s: it has finished or was cancelled, or it is outside every selected group's scope.", ref.JobID, strings.Join(tried, ", "))
 	return nil, nil
+}
+
+// namespaceFacts are what why can tell of a namespace, with its user's
+// rights, for scaler.TokenRefusal: whether the scaler holds its rights
+// there (asked for the scaler's ServiceAccount, cfg.Tenancy), and the
+// Namespace object with its grant. What cannot be told refuses the group.
+func namespaceFacts(ctx context.Context, d Deps, cfg scaler.Config, name string) scaler.NamespaceFacts {
+	var f scaler.NamespaceFacts
+	if cfg.Tenancy.ServiceAccount == "" {
+		f.ReviewErr = fmt.Errorf("why cannot tell whether namespace %s is enabled for the scaler: give the scaler's ServiceAccount with --service-account (SCALER_SERVICE_ACCOUNT, namespace:name, set in the listener's environment by the chart)", name)
+		return f
+	}
+	who, err := tenancy.ServiceAccountIdentity(cfg.Tenancy.ServiceAccount)
+	if err != nil {
+		f.ReviewErr = fmt.Errorf("why cannot tell whether namespace %s is enabled for the scaler: %w", name, err)
+		return f
+	}
+	if f.Missing, err = tenancy.MissingFor(ctx, d.Kube, name, who); err != nil {
+		f.ReviewErr = fmt.Errorf("why cannot tell whether namespace %s is enabled for the scaler: %w", name, err)
+		return f
+	}
+	if len(f.Missing) > 0 {
+		return f
+	}
+	f.Namespace, f.NamespaceErr = d.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	return f
+}
+
+// notAsked records a group whose token why does not send, and why.
+func (rep *Report) notAsked(key string, err error) {
+	reason, msg := scaler.ReasonOf(err), err.Error()
+	if reason == scaler.ReasonGiteaURLNotAllowed {
+		msg += "; why takes that list from --allowed-gitea-urls (SCALER_ALLOWED_GITEA_URLS), which should be the listener's"
+	}
+	rep.NotAsked = append(rep.NotAsked, NotAsked{Group: key, Reason: reason, Message: msg})
+	rep.note("did not ask Gitea with the API token of %s: a pass refuses that group too (%s): %s", key, reason, msg)
+}
+
+// withoutGitea answers when every group that could have asked Gitea is
+// refused: the job's status is not known, and those groups start no
+// runner while a pass refuses them; a runner Job started for the job
+// before is still shown.
+func (rep *Report) withoutGitea(ctx context.Context, d Deps, refused []*v1alpha1.RunnerGroup, ref Ref) {
+	rep.Job.Status = StatusNotAsked
+	keys := make([]string, 0, len(refused))
+	for _, rg := range refused {
+		keys = append(keys, scaler.GroupKey(rg))
+	}
+	rep.say("why did not ask Gitea about job %d: every selected group whose API token could have asked (%s) is one a pass refuses before it sends that token anywhere, so its token was not read; the notes say why for each. While a pass refuses them, these groups start no runner.",
+		ref.JobID, strings.Join(keys, ", "))
+	for _, rg := range refused {
+		jobs, err := d.Kube.BatchV1().Jobs(rg.Namespace).List(ctx, metav1.ListOptions{
+			LabelSelector: runnerjob.Selector(rg.Name) + "," + v1alpha1.LabelGiteaJobID + "=" + strconv.FormatInt(ref.JobID, 10),
+		})
+		if err != nil {
+			rep.note("cannot list the runner Jobs of %s: %v", scaler.GroupKey(rg), err)
+			continue
+		}
+		if j := newestActive(jobs.Items); j != nil {
+			rep.runnerJob(ctx, d, scaler.GroupKey(rg), j)
+			break
+		}
+	}
+	rep.Verdict = VerdictNotAsked
 }
 
 // explain fills the report for a job Gitea listed.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,10 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
@@ -59,14 +62,29 @@ type world struct {
 	srv    *giteatest.Server
 	deps   Deps
 	groups map[string]*v1alpha1.RunnerGroup
+	// cfg is the listener's configuration why is given: the fake Gitea's
+	// URL allowed, the scaler's ServiceAccount named.
+	cfg scaler.Config
+	// notEnabled are namespaces where the scaler lacks its rights.
+	notEnabled map[string]bool
+	// tokens are the tokens Gitea clients were made with.
+	tokens []string
 }
+
+// scalerSA is the scaler's ServiceAccount, as the chart names it in the
+// listener's environment (SCALER_SERVICE_ACCOUNT).
+const scalerSA = "gitea-runner:gitea-runner-operator"
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	srv := giteatest.New()
 	t.Cleanup(srv.Close)
 	srv.AddToken(token, "bot", false)
-	w := &world{srv: srv, groups: map[string]*v1alpha1.RunnerGroup{}}
+	w := &world{srv: srv, groups: map[string]*v1alpha1.RunnerGroup{}, notEnabled: map[string]bool{}}
+	allowed, err := giteaurl.Parse([]string{srv.URL})
+	require.NoError(t, err)
+	w.cfg = scaler.Config{Namespaces: []string{ns}, AllowedGiteaURLs: allowed,
+		Tenancy: tenancy.Names{TenantClusterRole: "gitea-runner-operator-tenant", ServiceAccount: scalerSA}}
 	lastPass := metav1.NewTime(now.Add(-42 * time.Second))
 	plain := group("plain", 3, nil, v1alpha1.RunnerGroupStatus{LastCheckTime: &lastPass, ObservedGeneration: 2}, srv.URL)
 	gpu := group("gpu", 1, []string{"gpu"}, v1alpha1.RunnerGroupStatus{ActiveRunners: 1, LastCheckTime: &lastPass, ObservedGeneration: 2}, srv.URL)
@@ -96,7 +114,14 @@ func newWorld(t *testing.T) *world {
 		}}},
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tokens", Labels: runnerTokenLabel, Annotations: runnerTokenKeys}, Data: map[string][]byte{"api": []byte(token + "\n"), "reg": []byte("r")}}
-	kube := fake.NewSimpleClientset(secret, rj, pod)
+	kube := fake.NewSimpleClientset(secret, rj, pod, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	// The scaler holds its rights wherever notEnabled does not say
+	// otherwise; why asks as its user (a LocalSubjectAccessReview).
+	kube.PrependReactor("create", "localsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.LocalSubjectAccessReview).DeepCopy()
+		r.Status.Allowed = r.Spec.User == "system:serviceaccount:gitea-runner:gitea-runner-operator" && !w.notEnabled[a.GetNamespace()]
+		return true, r, nil
+	})
 
 	require.NoError(t, srv.Load(giteatest.Scene{
 		Orgs:  []giteatest.Org{{Name: "acme", Members: []string{"bot"}}},
@@ -122,6 +147,7 @@ func newWorld(t *testing.T) *world {
 		Kube:   kube,
 		Groups: runnergroups.Client{Dynamic: dyn},
 		Gitea: func(base, tok string) (gitea.Client, error) {
+			w.tokens = append(w.tokens, tok)
 			return gitea.NewClient(base, tok, gitea.Options{})
 		},
 		Now: func() time.Time { return now },
@@ -133,7 +159,7 @@ func (w *world) explain(t *testing.T, arg string) *Report {
 	t.Helper()
 	ref, err := ParseRef(arg)
 	require.NoError(t, err)
-	rep, err := Explain(context.Background(), w.deps, scaler.Config{Namespaces: []string{ns}}, ref)
+	rep, err := Explain(context.Background(), w.deps, w.cfg, ref)
 	require.NoError(t, err)
 	return rep
 }
@@ -246,7 +272,7 @@ func TestExplainFailsWhenNoGroupTokenCanAskGitea(t *testing.T) {
 	require.NoError(t, w.deps.Kube.CoreV1().Secrets(ns).Delete(context.Background(), "tokens", metav1.DeleteOptions{}))
 	ref, err := ParseRef("101")
 	require.NoError(t, err)
-	_, err = Explain(context.Background(), w.deps, scaler.Config{Namespaces: []string{ns}}, ref)
+	_, err = Explain(context.Background(), w.deps, w.cfg, ref)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "could not ask Gitea about job 101")
 	assert.Contains(t, err.Error(), "Secret ci/tokens not found")
