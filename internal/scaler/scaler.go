@@ -19,6 +19,8 @@
 //	assign.go   which group serves a job several could run (the rule's input)
 //	namespaces.go  what a pass learns once of each namespace: enabled, labels
 //	group.go    one group's steps, and the first of them: validate
+//	tokenrule.go  where a group's API token may go: the one rule a pass
+//	            and the why command share
 //	regcheck.go the check that a registration token is its scope's, and
 //	            which scope's it is
 //	regtoken.go the registration token the scaler mints for a group
