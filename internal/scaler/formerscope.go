@@ -179,9 +179,11 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 				kept = true
 				continue
 			}
-			if err := s.deleteJob(ctx, j); err != nil {
-				errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
-				kept = true
+			if gone, err := s.deleteJob(ctx, j); err != nil || gone {
+				if err != nil {
+					errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
+					kept = true
+				}
 				continue
 			}
 			for _, r := range regs[name] {

@@ -8,6 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
@@ -209,4 +213,22 @@ func TestOneListingThatMissesALiveRunnerDeletesNothing(t *testing.T) {
 	assert.Contains(t, jobNamesOf(e), "ci-aaaaa", "kept: registered after all")
 	assert.Equal(t, []string{"list", "confirm", "list"}, g.calls, "nothing disabled or deleted")
 	assert.Zero(t, e.group("ci").Status.ReapedRunners)
+}
+
+// A runner Job a racing pass deleted first is that pass's to count and
+// say: this pass records no reap of it, so one reap is one event.
+func TestAReapARacingPassDidFirstIsNotCountedTwice(t *testing.T) {
+	rg := newGroup("ci", 3)
+	e, g, set := lifecycleEnv(t, rg)
+	j := e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, podRunning)
+	g.register(runnerjob.RunnerNameOf(j), true)
+	e.kube.PrependReactor("delete", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(batchv1.Resource("jobs"), "ci-aaaaa")
+	})
+
+	e.pass(set)
+
+	assert.Zero(t, e.group("ci").Status.ReapedRunners)
+	assert.NotContains(t, strings.Join(eventReasons(e), "\n"), "RunnerReaped")
+	assert.NotContains(t, g.calls, "delete "+runnerjob.RunnerNameOf(j), "its registration is the other pass's to remove")
 }

@@ -56,8 +56,10 @@ func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*
 			rep.stuck = append(rep.stuck, st)
 			continue
 		}
-		if err := s.deleteJob(ctx, j); err != nil {
-			errs = append(errs, fmt.Errorf("cannot delete runner Job %s that did not start: %w", j.Name, err))
+		if gone, err := s.deleteJob(ctx, j); err != nil || gone {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("cannot delete runner Job %s that did not start: %w", j.Name, err))
+			}
 			continue
 		}
 		g.log.Warn("deleted a runner Job that did not start", "job", j.Name, "reason", st.Reason, "message", st.Message)
@@ -162,8 +164,10 @@ func (s *Scaler) deleteSpent(ctx context.Context, g *groupRun, spent []*batchv1.
 			fmt.Fprintf(s.out, "  would delete runner Job %s: %s\n", j.Name, whySpent)
 			continue
 		}
-		if err := s.deleteJob(ctx, j); err != nil {
-			errs = append(errs, fmt.Errorf("cannot delete spent runner Job %s: %w", j.Name, err))
+		if gone, err := s.deleteJob(ctx, j); err != nil || gone {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("cannot delete spent runner Job %s: %w", j.Name, err))
+			}
 			continue
 		}
 		rep.reaped++
@@ -273,8 +277,10 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 				g.log.Info("a runner to reap is left alone", "job", j.Name, "runner", runnerName, "why", why)
 				continue
 			}
-			if err := s.deleteJob(ctx, j); err != nil {
-				errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
+			if gone, err := s.deleteJob(ctx, j); err != nil || gone {
+				if err != nil {
+					errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
+				}
 				continue
 			}
 			for _, r := range c.regs {
@@ -368,17 +374,19 @@ func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.R
 }
 
 // deleteJob deletes one runner Job, only if it is still the one listed
-// (same UID), with its pods.
-func (s *Scaler) deleteJob(ctx context.Context, j *batchv1.Job) error {
+// (same UID), with its pods. gone says it was not there to delete: a
+// racing pass deleted it first, and that pass counts it, says so in an
+// event and removes its registration, so this one does none of that.
+func (s *Scaler) deleteJob(ctx context.Context, j *batchv1.Job) (gone bool, err error) {
 	bg := metav1.DeletePropagationBackground
-	err := s.kube.BatchV1().Jobs(j.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{
+	err = s.kube.BatchV1().Jobs(j.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: &j.UID},
 		PropagationPolicy: &bg,
 	})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return true, nil
 	}
-	return err
+	return false, err
 }
 
 // joinCauses is one error of several, each still testable with errors.Is.
