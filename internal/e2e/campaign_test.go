@@ -99,16 +99,17 @@ func (c campaignGroup) serves(repo giteasetup.Repo, labels []string) bool {
 }
 
 // TestRacingCampaignWithRealRunners: two overlapping groups in one
-// namespace of an organisation with two repositories, app and lib: an
+// namespace of an organisation with repositories app, lib and docs: an
 // org-scope group "wide" offering labels shared and own, and a repo-scope
 // group "narrow" on app offering shared and solo, whose registration token
 // is the organisation's (a containing scope: its runners register in the
 // org, so Gitea hands them any org job their labels match); caps 3 and 2.
 // A runner of wide can take a job narrow started a runner for and leave
-// that runner idle; a runner of narrow takes lib's jobs. Jobs on shared or
-// own arrive in bursts in both repositories; before the first burst a long
-// job of lib on solo, which only a runner of narrow can take, is queued
-// and held running for campaignLong. Mid-campaign wide's
+// that runner idle; a runner of narrow takes other repositories' jobs. Jobs
+// on shared or own arrive in bursts in app and lib; before the first burst
+// a long job of docs on solo, which only a runner of narrow can take (and
+// no group serves: docs is never narrow's repository), is queued and held
+// running for campaignLong. Mid-campaign wide's
 // terminationGracePeriodSeconds changes and narrow moves to lib. In each
 // round eight scaler passes run at once with idle reaping and the start
 // timeout short, Gitea's real runner taking the jobs. Between rounds and
@@ -130,7 +131,9 @@ func TestRacingCampaignWithRealRunners(t *testing.T) {
 	org := g.createOrg(ctx, t, uniq("e2e-campaign"))
 	app := g.createOrgRepo(ctx, t, org, "app")
 	lib := g.createOrgRepo(ctx, t, org, "lib")
+	docs := g.createOrgRepo(ctx, t, org, "docs")
 	repos := []giteasetup.Repo{app, lib}
+	sampled := []giteasetup.Repo{app, lib, docs}
 	orgToken := g.registrationToken(ctx, t, g.admin, giteasetup.OrgRunners(org))
 	orgFx := scopeFixture{spec: v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeOrg, Org: org}, repo: app, pushAs: g.admin,
 		regToken: orgToken, apiToken: g.adminToken}
@@ -150,7 +153,7 @@ func TestRacingCampaignWithRealRunners(t *testing.T) {
 		}
 		b.createScopedGroup(ctx, t, ns, name, fx, cg.max, cg.labels...)
 	}
-	dump := func() string { return b.dumpNamespaces(ns) + g.jobsLine(repos...) }
+	dump := func() string { return b.dumpNamespaces(ns) + g.jobsLine(sampled...) }
 	passArgs := []string{"--runner-idle-timeout", campaignIdle.String(), "--spawn-ttl", campaignSpawnTTL.String(),
 		"--runner-start-timeout", campaignStart.String()}
 
@@ -166,21 +169,21 @@ func TestRacingCampaignWithRealRunners(t *testing.T) {
 		// measureLatency).
 		g.waitJobs(ctx, t, r, pushed[r])
 	}
-	total := func() int { return pushed[app] + pushed[lib] }
+	total := func() int { return pushed[app] + pushed[lib] + pushed[docs] }
 
 	// The long job first, so that it is the oldest waiting job narrow's
 	// first runner can take (Gitea orders by update time, in seconds).
 	long := jobKey("camp", "long")
 	b.hold(t, long)
-	push(lib, "long.yml", wfJob{key: long, runsOn: []string{solo}})
-	longID := idsOf(g.waitJobs(ctx, t, lib, 1), long)[long]
+	push(docs, "long.yml", wfJob{key: long, runsOn: []string{solo}})
+	longID := idsOf(g.waitJobs(ctx, t, docs, 1), long)[long]
 	sleepCtx(ctx, 1100*time.Millisecond)
 	var longSince time.Time
 	releaseLong := func() {
 		if !longSince.IsZero() && time.Since(longSince) < campaignLong {
 			return
 		}
-		gj, err := b.giteaJob(ctx, lib, longID)
+		gj, err := b.giteaJob(ctx, docs, longID)
 		require.NoError(t, err)
 		switch {
 		case gj.Status == "in_progress" && longSince.IsZero():
@@ -225,7 +228,7 @@ func TestRacingCampaignWithRealRunners(t *testing.T) {
 		for i, r := range results {
 			requireSanePass(t, r, fmt.Sprintf("round %d pass %d", round, i))
 		}
-		b.sampleCampaign(ctx, t, ns, repos, groups, &tally)
+		b.sampleCampaign(ctx, t, ns, sampled, groups, &tally)
 		releaseLong()
 	}
 	t.Logf("campaign: %d rounds of %d passes, %d jobs pushed, in %s", campaignRounds, campaignRacers, total(), time.Since(start).Round(time.Second))
@@ -237,14 +240,14 @@ func TestRacingCampaignWithRealRunners(t *testing.T) {
 	deadline := time.Now().Add(campaignLong + campaignSpawnTTL + 4*campaignIdle)
 	for !settled && time.Now().Before(deadline) {
 		requireSanePass(t, b.pass(ctx, t, passOpts{namespaces: []string{ns}, args: passArgs}), "settling pass")
-		active, done := b.sampleCampaign(ctx, t, ns, repos, groups, &tally)
+		active, done := b.sampleCampaign(ctx, t, ns, sampled, groups, &tally)
 		releaseLong()
 		settled = done >= total() && active == 0
 		if !settled {
 			sleepCtx(ctx, 2*time.Second)
 		}
 	}
-	active, done := b.sampleCampaign(ctx, t, ns, repos, groups, &tally)
+	active, done := b.sampleCampaign(ctx, t, ns, sampled, groups, &tally)
 	if done >= total() {
 		tally.surplusIdle = active
 	}
