@@ -122,6 +122,19 @@ func TestRequests(t *testing.T) {
 			want: request{method: "POST", uri: "/api/v1/repos/acme/app/contents/.gitea/workflows/ci.yml", body: map[string]any{
 				"content": base64.StdEncoding.EncodeToString(workflow), "message": "Add .gitea/workflows/ci.yml", "branch": "main"}},
 		},
+		"push a file below a directory, each segment escaped": {
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return nil, c.PushFile(ctx, repo, "clean up/action.yml", workflow)
+			},
+			want: request{method: "POST", uri: "/api/v1/repos/acme/app/contents/clean%20up/action.yml", body: map[string]any{
+				"content": base64.StdEncoding.EncodeToString(workflow), "message": "Add clean up/action.yml", "branch": "main"}},
+		},
+		"add a collaborator": {
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return nil, c.AddCollaborator(ctx, repo, "alice", "write")
+			},
+			want: request{method: "PUT", uri: "/api/v1/repos/acme/app/collaborators/alice", body: map[string]any{"permission": "write"}},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -301,4 +314,51 @@ func TestParseRepo(t *testing.T) {
 			assert.Equal(t, tc.in, got.String())
 		})
 	}
+}
+
+// CancelRun signs in through the web form and posts the cancel with the
+// session the login set; a failed login is an error that names the login,
+// without the password.
+func TestCancelRunSignsInAndPostsWithTheSession(t *testing.T) {
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.NoError(t, r.ParseForm())
+		seen = append(seen, r.Method+" "+r.URL.Path)
+		switch r.URL.Path {
+		case "/user/login":
+			if r.PostForm.Get("user_name") != "alice" || r.PostForm.Get("password") != "s3cret-pw" {
+				w.WriteHeader(http.StatusOK)
+				_, _ = io.WriteString(w, "Username or password is incorrect: "+r.PostForm.Get("password"))
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: "i_like_gitea", Value: "session-1", Path: "/"})
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+		case "/acme/app/actions/runs/42/cancel":
+			if ck, err := r.Cookie("i_like_gitea"); err != nil || ck.Value != "session-1" || r.Header.Get("Origin") != "" {
+				http.Redirect(w, r, "/user/login", http.StatusSeeOther)
+				return
+			}
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	repo := Repo{Owner: "acme", Name: "app"}
+	c := New(srv.URL, adminToken, srv.Client())
+
+	require.NoError(t, c.WithPassword("alice", "s3cret-pw").CancelRun(context.Background(), repo, 42))
+	assert.Equal(t, []string{"POST /user/login", "POST /acme/app/actions/runs/42/cancel"}, seen)
+
+	err := c.WithPassword("alice", "s3cret-pw").CancelRun(context.Background(), Repo{Owner: "acme", Name: "other"}, 42)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "404")
+
+	err = c.WithPassword("alice", "wrong-pw").CancelRun(context.Background(), repo, 42)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/user/login")
+	assert.NotContains(t, err.Error(), "wrong-pw", "the error hides the password")
+
+	err = c.CancelRun(context.Background(), repo, 42)
+	require.ErrorContains(t, err, "WithPassword", "a token cannot cancel through the web UI")
 }

@@ -148,12 +148,23 @@ func (c *Client) RegistrationToken(ctx context.Context, scope Runners) (string, 
 // PushWorkflow commits .gitea/workflows/<name> to the main branch, which
 // triggers its push workflows.
 func (c *Client) PushWorkflow(ctx context.Context, r Repo, name string, content []byte) error {
-	file := ".gitea/workflows/" + name
-	return c.call(ctx, http.MethodPost, r.path("contents", ".gitea", "workflows", name), map[string]any{
+	return c.PushFile(ctx, r, ".gitea/workflows/"+name, content)
+}
+
+// PushFile commits a new file at path (slash-separated) to the main
+// branch, which triggers the repository's push workflows.
+func (c *Client) PushFile(ctx context.Context, r Repo, path string, content []byte) error {
+	return c.call(ctx, http.MethodPost, r.path(append([]string{"contents"}, strings.Split(path, "/")...)...), map[string]any{
 		"content": base64.StdEncoding.EncodeToString(content),
-		"message": "Add " + file,
+		"message": "Add " + path,
 		"branch":  "main",
 	}, nil)
+}
+
+// AddCollaborator gives a user a permission ("read", "write", "admin") on
+// the repository.
+func (c *Client) AddCollaborator(ctx context.Context, r Repo, user, permission string) error {
+	return c.call(ctx, http.MethodPut, r.path("collaborators", user), map[string]any{"permission": permission}, nil)
 }
 
 // CreateRepoHook adds a webhook of type gitea to the repository: JSON
