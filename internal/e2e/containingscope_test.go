@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -138,13 +139,14 @@ func TestARunnerOfAnOrgTokenFinishesAnotherRepositorysJob(t *testing.T) {
 	t.Logf("%s after %d passes over %s: runner Job %s is %s", long, passes, time.Since(runner.CreationTimestamp.Time).Round(time.Second), runner.Name, w.state())
 
 	// Released, long succeeds on that runner, whose Job then completes;
-	// own gets a runner next.
+	// own gets a runner next. Gitea removes an ephemeral runner's
+	// registration as its job ends, in the seconds before the runner
+	// exits: a pass then may take it for unregistered and delete its Job,
+	// which loses nothing (the job has ended). A deletion before long
+	// ended is the defect.
 	b.release(t, long)
-	waitEvery(ctx, t, containEvery, stepWait, "long succeeded, its runner Job complete, and own succeeded", dump, func(ctx context.Context) (bool, string, error) {
+	waitEvery(ctx, t, containEvery, stepWait, "long succeeded, its runner Job complete (or deleted after long ended), and own succeeded", dump, func(ctx context.Context) (bool, string, error) {
 		pass()
-		if _, _, gone := w.deleted(); gone {
-			return false, "", fmt.Errorf("%s before it completed; events: %s", w.describe(), b.eventsAbout(ctx, t, ns, runner.Name))
-		}
 		gl, err := b.giteaJob(ctx, other, longID)
 		if err != nil {
 			return false, err.Error(), nil
@@ -152,14 +154,18 @@ func TestARunnerOfAnOrgTokenFinishesAnotherRepositorysJob(t *testing.T) {
 		if gl.Status == "completed" && gl.Conclusion != "success" {
 			return false, "", fmt.Errorf("the other repository's job ended %s", gl.State())
 		}
+		if at, _, gone := w.deleted(); gone && gl.Status != "completed" {
+			return false, "", fmt.Errorf("%s at %s while long was %s; events: %s", w.describe(), at.UTC().Format(time.RFC3339), gl.State(), b.eventsAbout(ctx, t, ns, runner.Name))
+		}
 		gown, err := b.giteaJob(ctx, app, ownID)
 		if err != nil {
 			return false, err.Error(), nil
 		}
+		_, _, gone := w.deleted()
 		state := fmt.Sprintf("long %s, runner Job %s %s, own %s", gl.State(), runner.Name, w.state(), gown.State())
-		return gl.State() == "completed/success" && w.state() == "Complete" && gown.State() == "completed/success", state, nil
+		return gl.State() == "completed/success" && (w.state() == "Complete" || gone) && gown.State() == "completed/success", state, nil
 	})
-	require.Empty(t, b.eventsAbout(ctx, t, ns, runner.Name), "no pass reaped or freed the runner Job that ran the job")
+	assert.NotContains(t, b.eventsAbout(ctx, t, ns, runner.Name), "RunnerStartTimeout", "no pass freed the runner Job that ran the job as not started")
 }
 
 // eventsAbout are the group's RunnerReaped and RunnerStartTimeout events
