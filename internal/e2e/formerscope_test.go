@@ -9,23 +9,32 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// A group moved from its org to one of the org's repositories (issue
-// 25.8) leaves its idle runner registered in the org: the next passes
-// disable it there, confirm with the org's running jobs that it runs none,
-// and delete its runner Job and its registration.
+// A group moved from its org to another org, with that org's
+// registration token (issue 25.8), leaves its idle runner registered in
+// the first org, whose runners take none of the new org's jobs: the next
+// passes disable it there, confirm with that org's running jobs that it
+// runs none, and delete its runner Job and its registration. (A move into
+// a scope the old one contains, such as one of the org's repositories,
+// is no move for the runners: an org's runners take its repositories'
+// jobs, and they stay supply; issue 32.)
 func TestLifecycleRunnerOfAFormerScopeIsReaped(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
 	ctx := testContext(t, 6*time.Minute)
 	ns, fx, job, runner := b.idleRegisteredRunner(ctx, t, "e2e-moved", time.Hour)
-	repo := b.gitea.createOrgRepo(ctx, t, fx.spec.Org, "moved")
+	to := b.newOrgScope(ctx, t, uniq("e2e-moved-to"))
 
-	rg := b.patchGroup(ctx, t, ns, "idle", map[string]any{"spec": map[string]any{"scope": string(v1alpha1.ScopeRepo), "repo": repo.Name}})
-	require.Equal(t, v1alpha1.ScopeRepo, rg.Spec.Scope, "the group moves to repository %s", repo)
+	sec, err := b.kube.CoreV1().Secrets(ns).Get(ctx, groupSecret("idle"), metav1.GetOptions{})
+	require.NoError(t, err)
+	secrets.add(to.regToken)
+	sec.Data["registration"] = []byte(to.regToken)
+	_, err = b.kube.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	rg := b.patchGroup(ctx, t, ns, "idle", map[string]any{"spec": map[string]any{"org": to.spec.Org}})
+	require.Equal(t, to.spec.Org, rg.Spec.Org, "the group moves to org %s", to.spec.Org)
 
 	waitUntil(ctx, t, 3*time.Minute, "runner "+runner+" of the former scope reaped", nil, func(ctx context.Context) (bool, string, error) {
 		b.lifecyclePass(ctx, t, ns, time.Hour, 10*time.Minute)
