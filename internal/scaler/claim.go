@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
@@ -132,7 +131,7 @@ func (s *Scaler) makePlan(g *groupRun, claims state.Claims, obs *observation, ho
 			Active:      runnerjob.IsActive(j),
 			Busy:        obs.busy[j.Name],
 			Unavailable: obs.unavailable[j.Name] != "",
-			Stranded:    strings.HasPrefix(obs.unavailable[j.Name], whyStranded),
+			Stranded:    stranded(obs.unavailable[j.Name]),
 			GiteaJobID:  runnerjob.GiteaJobID(j),
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,9 @@ const whyFormerScope = "its runner is registered in the group's former Gitea sco
 // (issue 32.4). Its ephemeral runner ends after the one job it may still
 // get there; one that never gets one stays until someone deletes its Job.
 const whyStranded = "its runner is registered where the group no longer is, and the scaler cannot reach that place: "
+
+// stranded says whether an unavailable reason is whyStranded's.
+func stranded(why string) bool { return strings.HasPrefix(why, whyStranded) }
 
 // unreachable says why no pass can reap a runner of the group in place p,
 // or "" when one can: p is on another Gitea (the group's token is for its
@@ -129,7 +133,7 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 	if err != nil {
 		return false, []error{fmt.Errorf("cannot list the runners of the group's former scope %s, so none of its runners there is reaped: %w", t, err)}
 	}
-	regs := byRunnerName(all)
+	regs := g.regs[p].byName
 	// The runner Jobs to reap: registered there (disabled first), or
 	// registered nowhere long after they started, where the scaler knew
 	// that they register there.

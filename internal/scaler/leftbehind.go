@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
@@ -114,8 +113,7 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 // placeOf is the runners listing a group's runners register in now, with
 // the Gitea URL normalised as runnerjob.ScopeOf does.
 func placeOf(spec *v1alpha1.RunnerGroupSpec) ledger.Place {
-	t := TargetOf(spec)
-	return ledger.Place{URL: assign.Instance(spec.Gitea.URL), Scope: string(t.Scope), Owner: t.Owner, Repo: t.Repo}
+	return placeAt(spec.Gitea.URL, TargetOf(spec))
 }
 
 // ledger is the pass's reading of the group's namespace's ledger: from the

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -100,11 +99,10 @@ func (s *Scaler) unavailableRunners(ctx context.Context, g *groupRun, obs *obser
 			}
 			continue
 		}
-		all, listed, _ := s.registrationsAt(ctx, g, p)
+		mine, listed := s.registrationsOf(ctx, g, p, j)
 		if !listed {
 			continue
 		}
-		mine := byRunnerName(all)[runnerjob.RunnerNameOf(j)]
 		switch {
 		case len(mine) > 0 && allDisabled(mine):
 			out[j.Name] = whyDisabled
@@ -142,10 +140,13 @@ func byRunnerName(all []gitea.Runner) map[string][]gitea.Runner {
 	return out
 }
 
-// listedRunners is one place's runners listing within a group's pass.
+// listedRunners is one place's runners listing within a group's pass,
+// with its registrations by runner name (made once: every runner Job of
+// the group looks itself up in it).
 type listedRunners struct {
-	all []gitea.Runner
-	err error
+	all    []gitea.Runner
+	byName map[string][]gitea.Runner
+	err    error
 }
 
 // registrationsAt are the runners registered in place p, listed once per
@@ -162,9 +163,19 @@ func (s *Scaler) registrationsAt(ctx context.Context, g *groupRun, p ledger.Plac
 	l, ok := g.regs[p]
 	if !ok {
 		l.all, l.err = s.listRunners(ctx, g, runners, targetOf(p))
+		l.byName = byRunnerName(l.all)
 		g.regs[p] = l
 	}
 	return l.all, l.err == nil, l.err
+}
+
+// registrationsOf are the registrations of a runner Job's runner in place
+// p (registrationsAt), and whether p was listed.
+func (s *Scaler) registrationsOf(ctx context.Context, g *groupRun, p ledger.Place, j *batchv1.Job) (mine []gitea.Runner, listed bool) {
+	if _, listed, _ = s.registrationsAt(ctx, g, p); !listed {
+		return nil, false
+	}
+	return g.regs[p].byName[runnerjob.RunnerNameOf(j)], true
 }
 
 // lifecycle is the step after create: it frees runner Jobs whose pod never
@@ -214,13 +225,12 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		case why == whyFormerScope:
 			former = append(former, j)
 			continue
-		case strings.HasPrefix(why, whyStranded):
+		case stranded(why):
 			g.log.Warn("a runner Job registered where the group no longer is, in a place the scaler cannot reach, is left to end by itself; it holds no slot", "job", j.Name, "why", why)
 			continue
 		}
 		p, _, _ := s.runnerPlace(ctx, g, j)
-		all, _, _ := s.registrationsAt(ctx, g, p)
-		reg := byRunnerName(all)[runnerjob.RunnerNameOf(j)]
+		reg, _ := s.registrationsOf(ctx, g, p, j)
 		registered := len(reg) > 0
 		if pv.started {
 			rep.idle++

@@ -82,7 +82,7 @@ func (s *Scaler) runnerPlace(ctx context.Context, g *groupRun, j *batchv1.Job) (
 		return p, known, false
 	}
 	here := g.registersIn()
-	if all, listed, _ := s.registrationsAt(ctx, g, here); listed && len(byRunnerName(all)[runnerjob.RunnerNameOf(j)]) > 0 {
+	if mine, _ := s.registrationsOf(ctx, g, here, j); len(mine) > 0 {
 		return here, true, false
 	}
 	return p, known, true

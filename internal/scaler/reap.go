@@ -240,8 +240,8 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 	cands := map[ledger.Place][]candidate{}
 	where := func(j *batchv1.Job) (ledger.Place, []gitea.Runner) {
 		p, _, _ := s.runnerPlace(ctx, g, j)
-		all, _, _ := s.registrationsAt(ctx, g, p)
-		return p, byRunnerName(all)[runnerjob.RunnerNameOf(j)]
+		regs, _ := s.registrationsOf(ctx, g, p, j)
+		return p, regs
 	}
 	add := func(p ledger.Place, c candidate) {
 		if _, seen := cands[p]; !seen {
