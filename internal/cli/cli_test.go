@@ -35,6 +35,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
@@ -619,7 +620,7 @@ func TestServeMetrics(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:0", r.MetricsAddr)
 
 	m := metrics.New()
-	m.ObservePass(scaler.Summary{Created: 2}, time.Second, nil)
+	m.ObservePass(passreport.Summary{Created: 2}, time.Second, nil)
 	logs := &bytes.Buffer{}
 	stop, err := serveMetrics("127.0.0.1:0", m, newLogger(logs, "json", "info"))
 	require.NoError(t, err)

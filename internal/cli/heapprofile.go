@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 )
 
 // heapProfiler is the pass observer of --bench-heap-profile: the metrics'
@@ -27,7 +27,7 @@ type heapProfiler struct {
 	passes atomic.Int64
 }
 
-func (h *heapProfiler) ObservePass(sum scaler.Summary, took time.Duration, err error) {
+func (h *heapProfiler) ObservePass(sum passreport.Summary, took time.Duration, err error) {
 	h.Metrics.ObservePass(sum, took, err)
 	n := h.passes.Add(1)
 	var m runtime.MemStats

@@ -165,7 +165,7 @@ func latencyModes(full bool) []latencyMode {
 			// The next job of a chain is queued just as the runner of the
 			// one before finishes, which counts as idle until its Job
 			// completes: the follow-up passes serve it (see
-			// Summary.LeftToIdleRunners). Pushes far enough apart that
+			// leftToIdleRunners in the scaler). Pushes far enough apart that
 			// the next push's delivery does not serve it instead.
 			name: "chain", samples: chainSamples, spacing: 10 * time.Second, chain: true,
 			setUp: func(ctx context.Context, t *testing.T, b *bed) latencyScene {

@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 )
 
 // cacheSaveStep saves one entry through the cache API of the runner's
@@ -93,11 +93,11 @@ func TestASharedCacheIsKeptAcrossEphemeralRunnersPerRepository(t *testing.T) {
 		if err != nil {
 			return false, "", err
 		}
-		c := meta.FindStatusCondition(rg.Status.Conditions, scaler.ConditionCache)
+		c := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionCache)
 		if c == nil {
 			return false, "no Cache condition", nil
 		}
-		return c.Status == metav1.ConditionTrue && c.Reason == scaler.ReasonCacheReachable, c.Reason + ": " + c.Message, nil
+		return c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonCacheReachable, c.Reason + ": " + c.Message, nil
 	})
 
 	proof := uniq("cache-proof")

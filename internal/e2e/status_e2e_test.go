@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 )
 
 // TestStatusShowsAGroupAtCapacity: a group capped at one runner with three
@@ -64,6 +64,6 @@ func TestStatusShowsAGroupAtCapacity(t *testing.T) {
 	g := got.Groups[0]
 	assert.Equal(t, s.group, g.Name)
 	assert.Equal(t, [2]int32{1, 1}, [2]int32{g.Active, g.Max})
-	assert.Equal(t, scaler.ReasonAtCapacity, g.ScalingActive.Reason)
+	assert.Equal(t, v1alpha1.ReasonAtCapacity, g.ScalingActive.Reason)
 	assert.NotNil(t, g.LastPass)
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 )
 
 // groupGauges serves the per-group gauges (groupGaugeDefs) from the last
@@ -33,7 +33,7 @@ func newGroupGauges() *groupGauges {
 // observe records a pass's numbers: a full pass's replace them all, so a
 // deleted group's series go with it; a partial one's (a webhook's) update
 // the groups it served.
-func (g *groupGauges) observe(stats []scaler.GroupStats, partial bool) {
+func (g *groupGauges) observe(stats []passreport.GroupStats, partial bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !partial {

@@ -1,5 +1,5 @@
 // Package metrics is the scaler's Prometheus endpoint: what each pass did
-// (scaler.PassObserver), the requests it sent to Gitea and Kubernetes
+// (passreport.Observer), the requests it sent to Gitea and Kubernetes
 // (counted by the transports it wraps), and, with the webhook, deliveries.
 // It has its own registry, so nothing else in the process can add to or
 // break what it serves.
@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 )
 
 // Metrics holds the collectors. Its methods are safe for concurrent use.
@@ -45,7 +45,7 @@ type Metrics struct {
 	webhook       *prometheus.CounterVec
 
 	// giteaTotal and kubeTotal are the request counts for the pass
-	// summary line (scaler.RequestCounter).
+	// summary line (passreport.RequestCounter).
 	giteaTotal, kubeTotal atomic.Int64
 
 	// start is when New ran and lastPass (unix nanoseconds) when the
@@ -113,7 +113,7 @@ func New() *Metrics {
 	for _, r := range []string{"ok", "failed", "error"} {
 		m.passes.WithLabelValues(r)
 	}
-	for _, r := range []string{scaler.ReapStartTimeout, scaler.ReapIdle, scaler.ReapOrphan, scaler.ReapDeletedNamespace} {
+	for _, r := range []string{passreport.ReapStartTimeout, passreport.ReapIdle, passreport.ReapOrphan, passreport.ReapDeletedNamespace} {
 		m.runnersReaped.WithLabelValues(r)
 	}
 	for _, r := range leftReasons {
@@ -124,7 +124,7 @@ func New() *Metrics {
 
 // leftReasons are the reasons of deleted_namespace_groups_left, each
 // served from the start (0 until a sweep counts one).
-var leftReasons = []string{scaler.LeftNoToken, scaler.LeftOtherGitea, scaler.LeftRunning, scaler.LeftFailed, scaler.LeftLater}
+var leftReasons = []string{passreport.LeftNoToken, passreport.LeftOtherGitea, passreport.LeftRunning, passreport.LeftFailed, passreport.LeftLater}
 
 // SetBuildInfo labels build_info with the scaler's version and the Go
 // version it was built with.
@@ -172,7 +172,7 @@ func (m *Metrics) Handler() http.Handler {
 // ObservePass records a finished pass. A full pass replaces the per-group
 // gauges as a whole, so a deleted group's series go with it; a partial
 // one (a webhook's) updates the groups it served.
-func (m *Metrics) ObservePass(sum scaler.Summary, took time.Duration, err error) {
+func (m *Metrics) ObservePass(sum passreport.Summary, took time.Duration, err error) {
 	switch {
 	case err != nil:
 		m.passes.WithLabelValues("error").Inc()
@@ -194,12 +194,12 @@ func (m *Metrics) ObservePass(sum scaler.Summary, took time.Duration, err error)
 	}
 	m.groups.observe(sum.GroupStats, sum.Partial)
 	for _, g := range sum.GroupStats {
-		m.runnersReaped.WithLabelValues(scaler.ReapStartTimeout).Add(float64(g.StartTimeouts))
-		m.runnersReaped.WithLabelValues(scaler.ReapIdle).Add(float64(g.IdleReaps))
-		m.runnersReaped.WithLabelValues(scaler.ReapOrphan).Add(float64(g.OrphansRemoved))
+		m.runnersReaped.WithLabelValues(passreport.ReapStartTimeout).Add(float64(g.StartTimeouts))
+		m.runnersReaped.WithLabelValues(passreport.ReapIdle).Add(float64(g.IdleReaps))
+		m.runnersReaped.WithLabelValues(passreport.ReapOrphan).Add(float64(g.OrphansRemoved))
 	}
 	m.runnersCreated.Add(float64(sum.Created))
-	m.runnersReaped.WithLabelValues(scaler.ReapDeletedNamespace).Add(float64(sum.DeletedNamespaces.Removed))
+	m.runnersReaped.WithLabelValues(passreport.ReapDeletedNamespace).Add(float64(sum.DeletedNamespaces.Removed))
 	if sum.DeletedNamespaces.Left != nil { // the pass swept
 		for _, reason := range leftReasons {
 			m.deletedNSLeft.WithLabelValues(reason).Set(float64(sum.DeletedNamespaces.Left[reason]))
@@ -211,7 +211,7 @@ func (m *Metrics) ObservePass(sum scaler.Summary, took time.Duration, err error)
 }
 
 // Requests is the number of requests sent to Gitea and to Kubernetes so
-// far (scaler.RequestCounter).
+// far (passreport.RequestCounter).
 func (m *Metrics) Requests() (gitea, kube int64) {
 	return m.giteaTotal.Load(), m.kubeTotal.Load()
 }

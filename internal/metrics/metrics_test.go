@@ -21,19 +21,19 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 )
 
 func TestObservePassCountsPassesRunnersAndGroups(t *testing.T) {
 	m := New()
-	m.ObservePass(scaler.Summary{Groups: 2, Created: 3, GroupStats: []scaler.GroupStats{
+	m.ObservePass(passreport.Summary{Groups: 2, Created: 3, GroupStats: []passreport.GroupStats{
 		{Namespace: "ci", Name: "a", Queued: 4, Blocked: 1, Running: 2, Active: 3, Idle: 1, Max: 5, StartTimeouts: 1},
 		{Namespace: "ci", Name: "gone", Queued: 9, Max: 9, IdleReaps: 2, OrphansRemoved: 1},
 	}, QueuedToJob: []time.Duration{2 * time.Second, 4 * time.Second}}, 1500*time.Millisecond, nil)
-	m.ObservePass(scaler.Summary{Groups: 1, Failed: []string{"ci/a"}, GroupStats: []scaler.GroupStats{
+	m.ObservePass(passreport.Summary{Groups: 1, Failed: []string{"ci/a"}, GroupStats: []passreport.GroupStats{
 		{Namespace: "ci", Name: "a", Queued: 1, Max: 5, Failed: true},
 	}}, time.Second, nil)
-	m.ObservePass(scaler.Summary{}, time.Second, errors.New("cannot list RunnerGroups"))
+	m.ObservePass(passreport.Summary{}, time.Second, errors.New("cannot list RunnerGroups"))
 
 	assert.InDelta(t, 1, testutil.ToFloat64(m.passes.WithLabelValues("ok")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.passes.WithLabelValues("failed")), 0)
@@ -46,7 +46,7 @@ func TestObservePassCountsPassesRunnersAndGroups(t *testing.T) {
 	assert.Equal(t, map[string]float64{"ci/a": 5}, groupSeries(t, m, "runnergroup_max_runners"))
 	assert.Equal(t, 6, testutil.CollectAndCount(m.groups), "one series per gauge for the one group")
 
-	m.ObservePass(scaler.Summary{Partial: true, GroupStats: []scaler.GroupStats{{Namespace: "ci", Name: "b", Queued: 2, Idle: 1}}}, time.Second, nil)
+	m.ObservePass(passreport.Summary{Partial: true, GroupStats: []passreport.GroupStats{{Namespace: "ci", Name: "b", Queued: 2, Idle: 1}}}, time.Second, nil)
 	assert.Equal(t, map[string]float64{"ci/a": 1, "ci/b": 2}, groupSeries(t, m, "runnergroup_queued_jobs"), "a partial pass keeps the groups it did not serve")
 	assert.Equal(t, map[string]float64{"ci/a": 0, "ci/b": 1}, groupSeries(t, m, "runnergroup_idle_runners"))
 	assert.Equal(t, 12, testutil.CollectAndCount(m.groups))
@@ -86,15 +86,15 @@ func groupSeries(t *testing.T, m *Metrics, name string) map[string]float64 {
 // kept by one that did not (a webhook's).
 func TestObservePassReportsTheSweepOfDeletedNamespaces(t *testing.T) {
 	m := New()
-	m.ObservePass(scaler.Summary{DeletedNamespaces: scaler.DeletedNamespacesReport{Removed: 2,
-		Left: map[string]int{scaler.LeftNoToken: 3}}}, time.Second, nil)
-	m.ObservePass(scaler.Summary{Partial: true}, time.Second, nil)
-	assert.InDelta(t, 2, testutil.ToFloat64(m.runnersReaped.WithLabelValues(scaler.ReapDeletedNamespace)), 0)
-	assert.InDelta(t, 3, testutil.ToFloat64(m.deletedNSLeft.WithLabelValues(scaler.LeftNoToken)), 0, "kept by a pass that did not sweep")
+	m.ObservePass(passreport.Summary{DeletedNamespaces: passreport.DeletedNamespacesReport{Removed: 2,
+		Left: map[string]int{passreport.LeftNoToken: 3}}}, time.Second, nil)
+	m.ObservePass(passreport.Summary{Partial: true}, time.Second, nil)
+	assert.InDelta(t, 2, testutil.ToFloat64(m.runnersReaped.WithLabelValues(passreport.ReapDeletedNamespace)), 0)
+	assert.InDelta(t, 3, testutil.ToFloat64(m.deletedNSLeft.WithLabelValues(passreport.LeftNoToken)), 0, "kept by a pass that did not sweep")
 
-	m.ObservePass(scaler.Summary{DeletedNamespaces: scaler.DeletedNamespacesReport{Left: map[string]int{scaler.LeftRunning: 1}}}, time.Second, nil)
-	assert.InDelta(t, 0, testutil.ToFloat64(m.deletedNSLeft.WithLabelValues(scaler.LeftNoToken)), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(m.deletedNSLeft.WithLabelValues(scaler.LeftRunning)), 0)
+	m.ObservePass(passreport.Summary{DeletedNamespaces: passreport.DeletedNamespacesReport{Left: map[string]int{passreport.LeftRunning: 1}}}, time.Second, nil)
+	assert.InDelta(t, 0, testutil.ToFloat64(m.deletedNSLeft.WithLabelValues(passreport.LeftNoToken)), 0)
+	assert.InDelta(t, 1, testutil.ToFloat64(m.deletedNSLeft.WithLabelValues(passreport.LeftRunning)), 0)
 }
 
 func TestTransportsCountRequestsByCodeAndTarget(t *testing.T) {
@@ -150,7 +150,7 @@ func TestTransportsCountRequestsByCodeAndTarget(t *testing.T) {
 
 func TestHandlerServesTheMetrics(t *testing.T) {
 	m := New()
-	m.ObservePass(scaler.Summary{Created: 1}, time.Second, nil)
+	m.ObservePass(passreport.Summary{Created: 1}, time.Second, nil)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	assert.Equal(t, http.StatusOK, rec.Code)
@@ -190,7 +190,7 @@ func TestGiteaRequestSeriesAreBoundedByTheGroupsTargets(t *testing.T) {
 // what it counts, labelled only by the group.
 func TestGroupGaugesAreNamedForWhatTheyCount(t *testing.T) {
 	m := New()
-	m.ObservePass(scaler.Summary{Groups: 1, GroupStats: []scaler.GroupStats{
+	m.ObservePass(passreport.Summary{Groups: 1, GroupStats: []passreport.GroupStats{
 		{Namespace: "ci", Name: "a", Queued: 4, Blocked: 1, Running: 2, Active: 3, Idle: 1, Max: 5},
 	}}, time.Second, nil)
 	want := `
@@ -278,14 +278,14 @@ func TestLastSuccessfulPassIsTheEndOfTheLastFullPassThatRan(t *testing.T) {
 
 	for _, c := range []struct {
 		name string
-		sum  scaler.Summary
+		sum  passreport.Summary
 		err  error
 		want time.Time
 	}{
-		{"every group served", scaler.Summary{Groups: 1}, nil, time.Unix(1_700_000_010, 0)},
-		{"a group failed: the pass still ran", scaler.Summary{Groups: 2, Failed: []string{"ci/a"}}, nil, time.Unix(1_700_000_020, 0)},
-		{"the pass could not run", scaler.Summary{}, errors.New("cannot list RunnerGroups"), time.Unix(1_700_000_020, 0)},
-		{"a webhook's partial pass", scaler.Summary{Partial: true, Groups: 1}, nil, time.Unix(1_700_000_020, 0)},
+		{"every group served", passreport.Summary{Groups: 1}, nil, time.Unix(1_700_000_010, 0)},
+		{"a group failed: the pass still ran", passreport.Summary{Groups: 2, Failed: []string{"ci/a"}}, nil, time.Unix(1_700_000_020, 0)},
+		{"the pass could not run", passreport.Summary{}, errors.New("cannot list RunnerGroups"), time.Unix(1_700_000_020, 0)},
+		{"a webhook's partial pass", passreport.Summary{Partial: true, Groups: 1}, nil, time.Unix(1_700_000_020, 0)},
 	} {
 		now = now.Add(10 * time.Second)
 		m.ObservePass(c.sum, time.Second, c.err)
@@ -308,18 +308,18 @@ func TestHealthzFailsWhenNoFullPassEndedWithinTheLimit(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		advance time.Duration
-		pass    *scaler.Summary
+		pass    *passreport.Summary
 		err     error
 		want    int
 	}{
 		{"just started", 0, nil, nil, http.StatusOK},
 		{"the first pass may take the limit", time.Minute, nil, nil, http.StatusOK},
 		{"no pass ended since the start", time.Second, nil, nil, http.StatusServiceUnavailable},
-		{"a pass that could not run still ended: a restart would not help", 0, &scaler.Summary{}, errors.New("forbidden"), http.StatusOK},
+		{"a pass that could not run still ended: a restart would not help", 0, &passreport.Summary{}, errors.New("forbidden"), http.StatusOK},
 		{"fresh", 59 * time.Second, nil, nil, http.StatusOK},
-		{"a webhook's partial pass does not prove the loop polls", 0, &scaler.Summary{Partial: true}, nil, http.StatusOK},
+		{"a webhook's partial pass does not prove the loop polls", 0, &passreport.Summary{Partial: true}, nil, http.StatusOK},
 		{"stale", 2 * time.Second, nil, nil, http.StatusServiceUnavailable},
-		{"a full pass ends", 0, &scaler.Summary{Groups: 1}, nil, http.StatusOK},
+		{"a full pass ends", 0, &passreport.Summary{Groups: 1}, nil, http.StatusOK},
 	} {
 		now = now.Add(c.advance)
 		if c.pass != nil {
@@ -339,8 +339,8 @@ func TestScalerMetricNamesListIsCurrent(t *testing.T) {
 	m := New()
 	m.SetBuildInfo("v0.0.0")
 	m.WebhookDelivery("triggered")
-	m.ObservePass(scaler.Summary{Groups: 1, Created: 1, QueuedToJob: []time.Duration{time.Second},
-		GroupStats: []scaler.GroupStats{{Namespace: "ci", Name: "a"}}}, time.Second, nil)
+	m.ObservePass(passreport.Summary{Groups: 1, Created: 1, QueuedToJob: []time.Duration{time.Second},
+		GroupStats: []passreport.GroupStats{{Namespace: "ci", Name: "a"}}}, time.Second, nil)
 	for _, tr := range []http.RoundTripper{m.GiteaTransport(http.DefaultTransport), m.KubeTransport(http.DefaultTransport)} {
 		resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
 		require.NoError(t, err)
@@ -371,22 +371,22 @@ func TestScalerMetricNamesListIsCurrent(t *testing.T) {
 // BenchmarkGroupGaugesMemory ./internal/metrics/.
 func BenchmarkGroupGaugesMemory(b *testing.B) {
 	const groups = 5000
-	stats := make([]scaler.GroupStats, groups)
+	stats := make([]passreport.GroupStats, groups)
 	for i := range stats {
-		stats[i] = scaler.GroupStats{Namespace: fmt.Sprintf("team-%03d", i%500), Name: fmt.Sprintf("g%04d", i), Queued: i % 3, Max: 5}
+		stats[i] = passreport.GroupStats{Namespace: fmt.Sprintf("team-%03d", i%500), Name: fmt.Sprintf("g%04d", i), Queued: i % 3, Max: 5}
 	}
 	m := New()
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	m.ObservePass(scaler.Summary{GroupStats: stats}, time.Second, nil)
+	m.ObservePass(passreport.Summary{GroupStats: stats}, time.Second, nil)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	live := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / groups
 	b.ResetTimer()
 	b.ReportAllocs()
 	for range b.N {
-		m.ObservePass(scaler.Summary{GroupStats: stats}, time.Second, nil)
+		m.ObservePass(passreport.Summary{GroupStats: stats}, time.Second, nil)
 	}
 	b.ReportMetric(live, "live-bytes/group")
 	runtime.KeepAlive(m)

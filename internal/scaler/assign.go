@@ -18,27 +18,27 @@ import (
 // (timeouts, conflicts) are not here: a group that flaps must not move jobs
 // back and forth.
 var cannotServe = map[string]bool{
-	ReasonInvalidSpec:               true,
-	ReasonInvalidTemplate:           true,
-	ReasonSecretNotFound:            true,
-	ReasonSecretKeyMissing:          true,
-	ReasonGiteaUnauthorized:         true,
-	ReasonGiteaForbidden:            true,
-	ReasonGiteaNotFound:             true,
-	ReasonGiteaVersionUnsupported:   true,
-	ReasonStateNotOwned:             true,
-	ReasonRegistrationTokenNotOwned: true,
-	ReasonInvalidRunnerConfig:       true,
-	ReasonRunnerConfigNotOwned:      true,
+	v1alpha1.ReasonInvalidSpec:               true,
+	v1alpha1.ReasonInvalidTemplate:           true,
+	v1alpha1.ReasonSecretNotFound:            true,
+	v1alpha1.ReasonSecretKeyMissing:          true,
+	v1alpha1.ReasonGiteaUnauthorized:         true,
+	v1alpha1.ReasonGiteaForbidden:            true,
+	v1alpha1.ReasonGiteaNotFound:             true,
+	v1alpha1.ReasonGiteaVersionUnsupported:   true,
+	v1alpha1.ReasonStateNotOwned:             true,
+	v1alpha1.ReasonRegistrationTokenNotOwned: true,
+	v1alpha1.ReasonInvalidRunnerConfig:       true,
+	v1alpha1.ReasonRunnerConfigNotOwned:      true,
 	// Its runners would register in another scope, or not at all.
-	ReasonRegistrationTokenNotForScope: true,
+	v1alpha1.ReasonRegistrationTokenNotForScope: true,
 	// Fixed by the platform or the namespace's owner, not by a retry.
-	ReasonNamespaceNotEnabled:      true,
-	ReasonGiteaURLNotAllowed:       true,
-	ReasonPodSecurityForbidsRunner: true,
-	ReasonSecretNotLabelled:        true,
-	ReasonSecretKeyNotDeclared:     true,
-	ReasonNotGranted:               true,
+	v1alpha1.ReasonNamespaceNotEnabled:      true,
+	v1alpha1.ReasonGiteaURLNotAllowed:       true,
+	v1alpha1.ReasonPodSecurityForbidsRunner: true,
+	v1alpha1.ReasonSecretNotLabelled:        true,
+	v1alpha1.ReasonSecretKeyNotDeclared:     true,
+	v1alpha1.ReasonNotGranted:               true,
 }
 
 // assignment builds the pass's one answer to "which group serves this job"
@@ -82,7 +82,7 @@ func (s *Scaler) assignment(ctx context.Context, served, every []*v1alpha1.Runne
 	for _, g := range runs {
 		key, reason := GroupKey(g.rg), reasonOf(g.invalid)
 		switch {
-		case reason == ReasonNotGranted:
+		case reason == v1alpha1.ReasonNotGranted:
 			excluded[key] = true
 		case cannotServe[reason]:
 			judged[key] = false
@@ -154,7 +154,7 @@ func assignmentRule(all []*v1alpha1.RunnerGroup, o RuleOptions, judged map[strin
 	at := now()
 	groups := make([]assign.Group, 0, len(all))
 	for _, rg := range all {
-		if recordedReason(rg) == ReasonNotGranted {
+		if recordedReason(rg) == v1alpha1.ReasonNotGranted {
 			continue
 		}
 		g := AssignGroup(rg, o.DefaultLabels)
@@ -231,7 +231,7 @@ func canServe(rg *v1alpha1.RunnerGroup) bool {
 // recordedReason is the reason of the group's Ready=False condition, or ""
 // when it is Ready or has none.
 func recordedReason(rg *v1alpha1.RunnerGroup) string {
-	ready := meta.FindStatusCondition(rg.Status.Conditions, ConditionReady)
+	ready := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionReady)
 	if ready == nil || ready.Status != metav1.ConditionFalse {
 		return ""
 	}

@@ -25,7 +25,7 @@ func global(rg *v1alpha1.RunnerGroup) { rg.Spec.Scope, rg.Spec.Org = v1alpha1.Sc
 func failedWith(reason string) func(*v1alpha1.RunnerGroup) {
 	return func(rg *v1alpha1.RunnerGroup) {
 		rg.Status.ObservedGeneration = rg.Generation
-		rg.Status.Conditions = []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: reason}}
+		rg.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason}}
 	}
 }
 
@@ -69,13 +69,13 @@ func TestOverlappingGroupsServeEachJobOnce(t *testing.T) {
 		},
 		{
 			name:   "an org group whose Secret is missing does not take jobs away",
-			groups: []*v1alpha1.RunnerGroup{newGroup("all", 5, global), newGroup("acme", 5, failedWith(ReasonSecretNotFound), func(rg *v1alpha1.RunnerGroup) { rg.Spec.AuthToken.SecretRef.Name = "missing" })},
+			groups: []*v1alpha1.RunnerGroup{newGroup("all", 5, global), newGroup("acme", 5, failedWith(v1alpha1.ReasonSecretNotFound), func(rg *v1alpha1.RunnerGroup) { rg.Spec.AuthToken.SecretRef.Name = "missing" })},
 			jobs:   []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest")},
 			want:   map[string]int{"all": 1},
 		},
 		{
 			name:   "a group whose Gitea timed out keeps its jobs: an outage must not move them",
-			groups: []*v1alpha1.RunnerGroup{newGroup("all", 5, global), newGroup("acme", 5, failedWith(ReasonGiteaTimeout))},
+			groups: []*v1alpha1.RunnerGroup{newGroup("all", 5, global), newGroup("acme", 5, failedWith(v1alpha1.ReasonGiteaTimeout))},
 			jobs:   []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest")},
 			want:   map[string]int{"acme": 1},
 		},

@@ -30,7 +30,7 @@ func servedAt(at time.Time) func(*v1alpha1.RunnerGroup) {
 		t := metav1.NewTime(at)
 		rg.Status.ObservedGeneration = rg.Generation
 		rg.Status.LastCheckTime = &t
-		rg.Status.Conditions = []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReconciled}}
+		rg.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReconciled}}
 	}
 }
 
@@ -117,7 +117,7 @@ func TestAGroupThatCannotServeKeepsNoJobs(t *testing.T) {
 		},
 		{
 			name: "a served group whose last pass failed after validating (state ConfigMap not its own) keeps nothing",
-			repo: newGroup("app", 5, repoScope("app"), recordedFailure(ReasonStateNotOwned)),
+			repo: newGroup("app", 5, repoScope("app"), recordedFailure(v1alpha1.ReasonStateNotOwned)),
 			prepare: func(e *env) {
 				require.NoError(t, e.kube.Tracker().Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-state", Namespace: ns}}))
 			},
@@ -125,7 +125,7 @@ func TestAGroupThatCannotServeKeepsNoJobs(t *testing.T) {
 		},
 		{
 			name: "a served group whose token was revoked (recorded by its listing) keeps nothing",
-			repo: newGroup("app", 5, repoScope("app"), recordedFailure(ReasonGiteaUnauthorized)),
+			repo: newGroup("app", 5, repoScope("app"), recordedFailure(v1alpha1.ReasonGiteaUnauthorized)),
 			want: map[string]int{"runners/acme": 1},
 		},
 	}
@@ -203,16 +203,16 @@ func TestAnotherTenantsGroupCannotStarveAJob(t *testing.T) {
 		// recorded: B's own last pass found it outside its grant already.
 		recorded bool
 	}{
-		{"within the hold the more specific group of B has it", t0, nil, map[string]int{"team-b/web": 1}, ReasonReconciled, false},
-		{"past the hold A's group has it", t0.Add(-hold - time.Minute), nil, map[string]int{"team-a/contoso": 1}, ReasonReconciled, false},
+		{"within the hold the more specific group of B has it", t0, nil, map[string]int{"team-b/web": 1}, v1alpha1.ReasonReconciled, false},
+		{"past the hold A's group has it", t0.Add(-hold - time.Minute), nil, map[string]int{"team-a/contoso": 1}, v1alpha1.ReasonReconciled, false},
 		{"B's group outside B's grant serves nothing, and A's group has the job at once", t0,
-			map[string]string{tenancy.AnnotationGrantedRepositories: "fabrikam"}, map[string]int{"team-a/contoso": 1}, ReasonNotGranted, false},
+			map[string]string{tenancy.AnnotationGrantedRepositories: "fabrikam"}, map[string]int{"team-a/contoso": 1}, v1alpha1.ReasonNotGranted, false},
 		{"B's group outside B's grant, as recorded by its last pass", t0,
-			map[string]string{tenancy.AnnotationGrantedRepositories: "fabrikam"}, map[string]int{"team-a/contoso": 1}, ReasonNotGranted, true},
+			map[string]string{tenancy.AnnotationGrantedRepositories: "fabrikam"}, map[string]int{"team-a/contoso": 1}, v1alpha1.ReasonNotGranted, true},
 		{"B's group on a Gitea not granted to B", t0,
-			map[string]string{tenancy.AnnotationGrantedGiteaURLs: "https://other.example.com"}, map[string]int{"team-a/contoso": 1}, ReasonNotGranted, false},
+			map[string]string{tenancy.AnnotationGrantedGiteaURLs: "https://other.example.com"}, map[string]int{"team-a/contoso": 1}, v1alpha1.ReasonNotGranted, false},
 		{"B granted A's repository: the hold decides", t0,
-			map[string]string{tenancy.AnnotationGrantedRepositories: "contoso/web"}, map[string]int{"team-b/web": 1}, ReasonReconciled, false},
+			map[string]string{tenancy.AnnotationGrantedRepositories: "contoso/web"}, map[string]int{"team-b/web": 1}, v1alpha1.ReasonReconciled, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -221,7 +221,7 @@ func TestAnotherTenantsGroupCannotStarveAJob(t *testing.T) {
 			b := newGroup("web", 5, inNamespace(teamB), orgA, repoScope("web"), servedAt(t0))
 			if tt.recorded {
 				// Recorded by B's own last pass, as any listener sees it.
-				recordedFailure(ReasonNotGranted)(b)
+				recordedFailure(v1alpha1.ReasonNotGranted)(b)
 			}
 			e := newServedEnv(t, a, b)
 			e.addTokens(teamA)
@@ -238,7 +238,7 @@ func TestAnotherTenantsGroupCannotStarveAJob(t *testing.T) {
 			e.pass(func(_ *Deps, c *Config) { c.AssignmentHold = hold })
 			assert.Equal(t, tt.want, e.runnersOf(teamA, teamB))
 			assert.Equal(t, tt.reasonB, ready(e.groupIn(teamB, "web")).Reason)
-			if tt.reasonB == ReasonNotGranted {
+			if tt.reasonB == v1alpha1.ReasonNotGranted {
 				assert.Contains(t, ready(e.groupIn(teamB, "web")).Message, "is not granted to namespace team-b")
 				for _, r := range requestsIn(e, teamB) {
 					assert.NotEqual(t, "get secrets", r, "no Secret of a group outside its grant is read")
@@ -314,7 +314,7 @@ func TestANewGroupThatFailsAfterValidatingHoldsNothing(t *testing.T) {
 			foreignState: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: state.ConfigMapName("app"), Namespace: ns,
 				Labels: map[string]string{v1alpha1.LabelRunnerGroupName: "app"}}},
 			job:     queuedIn(1, "acme/app", "ubuntu-latest"),
-			failing: ns + "/app", wantReason: ReasonStateNotOwned,
+			failing: ns + "/app", wantReason: v1alpha1.ReasonStateNotOwned,
 			want: map[string]int{ns + "/acme": 1},
 		},
 		{
@@ -323,7 +323,7 @@ func TestANewGroupThatFailsAfterValidatingHoldsNothing(t *testing.T) {
 			repo:    "app",
 			listErr: unauthorized,
 			job:     queuedIn(1, "acme/app", "ubuntu-latest"),
-			failing: ns + "/app", wantReason: ReasonGiteaUnauthorized,
+			failing: ns + "/app", wantReason: v1alpha1.ReasonGiteaUnauthorized,
 			want: map[string]int{ns + "/acme": 1},
 		},
 		{
@@ -335,7 +335,7 @@ func TestANewGroupThatFailsAfterValidatingHoldsNothing(t *testing.T) {
 			repo:    "web",
 			listErr: notFound,
 			job:     queuedIn(1, "contoso/web", "ubuntu-latest"),
-			failing: teamB + "/web", wantReason: ReasonGiteaNotFound,
+			failing: teamB + "/web", wantReason: v1alpha1.ReasonGiteaNotFound,
 			want: map[string]int{teamA + "/contoso": 1},
 		},
 	}
@@ -441,7 +441,7 @@ func TestPassesFarApartJudgeTheirOwnGroupsAsServed(t *testing.T) {
 			lastCheckedAt(last, "")(rg)
 			rg.Spec.MaxActiveRunners = 0
 		}, map[string]int{ns + "/acme": 1}},
-		{"a repo group whose token was revoked leaves it to the org group", lastCheckedAt(last, ReasonGiteaUnauthorized), map[string]int{ns + "/acme": 1}},
+		{"a repo group whose token was revoked leaves it to the org group", lastCheckedAt(last, v1alpha1.ReasonGiteaUnauthorized), map[string]int{ns + "/acme": 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -460,7 +460,7 @@ func TestPassesFarApartJudgeTheirOwnGroupsAsServed(t *testing.T) {
 func TestALongOutageOfOneListingDoesNotMoveItsJobs(t *testing.T) {
 	timeout := &gitea.APIError{Kind: gitea.ErrTimeout, URL: "/api/v1/repos/acme/app/actions/jobs"}
 	e := newServedEnv(t,
-		newGroup("app", 5, repoScope("app"), lastCheckedAt(t0.Add(-15*time.Minute), ReasonGiteaTimeout)),
+		newGroup("app", 5, repoScope("app"), lastCheckedAt(t0.Add(-15*time.Minute), v1alpha1.ReasonGiteaTimeout)),
 		newGroup("acme", 5, lastCheckedAt(t0.Add(-time.Minute), "")))
 	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queuedIn(1, "acme/app", "ubuntu-latest")}}
 	sum := e.pass(at(0), func(d *Deps, _ *Config) {

@@ -117,16 +117,16 @@ func TestClusterWideReadsEnableABoundNamespaceWithoutAReviewAndReviewTheOthers(t
 	e.pass(withClusterWide)
 
 	for _, n := range []string{ns, otherNS} {
-		assert.Equal(t, ReasonReconciled, ready(e.groupIn(n, "ci")).Reason, n)
+		assert.Equal(t, v1alpha1.ReasonReconciled, ready(e.groupIn(n, "ci")).Reason, n)
 		assert.Zero(t, e.reviewsOf(n), "%s: bound, so not reviewed", n)
 	}
 	for _, n := range []string{otherSubject, otherRole} {
 		c := ready(e.groupIn(n, "ci"))
-		assert.Equal(t, ReasonNamespaceNotEnabled, c.Reason, n)
+		assert.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, c.Reason, n)
 		assert.Equal(t, tenancy.Names{TenantClusterRole: tenantRole, ServiceAccount: "gitea-runners:gro"}.NotEnabledMessage(n, tenancy.Rights), c.Message, "the same message as without the flag")
 		assert.Equal(t, 1, e.reviewsOf(n), "%s: reviewed as before", n)
 	}
-	assert.Equal(t, ReasonReconciled, ready(e.groupIn(otherGrant, "ci")).Reason, "another way of granting the rights still works")
+	assert.Equal(t, v1alpha1.ReasonReconciled, ready(e.groupIn(otherGrant, "ci")).Reason, "another way of granting the rights still works")
 	assert.Equal(t, 1, e.reviewsOf(otherGrant))
 }
 
@@ -138,15 +138,15 @@ func TestClusterWideReadsSeeABindingAddedAndRemovedBetweenCronJobPasses(t *testi
 	e.disable(otherNS)
 
 	e.pass(withClusterWide)
-	require.Equal(t, ReasonNamespaceNotEnabled, ready(e.groupIn(otherNS, "ci")).Reason)
+	require.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, ready(e.groupIn(otherNS, "ci")).Reason)
 
 	e.bind(otherNS)
 	e.pass(withClusterWide)
-	assert.Equal(t, ReasonReconciled, ready(e.groupIn(otherNS, "ci")).Reason, "served from the pass after the binding")
+	assert.Equal(t, v1alpha1.ReasonReconciled, ready(e.groupIn(otherNS, "ci")).Reason, "served from the pass after the binding")
 
 	e.unbind(otherNS)
 	e.pass(withClusterWide)
-	assert.Equal(t, ReasonNamespaceNotEnabled, ready(e.groupIn(otherNS, "ci")).Reason, "refused from the pass after the binding is gone")
+	assert.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, ready(e.groupIn(otherNS, "ci")).Reason, "refused from the pass after the binding is gone")
 	assert.Equal(t, 2, e.reviewsOf(otherNS), "reviewed only in the passes it was not bound")
 }
 
@@ -162,19 +162,19 @@ func TestClusterWideReadsInALoopSeeARemovedBindingAtTheNextPass(t *testing.T) {
 		_, err := sc.Pass(context.Background())
 		require.NoError(t, err)
 	}
-	require.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason)
+	require.Equal(t, v1alpha1.ReasonReconciled, ready(e.group("ci")).Reason)
 	require.Zero(t, e.reviewsOf(ns))
 
 	e.unbind(ns)
 	_, err := sc.Pass(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
+	assert.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
 	assert.Contains(t, c.forgot, ns, "the namespace's watches stop")
 
 	e.bind(ns)
 	_, err = sc.Pass(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason)
+	assert.Equal(t, v1alpha1.ReasonReconciled, ready(e.group("ci")).Reason)
 	assert.Equal(t, 1, e.reviewsOf(ns), "one review, in the pass it was not bound")
 }
 
@@ -197,7 +197,7 @@ func TestClusterWideReadsTrustNoBindingOfARoleThatLacksARight(t *testing.T) {
 		_, err := sc.Pass(context.Background())
 		require.NoError(t, err)
 	}
-	assert.Equal(t, ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
+	assert.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
 	assert.Contains(t, ready(e.group("ci")).Message, "create jobs.batch")
 	assert.Equal(t, 2, e.reviewsOf(ns), "reviewed every pass")
 	assert.Equal(t, 1, strings.Count(e.logs.String(), "the tenant ClusterRole lacks rights"), "said once")
@@ -238,8 +238,8 @@ func TestClusterWideReadsFallBackToReviewsWhenNotGranted(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, []string{otherNS + "/ci"}, sum.Failed, "only the namespace that is not enabled")
 			}
-			assert.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason)
-			assert.Equal(t, ReasonNamespaceNotEnabled, ready(e.groupIn(otherNS, "ci")).Reason)
+			assert.Equal(t, v1alpha1.ReasonReconciled, ready(e.group("ci")).Reason)
+			assert.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, ready(e.groupIn(otherNS, "ci")).Reason)
 			assert.Equal(t, 1, strings.Count(e.logs.String(), tt.warn), "said once across passes")
 			if tt.name == "no list of Namespaces" {
 				assert.Zero(t, e.reviewsOf(ns), "the bindings still spare the review")

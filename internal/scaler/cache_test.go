@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -38,14 +39,14 @@ func TestTheCacheConditionSaysWhetherTheNamespacesCacheAnswers(t *testing.T) {
 	}
 	e := newEnv(t, newGroup("ci", 5), newGroup("web", 5))
 	cond := func(name string) *metav1.Condition {
-		return meta.FindStatusCondition(e.group(name).Status.Conditions, ConditionCache)
+		return meta.FindStatusCondition(e.group(name).Status.Conditions, v1alpha1.ConditionCache)
 	}
 
 	e.pass(withCache(srv.URL))
 	c := cond("ci")
 	require.NotNil(t, c)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
-	assert.Equal(t, ReasonCacheSecretMissing, c.Reason)
+	assert.Equal(t, v1alpha1.ReasonCacheSecretMissing, c.Reason)
 	assert.Contains(t, c.Message, `Secret "gitea-runner-cache"`)
 
 	_, err := e.kube.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
@@ -59,7 +60,7 @@ func TestTheCacheConditionSaysWhetherTheNamespacesCacheAnswers(t *testing.T) {
 		c = cond(g)
 		require.NotNil(t, c, g)
 		assert.Equal(t, metav1.ConditionTrue, c.Status, g)
-		assert.Equal(t, ReasonCacheReachable, c.Reason, g)
+		assert.Equal(t, v1alpha1.ReasonCacheReachable, c.Reason, g)
 		assert.Contains(t, c.Message, srv.URL+"/runners/")
 		assert.NotContains(t, c.Message, "hunter2")
 	}
@@ -69,9 +70,9 @@ func TestTheCacheConditionSaysWhetherTheNamespacesCacheAnswers(t *testing.T) {
 	c = cond("ci")
 	require.NotNil(t, c)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
-	assert.Equal(t, ReasonCacheUnreachable, c.Reason)
+	assert.Equal(t, v1alpha1.ReasonCacheUnreachable, c.Reason)
 	assert.Contains(t, c.Message, downURL+"/runners/")
-	assert.Equal(t, ReasonReconciled, meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionReady).Reason,
+	assert.Equal(t, v1alpha1.ReasonReconciled, meta.FindStatusCondition(e.group("ci").Status.Conditions, v1alpha1.ConditionReady).Reason,
 		"a cache that does not answer does not stop the group: its jobs run, without a cache")
 
 	e.pass()
@@ -107,5 +108,5 @@ func TestASteadyLoopReadsTheCacheSecretAsRarelyAsTheTokens(t *testing.T) {
 		assert.False(t, a.GetResource().Resource == "secrets", "steady passes read no Secret: %s", a.GetVerb())
 	}
 	assert.Equal(t, 3, asked, "one probe per namespace and pass")
-	assert.Equal(t, ReasonCacheReachable, meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionCache).Reason)
+	assert.Equal(t, v1alpha1.ReasonCacheReachable, meta.FindStatusCondition(e.group("ci").Status.Conditions, v1alpha1.ConditionCache).Reason)
 }

@@ -10,14 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
-
-// ConditionCache says, with the shared cache on (the chart's runnerCache),
-// whether the group's runners get it: True when the namespace has the
-// cache Secret and its cache server answered the scaler this pass, False
-// when either is missing. Without the shared cache the condition is absent.
-const ConditionCache = "Cache"
 
 // cacheProbeTimeout bounds the one request per namespace and pass.
 const cacheProbeTimeout = 3 * time.Second
@@ -59,7 +54,7 @@ func (s *Scaler) checkCache(ctx context.Context, g *groupRun) *metav1.Condition 
 func (s *Scaler) probeCache(ctx context.Context, cache runnerjob.CacheOptions, namespace string) metav1.Condition {
 	url := cache.URLFor(namespace)
 	cond := func(status metav1.ConditionStatus, reason, format string, args ...any) metav1.Condition {
-		return metav1.Condition{Type: ConditionCache, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...)}
+		return metav1.Condition{Type: v1alpha1.ConditionCache, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
 	// A loop reads the Secret again only as often as the token Secrets
 	// (SecretRecheck); a missing one is asked for every pass.
@@ -73,23 +68,23 @@ func (s *Scaler) probeCache(ctx context.Context, cache runnerjob.CacheOptions, n
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		return cond(metav1.ConditionFalse, ReasonCacheSecretMissing,
+		return cond(metav1.ConditionFalse, v1alpha1.ReasonCacheSecretMissing,
 			"no Secret %q in namespace %s: runners start with the cache off; the chart's runnerCache creates it with the namespace's cache server", cache.SecretName, namespace)
 	case err != nil:
-		return cond(metav1.ConditionUnknown, ReasonKubernetesError, "cannot read Secret %q: %v", cache.SecretName, err)
+		return cond(metav1.ConditionUnknown, v1alpha1.ReasonKubernetesError, "cannot read Secret %q: %v", cache.SecretName, err)
 	case len(sec.Data[runnerjob.CacheSecretKey]) == 0:
-		return cond(metav1.ConditionFalse, ReasonCacheSecretMissing,
+		return cond(metav1.ConditionFalse, v1alpha1.ReasonCacheSecretMissing,
 			"Secret %q has no key %s: runners start with the cache off", cache.SecretName, runnerjob.CacheSecretKey)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return cond(metav1.ConditionFalse, ReasonCacheUnreachable, "cache server URL %s: %v", url, err)
+		return cond(metav1.ConditionFalse, v1alpha1.ReasonCacheUnreachable, "cache server URL %s: %v", url, err)
 	}
 	resp, err := cacheProbe.Do(req)
 	if err != nil {
-		return cond(metav1.ConditionFalse, ReasonCacheUnreachable,
+		return cond(metav1.ConditionFalse, v1alpha1.ReasonCacheUnreachable,
 			"the cache server %s does not answer the scaler: %v; runners still start, and their jobs' cache steps miss", url, err)
 	}
 	resp.Body.Close()
-	return cond(metav1.ConditionTrue, ReasonCacheReachable, "the cache server %s answers; runners use it", url)
+	return cond(metav1.ConditionTrue, v1alpha1.ReasonCacheReachable, "the cache server %s answers; runners use it", url)
 }

@@ -72,9 +72,9 @@ func (s *Scaler) claim(ctx context.Context, g *groupRun) ([]plan.Claim, *observa
 		case err == nil:
 			return p.New, obs, nil
 		case !errors.Is(err, state.ErrConflict):
-			return nil, obs, newGroupError(ReasonKubernetesError, "%w", err)
+			return nil, obs, newGroupError(v1alpha1.ReasonKubernetesError, "%w", err)
 		case attempt == maxClaimAttempts:
-			return nil, obs, newGroupError(ReasonStateConflict, "state ConfigMap %s kept changing under this pass (%d attempts); the next pass will try again", state.ConfigMapName(g.rg.Name), attempt)
+			return nil, obs, newGroupError(v1alpha1.ReasonStateConflict, "state ConfigMap %s kept changing under this pass (%d attempts); the next pass will try again", state.ConfigMapName(g.rg.Name), attempt)
 		}
 		g.log.Debug("state changed under this pass, planning again", "attempt", attempt)
 	}
@@ -93,9 +93,9 @@ func claimsError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, state.ErrNotOurs):
-		return newGroupError(ReasonStateNotOwned, "%w", err)
+		return newGroupError(v1alpha1.ReasonStateNotOwned, "%w", err)
 	default:
-		return newGroupError(ReasonKubernetesError, "%w", err)
+		return newGroupError(v1alpha1.ReasonKubernetesError, "%w", err)
 	}
 }
 
@@ -118,7 +118,7 @@ func (s *Scaler) rebuildClaims(ctx context.Context, g *groupRun, loaded *state.L
 	loaded.Claims = state.FromJobs(obs.jobs)
 	name := state.ConfigMapName(g.rg.Name)
 	g.log.Warn("state ConfigMap untrusted, rebuilt it from the runner Jobs; no runner is created in this pass", "configmap", name, "why", why, "claims", len(loaded.Claims))
-	s.event(ctx, g.rg, "Warning", ReasonStateRebuilt, fmt.Sprintf("state ConfigMap %s %s; rebuilt it from %d runner Jobs, and the next pass creates runners again", name, why, len(obs.jobs)))
+	s.event(ctx, g.rg, "Warning", v1alpha1.ReasonStateRebuilt, fmt.Sprintf("state ConfigMap %s %s; rebuilt it from %d runner Jobs, and the next pass creates runners again", name, why, len(obs.jobs)))
 }
 
 // makePlan is the pure decision (package plan) on what was loaded and seen.

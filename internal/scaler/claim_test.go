@@ -16,6 +16,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
@@ -27,9 +28,9 @@ func TestMaxActiveRunnersHolds(t *testing.T) {
 
 	e.pass()
 	assert.Equal(t, map[int64]int{1: 1, 2: 1}, e.giteaJobsServed())
-	scaling := meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionScalingActive)
+	scaling := meta.FindStatusCondition(e.group("ci").Status.Conditions, v1alpha1.ConditionScalingActive)
 	require.NotNil(t, scaling)
-	assert.Equal(t, ReasonAtCapacity, scaling.Reason)
+	assert.Equal(t, v1alpha1.ReasonAtCapacity, scaling.Reason)
 
 	// Job 1's runner finishes and Gitea moves job 1 on: the freed slot
 	// goes to job 3 in the next pass.
@@ -111,7 +112,7 @@ func TestUntrustedStateIsRebuiltAndNothingIsServedTwice(t *testing.T) {
 			assert.Empty(t, e.claims("ci"), "the rebuilt state is readable again")
 			var rebuilt bool
 			for _, ev := range e.events() {
-				rebuilt = rebuilt || ev.Reason == ReasonStateRebuilt
+				rebuilt = rebuilt || ev.Reason == v1alpha1.ReasonStateRebuilt
 			}
 			assert.True(t, rebuilt, "a StateRebuilt event says what happened")
 
@@ -138,7 +139,7 @@ func TestStateConfigMapOfSomeoneElseIsLeftAlone(t *testing.T) {
 	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), state.ConfigMapName("ci"), metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"theirs": "data"}, cm.Data)
-	assert.Equal(t, ReasonStateNotOwned, meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionReady).Reason)
+	assert.Equal(t, v1alpha1.ReasonStateNotOwned, meta.FindStatusCondition(e.group("ci").Status.Conditions, v1alpha1.ConditionReady).Reason)
 }
 
 // Another pass claims job 1 between this pass's read and write of the
@@ -195,7 +196,7 @@ func TestRacingPassesStartNoDuplicate(t *testing.T) {
 		}
 
 		var wg sync.WaitGroup
-		sums := make([]Summary, 2)
+		sums := make([]passreport.Summary, 2)
 		for i := range 2 {
 			wg.Go(func() {
 				s, err := e.scaler().Pass(context.Background())

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/kubecache"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
@@ -99,7 +100,7 @@ func TestASteadyLoopPassWithClusterWideReadsSendsNoRead(t *testing.T) {
 	}
 	assert.Empty(t, sentReads(e), "no get and no list: the ledgers come from the cache too")
 	assert.Empty(t, c.Watching(), "no watch of its own per namespace")
-	assert.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason)
+	assert.Equal(t, v1alpha1.ReasonReconciled, ready(e.group("ci")).Reason)
 }
 
 // A loop with the cluster-wide caches creates from a fresh read only, as
@@ -142,9 +143,9 @@ func TestClusterWideReadsServeNoNamespaceWithoutItsBinding(t *testing.T) {
 			_, err := sc.Pass(context.Background())
 			require.NoError(t, err)
 			rg := e.group("ci")
-			assert.Equal(t, ReasonReconciled, ready(rg).Reason)
+			assert.Equal(t, v1alpha1.ReasonReconciled, ready(rg).Reason)
 			other := e.groupIn(otherNS, "ci")
-			assert.Equal(t, ReasonNamespaceNotEnabled, ready(other).Reason)
+			assert.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, ready(other).Reason)
 			all, err := e.kube.BatchV1().Jobs("").List(context.Background(), metav1.ListOptions{})
 			require.NoError(t, err)
 			require.NotEmpty(t, all.Items)

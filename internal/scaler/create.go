@@ -84,7 +84,7 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim, o
 	}
 	// One %w per cause, so that each stays testable with errors.Is.
 	format := "cannot create %d runner Job(s): " + strings.TrimSuffix(strings.Repeat("%w; ", len(causes)), "; ")
-	return created, newGroupError(ReasonJobCreateFailed, format, append([]any{len(causes)}, causes...)...)
+	return created, newGroupError(v1alpha1.ReasonJobCreateFailed, format, append([]any{len(causes)}, causes...)...)
 }
 
 // errNotBuilt marks a runner Job that was never sent: its pod could not be
@@ -123,11 +123,11 @@ func (s *Scaler) createJob(ctx context.Context, g *groupRun, c plan.Claim) error
 	}
 	if plan.IsWarm(c.GiteaJobID) {
 		g.log.Info("created runner Job", "job", c.JobName, "warm", true)
-		s.event(ctx, g.rg, "Normal", ReasonRunnerCreated, fmt.Sprintf("Created runner Job %s for the warm pool", c.JobName))
+		s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerCreated, fmt.Sprintf("Created runner Job %s for the warm pool", c.JobName))
 		return nil
 	}
 	g.log.Info("created runner Job", "job", c.JobName, "giteaJob", c.GiteaJobID)
-	s.event(ctx, g.rg, "Normal", ReasonRunnerCreated, fmt.Sprintf("Created runner Job %s for Gitea job %d", c.JobName, c.GiteaJobID))
+	s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerCreated, fmt.Sprintf("Created runner Job %s for Gitea job %d", c.JobName, c.GiteaJobID))
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
 
@@ -39,8 +40,8 @@ func TestARefusedJobCreationReleasesTheClaim(t *testing.T) {
 
 			assert.Equal(t, []string{"runners/ci"}, sum.Failed)
 			assert.Empty(t, e.claims("ci"), "the next pass retries at once instead of after the TTL")
-			ready := meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionReady)
-			assert.Equal(t, ReasonJobCreateFailed, ready.Reason)
+			ready := meta.FindStatusCondition(e.group("ci").Status.Conditions, v1alpha1.ConditionReady)
+			assert.Equal(t, v1alpha1.ReasonJobCreateFailed, ready.Reason)
 			assert.Contains(t, ready.Message, "runner Job for Gitea job 1: "+strings.ReplaceAll(refusal.Error(), "ci-n0001", "<runner Job>"),
 				"the message names the Gitea job, not the random Job name, so a repeated refusal reads the same")
 		})
@@ -100,7 +101,7 @@ func TestACancelledPassStillReleasesAndRecords(t *testing.T) {
 
 	assert.Equal(t, []string{"runners/ci"}, sum.Failed)
 	assert.Empty(t, e.claims("ci"), "released though the pass was cancelled")
-	ready := meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionReady)
+	ready := meta.FindStatusCondition(e.group("ci").Status.Conditions, v1alpha1.ConditionReady)
 	require.NotNil(t, ready, "recorded though the pass was cancelled")
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
 }
@@ -119,7 +120,7 @@ func TestARepeatedRefusalIsOneEvent(t *testing.T) {
 	}
 	warnings := 0
 	for _, ev := range e.events() {
-		if ev.Reason == ReasonJobCreateFailed {
+		if ev.Reason == v1alpha1.ReasonJobCreateFailed {
 			warnings++
 		}
 	}

@@ -68,7 +68,7 @@ func TestOneTenantsTokenNeverAnswersForAnothersGroup(t *testing.T) {
 	assert.Equal(t, []string{"team-b/contoso"}, sum.Failed)
 	assert.Equal(t, map[string]int{"team-a/contoso": 1}, e.runnersOf("team-a", "team-b"))
 	rgB := e.groupIn("team-b", "contoso")
-	assert.Equal(t, ReasonGiteaForbidden, ready(rgB).Reason, "B's group gets Gitea's answer to B's token")
+	assert.Equal(t, v1alpha1.ReasonGiteaForbidden, ready(rgB).Reason, "B's group gets Gitea's answer to B's token")
 	assert.Zero(t, rgB.Status.QueuedJobs, "and none of A's listing")
 	assert.ElementsMatch(t, []string{tokenA, tokenB}, sentFor, "each group's client holds its own token")
 }
@@ -117,7 +117,7 @@ func TestAnotherTenantGetsNoMintedTokenItsTokenCouldNot(t *testing.T) {
 	})
 
 	assert.Equal(t, []string{"team-b/ci"}, sum.Failed)
-	assert.Equal(t, ReasonGiteaForbidden, ready(e.groupIn("team-b", "ci")).Reason)
+	assert.Equal(t, v1alpha1.ReasonGiteaForbidden, ready(e.groupIn("team-b", "ci")).Reason)
 	assert.Equal(t, map[string]int{"team-a/ci": 1}, e.runnersOf("team-a", "team-b"), "A's job is A's at once")
 	minted := v1alpha1.MintedRegistrationTokenSecret("ci")
 	_, err := e.kube.CoreV1().Secrets("team-b").Get(context.Background(), minted, metav1.GetOptions{})

@@ -15,6 +15,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
@@ -43,7 +44,7 @@ type DeletedNamespaces struct {
 	GiteaURL string
 	// Token is the platform's API token. Empty: the mirror is kept and
 	// nothing is deleted; each pass says how many recorded groups of
-	// deleted namespaces may have left registrations (LeftNoToken).
+	// deleted namespaces may have left registrations (passreport.LeftNoToken).
 	Token string
 	// MaxPerPass bounds the deleted namespaces swept per pass (each costs
 	// a runners listing per recorded place, and a running-jobs listing
@@ -54,41 +55,13 @@ type DeletedNamespaces struct {
 
 // DefaultDeletedNamespacesPerPass is DeletedNamespaces.MaxPerPass's
 // default: a few listings per pass, next to the live groups' many. A
-// namespace left over waits for the next pass (LeftLater).
+// namespace left over waits for the next pass (passreport.LeftLater).
 const DefaultDeletedNamespacesPerPass = 4
 
 // maxNamespaceChecks bounds the namespaces a pass asks the API server
 // about for the sweep (records of namespaces it did not serve): one GET
 // each.
 const maxNamespaceChecks = 64
-
-// Why recorded groups of deleted namespaces are left (the keys of
-// DeletedNamespacesReport.Left, and the reason label of the metric).
-const (
-	// LeftNoToken: the sweep has no platform token, so nothing is deleted.
-	LeftNoToken = "no_token"
-	// LeftOtherGitea: the group registered on another Gitea than the
-	// platform token's.
-	LeftOtherGitea = "other_gitea"
-	// LeftRunning: a registration of the group is online or runs a job
-	// (Gitea has not yet seen its runner go); a later pass looks again.
-	LeftRunning = "running"
-	// LeftFailed: Gitea or the API server failed the sweep; a later pass
-	// tries again.
-	LeftFailed = "failed"
-	// LeftLater: over the pass's bound; a later pass sweeps it.
-	LeftLater = "later"
-)
-
-// DeletedNamespacesReport is what a pass's sweep of deleted namespaces
-// did: registrations removed, namespaces still being deleted (waited
-// for), and per reason how many recorded groups of deleted namespaces may
-// still have registrations in Gitea.
-type DeletedNamespacesReport struct {
-	Removed int
-	Waiting int
-	Left    map[string]int
-}
 
 // nsState is what the API server says of a recorded namespace.
 type nsState int
@@ -103,9 +76,9 @@ const (
 // then removes the registrations of recorded namespaces that are gone.
 // Nothing it meets fails the pass: the live groups have been served, and
 // whatever was not swept waits for a later pass, counted in the report.
-func (s *Scaler) sweepDeletedNamespaces(ctx context.Context, runs []*groupRun, turn int64) DeletedNamespacesReport {
+func (s *Scaler) sweepDeletedNamespaces(ctx context.Context, runs []*groupRun, turn int64) passreport.DeletedNamespacesReport {
 	d := s.cfg.DeletedNamespaces
-	rep := DeletedNamespacesReport{Left: map[string]int{}}
+	rep := passreport.DeletedNamespacesReport{Left: map[string]int{}}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 	defer cancel()
 	m := ledger.Mirror{Client: s.kube, Namespace: d.Namespace, Name: d.ConfigMap}
@@ -151,7 +124,7 @@ func (s *Scaler) sweepDeletedNamespaces(ctx context.Context, runs []*groupRun, t
 	for _, key := range keys {
 		c := cur[key]
 		if checks == maxNamespaceChecks {
-			rep.Left[LeftLater] += len(c.Groups)
+			rep.Left[passreport.LeftLater] += len(c.Groups)
 			continue
 		}
 		checks++
@@ -159,7 +132,7 @@ func (s *Scaler) sweepDeletedNamespaces(ctx context.Context, runs []*groupRun, t
 		switch {
 		case err != nil:
 			s.log.Warn("cannot tell whether a recorded namespace is gone; its registrations are looked at in a later pass", "namespace", c.Namespace, "error", err)
-			rep.Left[LeftFailed] += len(c.Groups)
+			rep.Left[passreport.LeftFailed] += len(c.Groups)
 			continue
 		case state == nsTerminating:
 			rep.Waiting++
@@ -169,11 +142,11 @@ func (s *Scaler) sweepDeletedNamespaces(ctx context.Context, runs []*groupRun, t
 		}
 		switch {
 		case d.Token == "":
-			rep.Left[LeftNoToken] += len(c.Groups)
+			rep.Left[passreport.LeftNoToken] += len(c.Groups)
 			noToken += len(c.Groups)
 			continue
 		case swept == limit:
-			rep.Left[LeftLater] += len(c.Groups)
+			rep.Left[passreport.LeftLater] += len(c.Groups)
 			continue
 		}
 		swept++
@@ -292,12 +265,12 @@ func (s *Scaler) namespaceState(ctx context.Context, name string, uid types.UID)
 // group's name. It returns the edit of the record: the tags of which
 // nothing is left at a place are forgotten there, and the record goes
 // once no tag is left.
-func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, rep *DeletedNamespacesReport) func(ledger.Copies) bool {
+func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, rep *passreport.DeletedNamespacesReport) func(ledger.Copies) bool {
 	d := s.cfg.DeletedNamespaces
 	log := s.log.With("deletedNamespace", c.Namespace)
 	fail := func(msg string, err error) func(ledger.Copies) bool {
 		log.Error(msg, "error", err)
-		rep.Left[LeftFailed] += len(c.Groups)
+		rep.Left[passreport.LeftFailed] += len(c.Groups)
 		return nil
 	}
 	client, err := s.gitea(d.GiteaURL, d.Token)
@@ -338,14 +311,14 @@ func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, 
 			}
 		}
 		if p.URL != home {
-			mark(LeftOtherGitea)
+			mark(passreport.LeftOtherGitea)
 			continue
 		}
 		t := gitea.Target{Scope: gitea.Scope(p.Scope), Owner: p.Owner, Repo: p.Repo}
 		all, err := runners.ListRunners(ctx, t)
 		if err != nil {
 			log.Error("cannot list the runners of a deleted namespace's groups", "scope", t.String(), "error", err)
-			mark(LeftFailed)
+			mark(passreport.LeftFailed)
 			continue
 		}
 		sw, err := s.sweepLeftBehind(ctx, runners, t, plan.LeftBehindInput{Regs: namedRegistrations(all, ""), Recorded: recorded}, leftBehindActions{
@@ -362,7 +335,7 @@ func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, 
 		})
 		if err != nil {
 			log.Error("cannot confirm that the runners of a deleted namespace run no job, so none is removed", "scope", t.String(), "error", err)
-			mark(LeftFailed)
+			mark(passreport.LeftFailed)
 			continue
 		}
 		if s.cfg.DryRun {
@@ -373,9 +346,9 @@ func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, 
 		for tag := range recorded {
 			switch {
 			case sw.failed[tag]:
-				why[tag] = LeftFailed
+				why[tag] = passreport.LeftFailed
 			case !slices.Contains(sw.forget, tag):
-				why[tag] = LeftRunning
+				why[tag] = passreport.LeftRunning
 			}
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -182,7 +183,7 @@ func TestRegistrationsOfDeletedNamespacesAreRemoved(t *testing.T) {
 	}, e.g.names())
 	assert.Equal(t, 2, sum.DeletedNamespaces.Removed)
 	assert.Equal(t, 1, sum.DeletedNamespaces.Waiting, "team-ending is being deleted")
-	assert.Equal(t, map[string]int{LeftRunning: 1, LeftOtherGitea: 1}, sum.DeletedNamespaces.Left)
+	assert.Equal(t, map[string]int{passreport.LeftRunning: 1, passreport.LeftOtherGitea: 1}, sum.DeletedNamespaces.Left)
 
 	left := e.copies()
 	assert.NotContains(t, left, ledger.MirrorKey("team-remade", "uid-old"), "nothing of it is left: forgotten")
@@ -215,7 +216,7 @@ func TestWithoutThePlatformTokenNothingIsDeletedAndItIsSaid(t *testing.T) {
 
 	require.NoError(t, sum.Err())
 	assert.Equal(t, []string{runnerjob.RunnerName(gone, "ci-aaaa1")}, e.g.names())
-	assert.Equal(t, map[string]int{LeftNoToken: 1}, sum.DeletedNamespaces.Left)
+	assert.Equal(t, map[string]int{passreport.LeftNoToken: 1}, sum.DeletedNamespaces.Left)
 	assert.Contains(t, e.copies(), ledger.MirrorKey("team-gone", "uid-gone"))
 	assert.Contains(t, e.logs.String(), "no Gitea token for the sweep of deleted namespaces")
 }
@@ -283,14 +284,14 @@ func TestTheSweepIsBoundedAndNeverFailsThePass(t *testing.T) {
 
 	sum := e.pass(e.sweep(platformToken), bound)
 	assert.Len(t, e.g.names(), 3, "two namespaces swept")
-	assert.Equal(t, map[string]int{LeftLater: 3}, sum.DeletedNamespaces.Left)
+	assert.Equal(t, map[string]int{passreport.LeftLater: 3}, sum.DeletedNamespaces.Left)
 
 	e.sweepErr = errors.New("gitea is down")
 	e.gitea.snap.Queued = []gitea.Job{queued(1, "ubuntu-latest")}
 	sum = e.pass(e.sweep(platformToken), bound)
 	require.NoError(t, sum.Err(), "the sweep's failure is not the live groups'")
 	assert.Equal(t, 1, sum.Created)
-	assert.Equal(t, 2, sum.DeletedNamespaces.Left[LeftFailed])
+	assert.Equal(t, 2, sum.DeletedNamespaces.Left[passreport.LeftFailed])
 	assert.Len(t, e.g.names(), 3)
 
 	e.sweepErr = nil

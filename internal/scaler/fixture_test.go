@@ -29,6 +29,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
@@ -270,7 +271,7 @@ func (e *env) inputs() (Deps, Config) {
 	return deps, cfg
 }
 
-func (e *env) pass(setups ...setup) Summary {
+func (e *env) pass(setups ...setup) passreport.Summary {
 	e.t.Helper()
 	sum, err := e.scaler(setups...).Pass(context.Background())
 	require.NoError(e.t, err)

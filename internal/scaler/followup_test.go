@@ -10,27 +10,28 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 )
 
 func TestSummarySaysWhenQueuedJobsWereLeftToIdleRunners(t *testing.T) {
 	tests := []struct {
 		name   string
-		groups []GroupStats
+		groups []passreport.GroupStats
 		want   bool
 	}{
 		{name: "no group", want: false},
-		{name: "a queued job left to an idle runner", groups: []GroupStats{{Queued: 1, Idle: 1}}, want: true},
-		{name: "more queued jobs than runners created, an idle runner", groups: []GroupStats{{Queued: 3, Created: 2, Idle: 1}}, want: true},
-		{name: "every queued job got a new runner", groups: []GroupStats{{Queued: 2, Created: 2, Idle: 1}}, want: false},
-		{name: "a warm runner created takes the queued job", groups: []GroupStats{{Queued: 1, Created: 1, Idle: 1}}, want: false},
-		{name: "jobs waiting for a slot, no idle runner", groups: []GroupStats{{Queued: 2, Active: 2, Max: 2}}, want: false},
-		{name: "idle runners, nothing queued", groups: []GroupStats{{Idle: 2}}, want: false},
-		{name: "a failed group's numbers are not this pass's", groups: []GroupStats{{Queued: 1, Idle: 1, Failed: true}}, want: false},
-		{name: "any one group is enough", groups: []GroupStats{{Queued: 1, Created: 1}, {Queued: 1, Idle: 1}}, want: true},
+		{name: "a queued job left to an idle runner", groups: []passreport.GroupStats{{Queued: 1, Idle: 1}}, want: true},
+		{name: "more queued jobs than runners created, an idle runner", groups: []passreport.GroupStats{{Queued: 3, Created: 2, Idle: 1}}, want: true},
+		{name: "every queued job got a new runner", groups: []passreport.GroupStats{{Queued: 2, Created: 2, Idle: 1}}, want: false},
+		{name: "a warm runner created takes the queued job", groups: []passreport.GroupStats{{Queued: 1, Created: 1, Idle: 1}}, want: false},
+		{name: "jobs waiting for a slot, no idle runner", groups: []passreport.GroupStats{{Queued: 2, Active: 2, Max: 2}}, want: false},
+		{name: "idle runners, nothing queued", groups: []passreport.GroupStats{{Idle: 2}}, want: false},
+		{name: "a failed group's numbers are not this pass's", groups: []passreport.GroupStats{{Queued: 1, Idle: 1, Failed: true}}, want: false},
+		{name: "any one group is enough", groups: []passreport.GroupStats{{Queued: 1, Created: 1}, {Queued: 1, Idle: 1}}, want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, Summary{GroupStats: tt.groups}.LeftToIdleRunners())
+			assert.Equal(t, tt.want, leftToIdleRunners(passreport.Summary{GroupStats: tt.groups}))
 		})
 	}
 }

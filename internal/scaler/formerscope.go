@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
@@ -200,7 +201,7 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 			rep.reaped++
 			rep.deletedJobs++
 			g.log.Info("reaped a runner of the group's former scope", "job", j.Name, "runner", name, "scope", t.String())
-			s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s (%s)", j.Name, whyFormerScope, t))
+			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s (%s)", j.Name, whyFormerScope, t))
 		}
 		for _, o := range orphans {
 			if c.keeps(o.Name, false) != "" {
@@ -224,7 +225,7 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 			rep.reaped++
 			rep.orphans++
 			g.log.Info("removed an orphan runner registration from the group's former scope", "runner", o.Name, "id", o.ID, "scope", t.String())
-			s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea (the group's former scope %s): its runner Job %s is gone and it ran no job", o.Name, t, o.Job))
+			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea (the group's former scope %s): its runner Job %s is gone and it ran no job", o.Name, t, o.Job))
 		}
 	}
 	// Nothing of the group is left there: no registration of its, and no

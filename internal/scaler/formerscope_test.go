@@ -87,10 +87,10 @@ func TestRunnersOfAGroupsFormerScopeAreReaped(t *testing.T) {
 				left = tt.wantLeft(runner)
 			}
 			assert.Equal(t, left, g.namesAt(old), "runners left in the former scope")
-			ready := meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionReady)
+			ready := meta.FindStatusCondition(e.group("ci").Status.Conditions, v1alpha1.ConditionReady)
 			require.NotNil(t, ready)
 			if tt.wantFailed {
-				assert.Equal(t, ReasonRunnerReapFailed, ready.Reason)
+				assert.Equal(t, v1alpha1.ReasonRunnerReapFailed, ready.Reason)
 			}
 			if tt.wantKept {
 				assert.Contains(t, jobNamesOf(e), "ci-aaaaa")

@@ -378,9 +378,9 @@ func TestAListingThatFailsFailsOnlyItsGroups(t *testing.T) {
 	assert.Equal(t, []string{ns + "/a", ns + "/b"}, sum.Failed)
 	assert.Equal(t, 1, sum.Created, "group c")
 	for _, name := range []string{"a", "b"} {
-		ready := meta.FindStatusCondition(e.group(name).Status.Conditions, ConditionReady)
+		ready := meta.FindStatusCondition(e.group(name).Status.Conditions, v1alpha1.ConditionReady)
 		require.NotNil(t, ready)
-		assert.Equal(t, ReasonGiteaUnavailable, ready.Reason)
+		assert.Equal(t, v1alpha1.ReasonGiteaUnavailable, ready.Reason)
 		assert.Contains(t, ready.Message, "org acme")
 	}
 }
@@ -444,7 +444,7 @@ func TestStatesListedPerNamespaceFallBackToTheirOwnRead(t *testing.T) {
 			assert.Equal(t, map[int64]int{1: 1}, e.giteaJobsServed(), "no second runner")
 			rebuilt := false
 			for _, ev := range e.events() {
-				rebuilt = rebuilt || ev.Reason == ReasonStateRebuilt
+				rebuilt = rebuilt || ev.Reason == v1alpha1.ReasonStateRebuilt
 			}
 			assert.Equal(t, tt.wantRebuilt, rebuilt)
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
@@ -57,7 +58,7 @@ type groupRun struct {
 	queuedAt    map[int64]time.Time
 	queuedToJob []time.Duration
 	// stats is the group's line in the pass's Summary, set by record.
-	stats GroupStats
+	stats passreport.GroupStats
 	// invalid is why the validate step failed, if it did.
 	invalid error
 	// regCheck is the RegistrationToken condition the validate step
@@ -160,7 +161,7 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 		return err
 	}
 	if g.gitea, err = s.gitea(spec.Gitea.URL, token); err != nil {
-		return newGroupError(ReasonGiteaUnavailable, "cannot create Gitea client for %s: %w", spec.Gitea.URL, err)
+		return newGroupError(v1alpha1.ReasonGiteaUnavailable, "cannot create Gitea client for %s: %w", spec.Gitea.URL, err)
 	}
 	if g.rg.MintsRegistrationToken() {
 		if err := s.ensureRegistrationToken(ctx, g, secrets); err != nil {
@@ -194,13 +195,13 @@ func (s *Scaler) checkSpec(rg *v1alpha1.RunnerGroup) error {
 	check := func() error {
 		spec := &rg.Spec
 		if err := spec.Validate(); err != nil {
-			return newGroupError(ReasonInvalidSpec, "invalid spec: %w", err)
+			return newGroupError(v1alpha1.ReasonInvalidSpec, "invalid spec: %w", err)
 		}
 		if err := runnerjob.CheckTemplate(rg, s.cfg.Runner); err != nil {
-			return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
+			return newGroupError(v1alpha1.ReasonInvalidTemplate, "spec.template: %w", err)
 		}
 		if err := runnerconfig.CheckGroup(spec.RunnerConfig, s.cfg.Runner.Config.Pinned); err != nil {
-			return newGroupError(ReasonInvalidRunnerConfig, "%w", err)
+			return newGroupError(v1alpha1.ReasonInvalidRunnerConfig, "%w", err)
 		}
 		return CheckGiteaURL(s.cfg.AllowedGiteaURLs, rg)
 	}
@@ -243,17 +244,17 @@ func (s *Scaler) podChecks(g *groupRun, ns *corev1.Namespace) error {
 	// template was checked before, so Build accepts it.
 	job, err := runnerjob.Build(g.rg, runnerjob.NewName(g.rg.Name), 1, s.cfg.Runner)
 	if err != nil {
-		return newGroupError(ReasonInvalidTemplate, "spec.template: %w", err)
+		return newGroupError(v1alpha1.ReasonInvalidTemplate, "spec.template: %w", err)
 	}
 	if why := tenancy.PodSecurity(ns, &job.Spec.Template, s.cfg.TrustUnlabelledNamespaces); why != "" {
-		return newGroupError(ReasonPodSecurityForbidsRunner, "%s", why)
+		return newGroupError(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	// What the runner config gives job containers is judged by the same
 	// level: a privileged job container goes only where a privileged
 	// runner pod would.
 	merged := runnerconfig.Merge(s.cfg.Runner.Config.Defaults, g.rg.Spec.RunnerConfig, s.cfg.Runner.Config.Pinned)
 	if why := tenancy.RunnerConfigRights(ns, runnerconfig.NeedsPrivileged(merged), s.cfg.TrustUnlabelledNamespaces); why != "" {
-		return newGroupError(ReasonPodSecurityForbidsRunner, "%s", why)
+		return newGroupError(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	return nil
 }
@@ -274,26 +275,26 @@ func (s *Scaler) readSecretKey(ctx context.Context, read map[string]*corev1.Secr
 		sec, err = s.kube.CoreV1().Secrets(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			return "", newGroupError(ReasonSecretNotFound, "spec.%s: Secret %s/%s not found", field, namespace, ref.Name)
+			return "", newGroupError(v1alpha1.ReasonSecretNotFound, "spec.%s: Secret %s/%s not found", field, namespace, ref.Name)
 		case err != nil:
-			return "", newGroupError(ReasonKubernetesError, "spec.%s: cannot read Secret %s/%s: %w", field, namespace, ref.Name, err)
+			return "", newGroupError(v1alpha1.ReasonKubernetesError, "spec.%s: cannot read Secret %s/%s: %w", field, namespace, ref.Name, err)
 		}
 		read[ref.Name] = sec
 	}
 	// Checked on every use, however the Secret was read (the pass may
 	// have read it for another group of the namespace).
 	if !tenancy.SecretAllowed(sec) {
-		return "", newGroupError(ReasonSecretNotLabelled, "spec.%s: Secret %s/%s lacks the label %s=true that lets the scaler use it; whoever may change the Secret adds it: kubectl label secret --namespace %s %s %s=true",
+		return "", newGroupError(v1alpha1.ReasonSecretNotLabelled, "spec.%s: Secret %s/%s lacks the label %s=true that lets the scaler use it; whoever may change the Secret adds it: kubectl label secret --namespace %s %s %s=true",
 			field, namespace, ref.Name, tenancy.SecretLabel, namespace, ref.Name, tenancy.SecretLabel)
 	}
 	// Before the value is read: a key the owner did not declare for this
 	// use is not looked at.
 	if why := tenancy.TokenKeyRefusal(sec, ref.Key, use); why != "" {
-		return "", newGroupError(ReasonSecretKeyNotDeclared, "spec.%s: %s", field, why)
+		return "", newGroupError(v1alpha1.ReasonSecretKeyNotDeclared, "spec.%s: %s", field, why)
 	}
 	v, ok := sec.Data[ref.Key]
 	if !ok || len(strings.TrimSpace(string(v))) == 0 {
-		return "", newGroupError(ReasonSecretKeyMissing, "spec.%s: Secret %s/%s has no key %q or it is empty", field, namespace, ref.Name, ref.Key)
+		return "", newGroupError(v1alpha1.ReasonSecretKeyMissing, "spec.%s: Secret %s/%s has no key %q or it is empty", field, namespace, ref.Name, ref.Key)
 	}
 	return strings.TrimSpace(string(v)), nil
 }

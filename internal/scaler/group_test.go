@@ -73,12 +73,12 @@ func TestGroupErrorsKeepTheirCause(t *testing.T) {
 		breakIt    func(*env)
 		wantReason string
 	}{
-		{name: "reading a Secret", breakIt: cancelled("get", "secrets"), wantReason: ReasonKubernetesError},
-		{name: "reading the state", breakIt: cancelled("get", "configmaps"), wantReason: ReasonKubernetesError},
-		{name: "listing runner Jobs", breakIt: cancelled("list", "jobs"), wantReason: ReasonKubernetesError},
-		{name: "asking Gitea", breakIt: func(e *env) { e.gitea.err = fmt.Errorf("gitea: GET /x: %w", context.Canceled) }, wantReason: ReasonGiteaUnavailable},
-		{name: "storing the claims", breakIt: cancelled("create", "configmaps"), wantReason: ReasonKubernetesError},
-		{name: "creating a runner Job", breakIt: cancelled("create", "jobs"), wantReason: ReasonJobCreateFailed},
+		{name: "reading a Secret", breakIt: cancelled("get", "secrets"), wantReason: v1alpha1.ReasonKubernetesError},
+		{name: "reading the state", breakIt: cancelled("get", "configmaps"), wantReason: v1alpha1.ReasonKubernetesError},
+		{name: "listing runner Jobs", breakIt: cancelled("list", "jobs"), wantReason: v1alpha1.ReasonKubernetesError},
+		{name: "asking Gitea", breakIt: func(e *env) { e.gitea.err = fmt.Errorf("gitea: GET /x: %w", context.Canceled) }, wantReason: v1alpha1.ReasonGiteaUnavailable},
+		{name: "storing the claims", breakIt: cancelled("create", "configmaps"), wantReason: v1alpha1.ReasonKubernetesError},
+		{name: "creating a runner Job", breakIt: cancelled("create", "jobs"), wantReason: v1alpha1.ReasonJobCreateFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

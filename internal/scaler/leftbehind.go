@@ -93,7 +93,7 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 			rep.reaped++
 			rep.orphans++
 			g.log.Info("removed a registration of a deleted group", "runner", r.Name, "id", r.ID, "deletedGroup", group)
-			s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea: RunnerGroup %s/%s that registered it is gone, and it ran no job", r.Name, ns, group))
+			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea: RunnerGroup %s/%s that registered it is gone, and it ran no job", r.Name, ns, group))
 		},
 		failed: func(r plan.Registration, group string, err error) {
 			errs = append(errs, fmt.Errorf("cannot remove runner %s of deleted RunnerGroup %s/%s from Gitea: %w", r.Name, ns, group, err))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
@@ -196,7 +197,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	if err != nil {
 		// obs.lifecycle stays nil: the runner counts are not known, and
 		// the status keeps their last values.
-		return newGroupError(ReasonRunnerReapFailed, "cannot list runner pods: %w", err)
+		return newGroupError(v1alpha1.ReasonRunnerReapFailed, "cannot list runner pods: %w", err)
 	}
 	rep := &lifecycleReport{}
 	obs.lifecycle = rep
@@ -264,7 +265,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		errs = append(errs, s.reapFormerScopes(ctx, g, runners, former, obs, rep)...)
 	}
 	if len(errs) > 0 {
-		return newGroupError(ReasonRunnerReapFailed, "%w", joinCauses(errs))
+		return newGroupError(v1alpha1.ReasonRunnerReapFailed, "%w", joinCauses(errs))
 	}
 	return nil
 }

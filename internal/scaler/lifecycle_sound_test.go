@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
@@ -287,9 +288,9 @@ func TestRunnerCountsAreNeverAFalseZero(t *testing.T) {
 		st := e.group("ci").Status
 		assert.EqualValues(t, 1, st.IdleRunners)
 		assert.EqualValues(t, 1, st.StartingRunners)
-		ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+		ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
 		require.NotNil(t, ready)
-		assert.Equal(t, ReasonRunnerReapFailed, ready.Reason)
+		assert.Equal(t, v1alpha1.ReasonRunnerReapFailed, ready.Reason)
 	})
 	t.Run("pods listing fails: the counts keep their last value", func(t *testing.T) {
 		rg := newGroup("ci", 3)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 )
 
 // RunOptions say whether Run passes once or keeps passing.
@@ -70,15 +71,15 @@ func (s *Scaler) run(ctx context.Context, o RunOptions, signals <-chan os.Signal
 // to idle runners. A pass that did not keeps a follow-up already due: a
 // webhook's pass may not have looked at the groups that asked for it. It
 // reports whether a stop came first.
-func (s *Scaler) waitForNextPass(ctx context.Context, next time.Time, stopping <-chan struct{}, follow *followUps, last Summary) bool {
+func (s *Scaler) waitForNextPass(ctx context.Context, next time.Time, stopping <-chan struct{}, follow *followUps, last passreport.Summary) bool {
 	timer := time.NewTimer(time.Until(next))
 	defer timer.Stop()
 	soon := time.NewTimer(0)
 	soon.Stop()
 	defer soon.Stop()
 	var soonAt time.Time // zero: no follow-up pass is due
-	followUp := func(sum Summary) {
-		d, ok := follow.after(sum.LeftToIdleRunners())
+	followUp := func(sum passreport.Summary) {
+		d, ok := follow.after(leftToIdleRunners(sum))
 		at := time.Now().Add(d)
 		// The regular pass comes first, or a follow-up is due sooner.
 		if !ok || !at.Before(next) || (!soonAt.IsZero() && !at.Before(soonAt)) {
@@ -159,12 +160,12 @@ func (s *Scaler) stopOnSignals(ctx context.Context, cancel context.CancelFunc, s
 // scrapes, still reports them: runners created and reaped, the groups'
 // queued, blocked, running, active and idle counts, the requests sent to
 // Gitea and Kubernetes, and the time from queued to runner Job.
-func (s *Scaler) loggedPass(ctx context.Context) (Summary, error) {
+func (s *Scaler) loggedPass(ctx context.Context) (passreport.Summary, error) {
 	return s.loggedPassOf(ctx, nil)
 }
 
 // loggedPassOf is loggedPass over the groups keep accepts (see passOf).
-func (s *Scaler) loggedPassOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bool) (Summary, error) {
+func (s *Scaler) loggedPassOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bool) (passreport.Summary, error) {
 	start := time.Now()
 	g0, k0 := s.requestCounts()
 	sum, err := s.passOf(ctx, keep)
@@ -200,7 +201,7 @@ func (s *Scaler) requestCounts() (gitea, kube int64) {
 // finds that the runner it was left to is gone.
 const DefaultFollowUp = 2 * time.Second
 
-// LeftToIdleRunners reports whether a group served in the pass had more
+// leftToIdleRunners reports whether a group served in the pass had more
 // queued jobs than it started runners for while it counted idle runners
 // (started, running no Gitea job): the plan left jobs to those runners.
 //
@@ -213,7 +214,7 @@ const DefaultFollowUp = 2 * time.Second
 // waiting for a slot with no idle runner do not count: only a runner Job
 // that ends frees that slot, and the regular pass sees it. A failed
 // group's counts may not be this pass's, so it does not count either.
-func (s Summary) LeftToIdleRunners() bool {
+func leftToIdleRunners(s passreport.Summary) bool {
 	for _, g := range s.GroupStats {
 		if !g.Failed && g.Queued > g.Created && g.Idle > 0 {
 			return true
@@ -223,7 +224,7 @@ func (s Summary) LeftToIdleRunners() bool {
 }
 
 // followUps is a loop's back-off for follow-up passes: after a pass that
-// left queued jobs to idle runners (Summary.LeftToIdleRunners), the loop
+// left queued jobs to idle runners (leftToIdleRunners), the loop
 // passes again after base, then twice as long after each further such
 // pass in a row, never later than the regular pass (the interval, which
 // also caps the delay); any other pass starts over at base. The regular

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 )
 
@@ -86,7 +87,7 @@ func benchmarkPassMemory(b *testing.B, mode string, groups, namespaces int) {
 		})
 	}
 	ctx := context.Background()
-	pass := func(s *Scaler) Summary {
+	pass := func(s *Scaler) passreport.Summary {
 		sum, err := s.Pass(ctx)
 		if err != nil || len(sum.Failed) > 0 || sum.Created > 0 {
 			b.Fatalf("%s pass: %v failed=%d created=%d", mode, err, len(sum.Failed), sum.Created)

@@ -164,7 +164,7 @@ func (s *Scaler) read(ctx context.Context, g *groupRun) ([]batchv1.Job, time.Tim
 		}
 		switch {
 		case ns.jobsErr != nil:
-			return nil, time.Time{}, gitea.Snapshot{}, newGroupError(ReasonKubernetesError, "cannot list runner Jobs: %w", ns.jobsErr)
+			return nil, time.Time{}, gitea.Snapshot{}, newGroupError(v1alpha1.ReasonKubernetesError, "cannot list runner Jobs: %w", ns.jobsErr)
 		case l.err != nil:
 			return nil, time.Time{}, gitea.Snapshot{}, giteaErr(l.err)
 		}
@@ -172,7 +172,7 @@ func (s *Scaler) read(ctx context.Context, g *groupRun) ([]batchv1.Job, time.Tim
 	}
 	list, err := s.kube.BatchV1().Jobs(rg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runnerjob.Selector(rg.Name)})
 	if err != nil {
-		return nil, time.Time{}, gitea.Snapshot{}, newGroupError(ReasonKubernetesError, "cannot list runner Jobs: %w", err)
+		return nil, time.Time{}, gitea.Snapshot{}, newGroupError(v1alpha1.ReasonKubernetesError, "cannot list runner Jobs: %w", err)
 	}
 	askedAt := s.now()
 	snap, err := g.gitea.Snapshot(ctx, target)

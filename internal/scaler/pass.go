@@ -3,66 +3,20 @@ package scaler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 )
 
 // errNotMadeByNew is what a zero Scaler says instead of panicking.
 var errNotMadeByNew = errors.New("scaler: this Scaler was not made by scaler.New")
-
-// Summary says how a pass went.
-type Summary struct {
-	// Groups counts the RunnerGroups served.
-	Groups int
-	// Failed names the groups that failed ("namespace/name").
-	Failed []string
-	// FailedNamespaces names the served namespaces whose RunnerGroups
-	// could not be listed (for example, their Role was deleted).
-	FailedNamespaces []string
-	// Created counts the runner Jobs created.
-	Created int
-	// GroupStats has one line per group served, in serving order, and
-	// QueuedToJob the time from each served Gitea job's creation to its
-	// runner Job: what the metrics and the pass's summary line report.
-	GroupStats  []GroupStats
-	QueuedToJob []time.Duration
-	// Partial is set for a pass over some of the groups only (a
-	// webhook's, or one that deferred new groups): groups missing from
-	// GroupStats were not looked at.
-	Partial bool
-	// Deferred counts the new groups left to later passes
-	// (Config.NewGroupsPerPass).
-	Deferred int
-	// DeletedNamespaces is what the sweep of deleted namespaces' registrations
-	// did (Config.DeletedNamespaces; zero when it is off, and in a partial pass).
-	DeletedNamespaces DeletedNamespacesReport
-}
-
-// Err is non-nil when any group or namespace failed, so the pass's Job
-// fails visibly in the CronJob's history.
-func (s Summary) Err() error {
-	var parts []string
-	if len(s.Failed) > 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d RunnerGroups failed: %s", len(s.Failed), s.Groups, strings.Join(s.Failed, ", ")))
-	}
-	if len(s.FailedNamespaces) > 0 {
-		parts = append(parts, "cannot list the RunnerGroups of namespace(s) "+strings.Join(s.FailedNamespaces, ", "))
-	}
-	if len(parts) == 0 {
-		return nil
-	}
-	return errors.New(strings.Join(parts, "; "))
-}
 
 // Pass serves every selected RunnerGroup once. It returns an error only when
 // it could not find the groups at all; a group that fails, or a namespace
@@ -73,7 +27,7 @@ func (s Summary) Err() error {
 // in namespace/name order, started one group further on each pass (see
 // turn), so groups that are slow and sort first do not leave the same tail
 // unserved whenever a pass runs out of time.
-func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
+func (s *Scaler) Pass(ctx context.Context) (passreport.Summary, error) {
 	return s.passOf(ctx, nil)
 }
 
@@ -81,13 +35,13 @@ func (s *Scaler) Pass(ctx context.Context) (Summary, error) {
 // is nil): a webhook's pass serves only the groups that could serve its
 // jobs. The assignment rule still hears of every listed group, so a
 // partial pass gives a job to the same group a full one would.
-func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bool) (Summary, error) {
+func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bool) (passreport.Summary, error) {
 	if s.groups == nil {
-		return Summary{}, errNotMadeByNew
+		return passreport.Summary{}, errNotMadeByNew
 	}
 	lg, err := s.listGroups(ctx)
 	if err != nil {
-		return Summary{}, err
+		return passreport.Summary{}, err
 	}
 	listed, broken, failedNS := lg.served, lg.broken, lg.failedNS
 	groups := listed
@@ -101,7 +55,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	}
 	turn := s.turn()
 	groups, deferred := s.admitNew(rotate(groups, turn))
-	sum := Summary{Groups: len(groups) + len(broken), FailedNamespaces: failedNS, Partial: keep != nil || deferred > 0, Deferred: deferred}
+	sum := passreport.Summary{Groups: len(groups) + len(broken), FailedNamespaces: failedNS, Partial: keep != nil || deferred > 0, Deferred: deferred}
 	if deferred > 0 {
 		s.log.Info("serving some new RunnerGroups in later passes, to keep this pass's writes bounded", "newGroupsPerPass", s.cfg.NewGroupsPerPass, "deferred", deferred)
 	}

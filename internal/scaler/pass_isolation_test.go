@@ -146,7 +146,7 @@ func inOrg(org string) func(*v1alpha1.RunnerGroup) {
 
 func readyOf(t *testing.T, e *env, group string) *metav1.Condition {
 	t.Helper()
-	c := meta.FindStatusCondition(e.group(group).Status.Conditions, ConditionReady)
+	c := meta.FindStatusCondition(e.group(group).Status.Conditions, v1alpha1.ConditionReady)
 	require.NotNil(t, c, "group %s has a Ready condition", group)
 	return c
 }
@@ -166,7 +166,7 @@ func TestGroupDeadline(t *testing.T) {
 			slow: func(_ *env, srv *giteatest.Server) {
 				srv.InjectFault(100, giteatest.Fault{Path: "/api/v1/orgs/slow/", Delay: time.Minute})
 			},
-			wantReason: ReasonGiteaTimeout, wantMsg: "no complete answer before the caller's deadline",
+			wantReason: v1alpha1.ReasonGiteaTimeout, wantMsg: "no complete answer before the caller's deadline",
 		},
 		{
 			name: "Kubernetes is slow",
@@ -181,7 +181,7 @@ func TestGroupDeadline(t *testing.T) {
 					return true, nil, fmt.Errorf("Get \"https://api/secrets/api-slow\": %w", context.DeadlineExceeded)
 				})
 			},
-			wantReason: ReasonGroupTimeout, wantMsg: "not done within the group timeout of 200ms",
+			wantReason: v1alpha1.ReasonGroupTimeout, wantMsg: "not done within the group timeout of 200ms",
 		},
 	}
 	for _, tt := range tests {
@@ -208,7 +208,7 @@ func TestGroupDeadline(t *testing.T) {
 			assert.Equal(t, metav1.ConditionFalse, ready.Status, "recorded although the group's context was over")
 			assert.Equal(t, tt.wantReason, ready.Reason)
 			assert.Contains(t, ready.Message, tt.wantMsg)
-			assert.Equal(t, ReasonReconciled, readyOf(t, e, "b-ok").Reason)
+			assert.Equal(t, v1alpha1.ReasonReconciled, readyOf(t, e, "b-ok").Reason)
 		})
 	}
 }
@@ -225,9 +225,9 @@ func TestLargeGiteaAnswerFailsOnlyItsGroup(t *testing.T) {
 	assert.Equal(t, []string{"runners/big"}, sum.Failed)
 	assert.Equal(t, 1, sum.Created, "the other group is served")
 	ready := readyOf(t, e, "big")
-	assert.Equal(t, ReasonGiteaBadResponse, ready.Reason)
+	assert.Equal(t, v1alpha1.ReasonGiteaBadResponse, ready.Reason)
 	assert.Contains(t, ready.Message, fmt.Sprintf("response larger than %d bytes", gitea.DefaultMaxResponseBytes))
-	assert.Equal(t, ReasonReconciled, readyOf(t, e, "ok").Reason)
+	assert.Equal(t, v1alpha1.ReasonReconciled, readyOf(t, e, "ok").Reason)
 }
 
 // cancellingGitea cancels the pass while Gitea is being asked, as a SIGTERM

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
@@ -34,7 +35,7 @@ func TestPassServesQueuedMatchingJobsOnly(t *testing.T) {
 
 	sum := e.pass()
 
-	assert.Equal(t, Summary{Groups: 1, Created: 1, GroupStats: []GroupStats{{
+	assert.Equal(t, passreport.Summary{Groups: 1, Created: 1, GroupStats: []passreport.GroupStats{{
 		Namespace: ns, Name: "ci", Queued: 1, Blocked: 1, Running: 1, Active: 1, Max: 5, Created: 1,
 	}}}, sum, "no queued-to-Job time: the fake's jobs have no creation time")
 	assert.Equal(t, map[int64]int{1: 1}, e.giteaJobsServed(), "one runner for the matching queued job; none for gpu or blocked jobs")
@@ -48,10 +49,10 @@ func TestPassServesQueuedMatchingJobsOnly(t *testing.T) {
 	assert.EqualValues(t, 1, st.RunningJobs, "only jobs on this group's runners: not ci-gpu's, not those of ci in another namespace, not a runner without the group's tag")
 	assert.EqualValues(t, 3, st.ObservedGeneration)
 	require.NotNil(t, st.LastCheckTime)
-	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
+	ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
 	require.NotNil(t, ready)
 	assert.Equal(t, metav1.ConditionTrue, ready.Status)
-	assert.Equal(t, ReasonReconciled, ready.Reason)
+	assert.Equal(t, v1alpha1.ReasonReconciled, ready.Reason)
 
 	claims := e.claims("ci")
 	require.Contains(t, claims, int64(1))
@@ -59,7 +60,7 @@ func TestPassServesQueuedMatchingJobsOnly(t *testing.T) {
 
 	evs := e.events()
 	require.Len(t, evs, 1)
-	assert.Equal(t, ReasonRunnerCreated, evs[0].Reason)
+	assert.Equal(t, v1alpha1.ReasonRunnerCreated, evs[0].Reason)
 	assert.Equal(t, "ci", evs[0].InvolvedObject.Name)
 }
 
@@ -87,12 +88,12 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 		{
 			name:       "missing auth Secret",
 			broken:     newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.AuthToken.SecretRef.Name = "nope" }),
-			wantReason: ReasonSecretNotFound, wantMsg: "spec.authToken: Secret runners/nope not found",
+			wantReason: v1alpha1.ReasonSecretNotFound, wantMsg: "spec.authToken: Secret runners/nope not found",
 		},
 		{
 			name:       "a key the registration Secret does not declare",
 			broken:     newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.RegistrationToken.SecretRef.Key = "other" }),
-			wantReason: ReasonSecretKeyNotDeclared, wantMsg: `spec.registrationToken: key "other" of Secret runners/reg is not listed`,
+			wantReason: v1alpha1.ReasonSecretKeyNotDeclared, wantMsg: `spec.registrationToken: key "other" of Secret runners/reg is not listed`,
 		},
 		{
 			name:   "a declared key missing from the registration Secret",
@@ -104,12 +105,12 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 				_, err = e.kube.CoreV1().Secrets(ns).Update(context.Background(), sec, metav1.UpdateOptions{})
 				require.NoError(e.t, err)
 			},
-			wantReason: ReasonSecretKeyMissing, wantMsg: `spec.registrationToken: Secret runners/reg has no key "other"`,
+			wantReason: v1alpha1.ReasonSecretKeyMissing, wantMsg: `spec.registrationToken: Secret runners/reg has no key "other"`,
 		},
 		{
 			name:       "invalid spec admitted before the CRD had a rule",
 			broken:     newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "" }),
-			wantReason: ReasonInvalidSpec, wantMsg: "spec.org is required for scope org",
+			wantReason: v1alpha1.ReasonInvalidSpec, wantMsg: "spec.org is required for scope org",
 		},
 		{
 			name: "a template that mounts a volume over the runner's state",
@@ -118,14 +119,14 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 					Name: "runner", VolumeMounts: []corev1.VolumeMount{{Name: "keep", MountPath: "/data"}},
 				}}}}
 			}),
-			wantReason: ReasonInvalidTemplate, wantMsg: `spec.template: the runner container mounts volume "keep" at /data`,
+			wantReason: v1alpha1.ReasonInvalidTemplate, wantMsg: `spec.template: the runner container mounts volume "keep" at /data`,
 		},
 		{
 			name: "a template with a ServiceAccount, admitted before the CRD had the rule",
 			broken: newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) {
 				rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "deployer"}}
 			}),
-			wantReason: ReasonInvalidTemplate, wantMsg: "spec.serviceAccountName is not allowed",
+			wantReason: v1alpha1.ReasonInvalidTemplate, wantMsg: "spec.serviceAccountName is not allowed",
 		},
 		{
 			name: "a template that sets a field the platform pinned",
@@ -133,20 +134,20 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 				rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{RuntimeClassName: ptr.To("runc")}}
 			}),
 			cfg:        func(c *Config) { c.Runner.Pinned = []string{"spec.runtimeClassName"} },
-			wantReason: ReasonInvalidTemplate, wantMsg: "spec.runtimeClassName is pinned by the platform team",
+			wantReason: v1alpha1.ReasonInvalidTemplate, wantMsg: "spec.runtimeClassName is pinned by the platform team",
 		},
 		{
 			name:       "Gitea refuses the token",
 			broken:     newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "other" }),
 			giteaErr:   &gitea.APIError{Kind: gitea.ErrUnauthorized, URL: "/api/v1/orgs/other/actions/jobs", Status: 401, Message: "invalid username, password or token"},
-			wantReason: ReasonGiteaUnauthorized, wantMsg: "cannot list Gitea jobs of org other at https://gitea.example.com",
+			wantReason: v1alpha1.ReasonGiteaUnauthorized, wantMsg: "cannot list Gitea jobs of org other at https://gitea.example.com",
 		},
 		{
 			name:   "Gitea is older than the scaler reads",
 			broken: newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "other" }),
 			giteaErr: &gitea.APIError{Kind: gitea.ErrUnsupportedVersion, URL: "/api/v1/orgs/other/actions/jobs", Status: 404,
 				Message: "Gitea 1.25 is older than 1.26, the oldest release whose Actions jobs and runners API the scaler reads; upgrade Gitea"},
-			wantReason: ReasonGiteaVersionUnsupported, wantMsg: "Gitea 1.25 is older than 1.26",
+			wantReason: v1alpha1.ReasonGiteaVersionUnsupported, wantMsg: "Gitea 1.25 is older than 1.26",
 		},
 	}
 	for _, tt := range tests {
@@ -179,7 +180,7 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 				assert.Equal(t, "good", j.Labels[v1alpha1.LabelRunnerGroupName])
 			}
 
-			ready := meta.FindStatusCondition(e.group("bad").Status.Conditions, ConditionReady)
+			ready := meta.FindStatusCondition(e.group("bad").Status.Conditions, v1alpha1.ConditionReady)
 			require.NotNil(t, ready)
 			assert.Equal(t, metav1.ConditionFalse, ready.Status)
 			assert.Equal(t, tt.wantReason, ready.Reason)

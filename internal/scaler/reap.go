@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
@@ -63,7 +64,7 @@ func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*
 			continue
 		}
 		g.log.Warn("deleted a runner Job that did not start", "job", j.Name, "reason", st.Reason, "message", st.Message)
-		s.event(ctx, g.rg, "Warning", ReasonRunnerStartTimeout, msg)
+		s.event(ctx, g.rg, "Warning", v1alpha1.ReasonRunnerStartTimeout, msg)
 		rep.stuck = append(rep.stuck, st)
 		rep.starting--
 		rep.deletedJobs++
@@ -173,7 +174,7 @@ func (s *Scaler) deleteSpent(ctx context.Context, g *groupRun, spent []*batchv1.
 		rep.reaped++
 		rep.deletedJobs++
 		g.log.Info("deleted a spent runner Job", "job", j.Name)
-		s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Deleted runner Job %s: %s; a native sidecar (an init container with restartPolicy Always) ends with the runner by itself", j.Name, whySpent))
+		s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Deleted runner Job %s: %s; a native sidecar (an init container with restartPolicy Always) ends with the runner by itself", j.Name, whySpent))
 	}
 	return errs
 }
@@ -293,12 +294,12 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 			if c.idle {
 				rep.idle--
 				g.log.Info("reaped an idle runner", "job", j.Name, "runner", runnerName)
-				s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped idle runner Job %s: idle for at least %s while the group had more runners than queued jobs", j.Name, s.cfg.RunnerIdleTimeout))
+				s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Reaped idle runner Job %s: idle for at least %s while the group had more runners than queued jobs", j.Name, s.cfg.RunnerIdleTimeout))
 				continue
 			}
 			why := obs.unavailable[j.Name]
 			g.log.Info("reaped a runner that can take no work", "job", j.Name, "runner", runnerName, "why", why)
-			s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s", j.Name, why))
+			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s", j.Name, why))
 		}
 	}
 	return errs
@@ -368,7 +369,7 @@ func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.R
 		rep.reaped++
 		rep.orphans++
 		g.log.Info("removed an orphan runner registration", "runner", o.Name, "id", o.ID)
-		s.event(ctx, g.rg, "Normal", ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea: it registered, but its runner Job %s is gone and it ran no job", o.Name, o.Job))
+		s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea: it registered, but its runner Job %s is gone and it ran no job", o.Name, o.Job))
 	}
 	return errs
 }

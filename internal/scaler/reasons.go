@@ -8,98 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-)
-
-// Condition and event reasons. A failed group's Ready condition and Warning
-// event carry the reason of its groupError.
-const (
-	ReasonReconciled  = "Reconciled"
-	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonInvalidTemplate: spec.template sets a reserved or pinned
-	// field, references a Secret or ServiceAccount, or mounts a volume
-	// over the runner's state directory.
-	ReasonInvalidTemplate = "InvalidTemplate"
-	// ReasonInvalidRunnerConfig: spec.runnerConfig sets a field the
-	// scaler owns or the platform pinned, or a value the runner would
-	// refuse.
-	ReasonInvalidRunnerConfig = "InvalidRunnerConfig"
-	// ReasonRunnerConfigNotOwned: a ConfigMap <group>-runner-config
-	// exists that the group does not own, so no runner config is written
-	// and no runner Job created.
-	ReasonRunnerConfigNotOwned = "RunnerConfigNotOwned"
-	// ReasonCacheReachable, ReasonCacheSecretMissing and
-	// ReasonCacheUnreachable are the Cache condition's (cachecheck.go):
-	// the namespace's shared cache server answers; the namespace has no
-	// cache Secret, so its runners start with the cache off; the server
-	// does not answer the scaler.
-	ReasonCacheReachable     = "CacheReachable"
-	ReasonCacheSecretMissing = "CacheSecretMissing"
-	ReasonCacheUnreachable   = "CacheUnreachable"
-	ReasonSecretNotFound     = "SecretNotFound"
-	ReasonSecretKeyMissing   = "SecretKeyMissing"
-	ReasonGiteaUnauthorized  = "GiteaUnauthorized"
-	ReasonGiteaForbidden     = "GiteaForbidden"
-	ReasonGiteaNotFound      = "GiteaNotFound"
-	// ReasonGiteaVersionUnsupported: Gitea answered 404 for an Actions
-	// route and says it is older than gitea.MinVersion.
-	ReasonGiteaVersionUnsupported = "GiteaVersionUnsupported"
-	ReasonGiteaTimeout            = "GiteaTimeout"
-	ReasonGiteaBadResponse        = "GiteaBadResponse"
-	ReasonGiteaUnavailable        = "GiteaUnavailable"
-	ReasonKubernetesError         = "KubernetesError"
-	ReasonGroupTimeout            = "GroupTimeout"
-	ReasonStateConflict           = "StateConflict"
-	ReasonStateNotOwned           = "StateNotOwned"
-	// ReasonRegistrationTokenNotOwned: the group has no
-	// spec.registrationToken and a Secret <group>-registration-token
-	// exists that the group does not own, so none is minted.
-	ReasonRegistrationTokenNotOwned = "RegistrationTokenNotOwned"
-	ReasonStateRebuilt              = "StateRebuilt"
-	ReasonJobCreateFailed           = "RunnerJobCreateFailed"
-	ReasonRunnerCreated             = "RunnerJobCreated"
-	ReasonScaling                   = "Scaling"
-	ReasonPaused                    = "Paused"
-	ReasonAtCapacity                = "AtCapacity"
-	// ReasonRunnerStartTimeout: a runner Job's pod did not start within
-	// the runner start timeout, and the Job was deleted.
-	ReasonRunnerStartTimeout = "RunnerStartTimeout"
-	// ReasonRunnerReaped: an idle surplus runner or an orphan registration
-	// was removed.
-	ReasonRunnerReaped = "RunnerReaped"
-	// ReasonRunnerReapFailed: the lifecycle step could not finish (the
-	// runners API refused, a delete failed); the next pass tries again.
-	ReasonRunnerReapFailed = "RunnerReapFailed"
-	// ReasonNamespaceNotEnabled: the scaler lacks the tenant rights in the
-	// group's namespace; nothing but the status is written for the group.
-	ReasonNamespaceNotEnabled = "NamespaceNotEnabled"
-	// ReasonGiteaURLNotAllowed: spec.gitea.url is not under an allowed
-	// Gitea URL (or, with none listed, is a loopback, link-local or
-	// metadata address); no request was sent there.
-	ReasonGiteaURLNotAllowed = "GiteaURLNotAllowed"
-	// ReasonPodSecurityForbidsRunner: the namespace's Pod Security label
-	// does not admit the privileged runner pod; no Job is created.
-	ReasonPodSecurityForbidsRunner = "PodSecurityForbidsRunner"
-	// ReasonSecretNotLabelled: a token Secret lacks the label that lets
-	// the scaler use it (tenancy.SecretLabel).
-	ReasonSecretNotLabelled = "SecretNotLabelled"
-	// ReasonSecretKeyNotDeclared: the token Secret's annotations do not
-	// declare the key for the use the group makes of it (a registration
-	// token reaches the runner pod, an API token goes to Gitea, minting
-	// needs the owner's leave; tenancy.TokenKeyRefusal).
-	ReasonSecretKeyNotDeclared = "SecretKeyNotDeclared"
-	// ReasonNotGranted: the group's Gitea URL, scope, owner or repository
-	// is outside what the platform granted its namespace (the namespace's
-	// annotations, tenancy.CheckGrant); the group serves nothing and takes
-	// no part in the assignment rule.
-	ReasonNotGranted = "NotGranted"
-	// Reasons of the RegistrationToken condition (regcheck.go):
-	// NotForScope, also the Ready reason, says the group's registration
-	// token is not its scope's active one, so the group is not served.
-	ReasonRegistrationTokenMatchesScope = "RegistrationTokenMatchesScope"
-	ReasonRegistrationTokenMinted       = "RegistrationTokenMinted"
-	ReasonRegistrationTokenNotForScope  = "RegistrationTokenNotForScope"
-	ReasonRegistrationTokenUnchecked    = "RegistrationTokenUnchecked"
 )
 
 // groupError is a failure of one group, with the condition reason it shows.
@@ -125,7 +35,7 @@ func reasonOf(err error) string {
 	if errors.As(err, &ge) {
 		return ge.reason
 	}
-	return ReasonKubernetesError
+	return v1alpha1.ReasonKubernetesError
 }
 
 // failure is the reason and message a failed group shows. A group whose
@@ -142,10 +52,10 @@ func failure(ctx context.Context, timeout time.Duration, err error) (reason, mes
 
 // outOfTime is err as the failure of a group whose deadline passed.
 func outOfTime(timeout time.Duration, err error) error {
-	if r := reasonOf(err); r == ReasonGiteaTimeout || r == ReasonGroupTimeout {
+	if r := reasonOf(err); r == v1alpha1.ReasonGiteaTimeout || r == v1alpha1.ReasonGroupTimeout {
 		return err
 	}
-	return newGroupError(ReasonGroupTimeout, "not done within the group timeout of %s: %w", timeout, err)
+	return newGroupError(v1alpha1.ReasonGroupTimeout, "not done within the group timeout of %s: %w", timeout, err)
 }
 
 // Bounds of the messages a group's conditions and events carry. The CRD
@@ -211,20 +121,20 @@ func cutRunes(s string, n int) string {
 func giteaReason(err error) string {
 	switch {
 	case errors.Is(err, gitea.ErrUnauthorized):
-		return ReasonGiteaUnauthorized
+		return v1alpha1.ReasonGiteaUnauthorized
 	case errors.Is(err, gitea.ErrForbidden):
-		return ReasonGiteaForbidden
+		return v1alpha1.ReasonGiteaForbidden
 	case errors.Is(err, gitea.ErrUnsupportedVersion):
-		return ReasonGiteaVersionUnsupported
+		return v1alpha1.ReasonGiteaVersionUnsupported
 	case errors.Is(err, gitea.ErrNotFound):
-		return ReasonGiteaNotFound
+		return v1alpha1.ReasonGiteaNotFound
 	case errors.Is(err, gitea.ErrTimeout):
-		return ReasonGiteaTimeout
+		return v1alpha1.ReasonGiteaTimeout
 	case errors.Is(err, gitea.ErrBadResponse):
-		return ReasonGiteaBadResponse
+		return v1alpha1.ReasonGiteaBadResponse
 	case errors.Is(err, gitea.ErrURLNotAllowed):
-		return ReasonGiteaURLNotAllowed
+		return v1alpha1.ReasonGiteaURLNotAllowed
 	default:
-		return ReasonGiteaUnavailable
+		return v1alpha1.ReasonGiteaUnavailable
 	}
 }

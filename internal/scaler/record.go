@@ -19,15 +19,6 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
-// Condition types on a RunnerGroup.
-const (
-	// ConditionReady is True when the last pass served the group without error.
-	ConditionReady = "Ready"
-	// ConditionScalingActive is False when the group cannot start runners:
-	// paused, or at its maxActiveRunners while jobs wait.
-	ConditionScalingActive = "ScalingActive"
-)
-
 // record tells the group how its pass went: the status when it changed
 // (see statusChanged), and for a failure an error log and, when the
 // failure is news, a Warning event.
@@ -44,7 +35,7 @@ func (s *Scaler) record(ctx context.Context, g *groupRun, obs *observation, crea
 	defer cancel()
 	// What the status said before this pass decides whether the failure
 	// is news.
-	before := meta.FindStatusCondition(g.rg.Status.Conditions, ConditionReady)
+	before := meta.FindStatusCondition(g.rg.Status.Conditions, v1alpha1.ConditionReady)
 	news := before == nil || before.Status != metav1.ConditionFalse || before.Reason != reason || before.Message != message
 	s.recordStatus(ctx, g, obs, created, reason, message)
 	g.stats = groupStats(g.rg, obs, created, err != nil)
@@ -53,7 +44,7 @@ func (s *Scaler) record(ctx context.Context, g *groupRun, obs *observation, crea
 		// A failure that repeats is in the status already; an event every
 		// pass would be thousands an hour at a few hundred groups. In a
 		// namespace that is not enabled the scaler may not write one.
-		if news && reason != ReasonNamespaceNotEnabled {
+		if news && reason != v1alpha1.ReasonNamespaceNotEnabled {
 			s.event(ctx, g.rg, "Warning", reason, message)
 		}
 	}
@@ -84,7 +75,7 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 		c.ObservedGeneration, c.LastTransitionTime = rg.Generation, now
 		meta.SetStatusCondition(&st.Conditions, *c)
 	} else if !s.cfg.Runner.Cache.Enabled() {
-		meta.RemoveStatusCondition(&st.Conditions, ConditionCache)
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionCache)
 	}
 
 	if s.cfg.DryRun {
@@ -182,7 +173,7 @@ func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created, minIdle
 // failure's reason is not empty.
 func readyCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, created int, reason, message string, now metav1.Time) metav1.Condition {
 	c := metav1.Condition{
-		Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReconciled,
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReconciled,
 		ObservedGeneration: rg.Generation, LastTransitionTime: now,
 		Message: fmt.Sprintf("%d queued, %d blocked, %d running; %d runner Job(s) created", st.QueuedJobs, st.BlockedJobs, st.RunningJobs, created),
 	}
@@ -198,20 +189,20 @@ func readyCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, cr
 // jobs wait.
 func scalingCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, obs *observation, startTimeout time.Duration, now metav1.Time) metav1.Condition {
 	c := metav1.Condition{
-		Type: ConditionScalingActive, Status: metav1.ConditionTrue, Reason: ReasonScaling,
+		Type: v1alpha1.ConditionScalingActive, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonScaling,
 		ObservedGeneration: rg.Generation, LastTransitionTime: now,
 		Message: fmt.Sprintf("%d of %d runners active", st.ActiveRunners, rg.Spec.MaxActiveRunners),
 	}
 	switch {
 	case rg.Spec.Suspend:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPaused, "spec.suspend is true: the group starts no runners"
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonPaused, "spec.suspend is true: the group starts no runners"
 	case rg.Spec.MaxActiveRunners == 0:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPaused, "maxActiveRunners is 0: the group starts no runners"
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonPaused, "maxActiveRunners is 0: the group starts no runners"
 	case obs != nil && obs.lifecycle != nil && len(obs.lifecycle.stuck) > 0:
-		c.Status, c.Reason = metav1.ConditionFalse, ReasonRunnerStartTimeout
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonRunnerStartTimeout
 		c.Message = cutRunes(stuckMessage(obs.lifecycle.stuck, startTimeout), maxMessageRunes)
 	case st.ActiveRunners >= rg.Spec.MaxActiveRunners && st.QueuedJobs > 0:
-		c.Status, c.Reason = metav1.ConditionFalse, ReasonAtCapacity
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonAtCapacity
 		c.Message += "; queued jobs wait for a free slot"
 	}
 	return c

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
 
@@ -62,7 +63,7 @@ func TestManyCreateFailuresStillReachTheStatus(t *testing.T) {
 	assert.Equal(t, []string{"runners/ci"}, sum.Failed)
 	ready := readyOf(t, e, "ci")
 	assert.Equal(t, metav1.ConditionFalse, ready.Status, "the status patch landed")
-	assert.Equal(t, ReasonJobCreateFailed, ready.Reason)
+	assert.Equal(t, v1alpha1.ReasonJobCreateFailed, ready.Reason)
 	assert.LessOrEqual(t, utf8.RuneCountInString(ready.Message), maxMessageRunes)
 	assert.Contains(t, ready.Message, "exceeded quota", "the first causes are shown")
 	for _, ev := range e.events() {
@@ -93,7 +94,7 @@ func TestBoundMessage(t *testing.T) {
 			want: "cannot create 3 runner Job(s): Job ci-0: forbidden; Job ci-1: forbidden; Job ci-2: forbidden"},
 		{name: "more are counted", err: manyCauses(40, short),
 			want: "cannot create 40 runner Job(s): Job ci-0: forbidden; Job ci-1: forbidden; Job ci-2: forbidden; and 37 more"},
-		{name: "wrapped in a group error", err: newGroupError(ReasonJobCreateFailed, "%w", manyCauses(5, short)),
+		{name: "wrapped in a group error", err: newGroupError(v1alpha1.ReasonJobCreateFailed, "%w", manyCauses(5, short)),
 			want: "cannot create 5 runner Job(s): Job ci-0: forbidden; Job ci-1: forbidden; Job ci-2: forbidden; and 2 more"},
 		{name: "joined", err: errors.Join(errors.New("a"), errors.New("b"), errors.New("c"), errors.New("d")),
 			want: "a\nb\nc; and 1 more"},
@@ -174,7 +175,7 @@ func TestDryRunWritesNoWarning(t *testing.T) {
 
 func readyOrNil(e *env, group string) *metav1.Condition {
 	for _, c := range e.group(group).Status.Conditions {
-		if c.Type == ConditionReady {
+		if c.Type == v1alpha1.ConditionReady {
 			return &c
 		}
 	}

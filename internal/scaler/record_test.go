@@ -29,10 +29,10 @@ func TestPausedGroupStartsNothing(t *testing.T) {
 	assert.Empty(t, e.jobs())
 	st := e.group("ci").Status
 	assert.EqualValues(t, 1, st.QueuedJobs)
-	scaling := meta.FindStatusCondition(st.Conditions, ConditionScalingActive)
+	scaling := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionScalingActive)
 	require.NotNil(t, scaling)
 	assert.Equal(t, metav1.ConditionFalse, scaling.Status)
-	assert.Equal(t, ReasonPaused, scaling.Reason)
+	assert.Equal(t, v1alpha1.ReasonPaused, scaling.Reason)
 }
 
 // spec.suspend pauses a group as a cap of 0 does, keeping the cap and the
@@ -51,10 +51,10 @@ func TestSuspendedGroupStartsNothingAndKeepsItsCap(t *testing.T) {
 	got := e.group("ci")
 	assert.EqualValues(t, 5, got.Spec.MaxActiveRunners)
 	assert.EqualValues(t, 0, got.Status.WarmRunners)
-	scaling := meta.FindStatusCondition(got.Status.Conditions, ConditionScalingActive)
+	scaling := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionScalingActive)
 	require.NotNil(t, scaling)
 	assert.Equal(t, metav1.ConditionFalse, scaling.Status)
-	assert.Equal(t, ReasonPaused, scaling.Reason)
+	assert.Equal(t, v1alpha1.ReasonPaused, scaling.Reason)
 	assert.Contains(t, scaling.Message, "spec.suspend")
 
 	e.editGroupSpec("ci", func(rg *v1alpha1.RunnerGroup) { rg.Spec.Suspend = false })
@@ -73,7 +73,7 @@ func TestGiteaFailureKeepsLastObservation(t *testing.T) {
 	assert.Equal(t, []string{"runners/ci"}, sum.Failed)
 	st := e.group("ci").Status
 	assert.EqualValues(t, 1, st.QueuedJobs, "an outage does not show as an empty queue")
-	assert.Equal(t, ReasonGiteaTimeout, meta.FindStatusCondition(st.Conditions, ConditionReady).Reason)
+	assert.Equal(t, v1alpha1.ReasonGiteaTimeout, meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady).Reason)
 	assert.Len(t, e.jobs(), 1)
 }
 
@@ -149,7 +149,7 @@ func TestStatusChangedIgnoresOnlyAFreshLastCheckTime(t *testing.T) {
 	const uid = types.UID("0f3c9a52-1d4e-4b7a-8c2f-6e5d4c3b2a19")
 	checked := metav1.NewTime(t0)
 	base := v1alpha1.RunnerGroupStatus{QueuedJobs: 2, LastCheckTime: &checked, ObservedGeneration: 3,
-		Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReconciled, Message: "m", LastTransitionTime: checked}}}
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReconciled, Message: "m", LastTransitionTime: checked}}}
 	tests := []struct {
 		name   string
 		mutate func(*v1alpha1.RunnerGroupStatus)

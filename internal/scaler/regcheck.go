@@ -14,12 +14,6 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
 
-// ConditionRegistrationToken says whether the group's registration token
-// is the one its scope's runners register with: True when the scaler
-// checked it (or mints it), False when it is another scope's (the group is
-// not served), Unknown when the group's API token may not ask Gitea.
-const ConditionRegistrationToken = "RegistrationToken"
-
 // regChecks remembers the verdicts of registration token checks, keyed by
 // a digest of the Gitea URL, the target and both tokens, so that a
 // listener's passes do not each ask Gitea, and a changed Secret is checked
@@ -131,7 +125,7 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 	where := fmt.Sprintf("the registration token in Secret %s/%s (key %q)", rg.Namespace, ref.Name, ref.Key)
 	g.setPlace(target, false)
 	unchecked := func(why error) {
-		g.regCheck = &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionUnknown, Reason: ReasonRegistrationTokenUnchecked,
+		g.regCheck = &metav1.Condition{Type: v1alpha1.ConditionRegistrationToken, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonRegistrationTokenUnchecked,
 			Message: cutRunes(fmt.Sprintf("cannot tell whether %s is the active runner registration token of %s: %s; spec.authToken needs the right to manage that scope's runners for the check. Until then a queued job this group does not take goes to a group of another namespace after the assignmentHold",
 				where, target, boundMessage(why)), maxMessageRunes)}
 	}
@@ -171,18 +165,18 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 		if v.scope != target {
 			msg = fmt.Sprintf("%s is the active runner registration token of %s, which contains %s (asked of Gitea with spec.authToken): the group's runners register there, and Gitea may give them any job of %s whose labels they offer", where, v.scope, target, v.scope)
 		}
-		g.regCheck = &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionTrue, Reason: ReasonRegistrationTokenMatchesScope, Message: cutRunes(msg, maxMessageRunes)}
+		g.regCheck = &metav1.Condition{Type: v1alpha1.ConditionRegistrationToken, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRegistrationTokenMatchesScope, Message: cutRunes(msg, maxMessageRunes)}
 		return nil
 	}
 	msg := fmt.Sprintf("spec.registrationToken: %s is not the active runner registration token of %s, nor of a scope that contains it (Gitea answered those scopes' tokens to spec.authToken): it is another scope's, or was reset in Gitea, so runners would register elsewhere or not at all and the group serves nothing; put that scope's token in the Secret, or leave spec.registrationToken out to have the scaler mint it",
 		where, target)
-	g.regCheck = &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionFalse, Reason: ReasonRegistrationTokenNotForScope, Message: cutRunes(msg, maxMessageRunes)}
-	return newGroupError(ReasonRegistrationTokenNotForScope, "%s", msg)
+	g.regCheck = &metav1.Condition{Type: v1alpha1.ConditionRegistrationToken, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRegistrationTokenNotForScope, Message: cutRunes(msg, maxMessageRunes)}
+	return newGroupError(v1alpha1.ReasonRegistrationTokenNotForScope, "%s", msg)
 }
 
 // mintedRegistrationToken is the RegistrationToken condition of a group
 // whose token the scaler mints: the scope's own by construction.
 func mintedRegistrationToken(rg *v1alpha1.RunnerGroup) *metav1.Condition {
-	return &metav1.Condition{Type: ConditionRegistrationToken, Status: metav1.ConditionTrue, Reason: ReasonRegistrationTokenMinted,
+	return &metav1.Condition{Type: v1alpha1.ConditionRegistrationToken, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRegistrationTokenMinted,
 		Message: fmt.Sprintf("the scaler mints the registration token of %s with spec.authToken into Secret %s/%s", TargetOf(&rg.Spec), rg.Namespace, rg.RegistrationTokenRef().Name)}
 }

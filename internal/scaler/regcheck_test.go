@@ -70,7 +70,7 @@ func checkedBy(c *checkingGitea) setup {
 // regCondition is the group's RegistrationToken condition, or the zero
 // condition when it has none.
 func regCondition(rg *v1alpha1.RunnerGroup) metav1.Condition {
-	if c := meta.FindStatusCondition(rg.Status.Conditions, ConditionRegistrationToken); c != nil {
+	if c := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionRegistrationToken); c != nil {
 		return *c
 	}
 	return metav1.Condition{}
@@ -108,15 +108,15 @@ func TestARegistrationTokenOfAnotherScopeHoldsNoJob(t *testing.T) {
 		regCause string
 	}{
 		{"B's token is another scope's: A has the job at once", otherToken, nil, t0,
-			map[string]int{"team-a/contoso": 1}, ReasonRegistrationTokenNotForScope, metav1.ConditionFalse, ReasonRegistrationTokenNotForScope},
+			map[string]int{"team-a/contoso": 1}, v1alpha1.ReasonRegistrationTokenNotForScope, metav1.ConditionFalse, v1alpha1.ReasonRegistrationTokenNotForScope},
 		{"B's token is the repository's own: B's more specific group has it", webToken, nil, t0,
-			map[string]int{"team-b/web": 1}, ReasonReconciled, metav1.ConditionTrue, ReasonRegistrationTokenMatchesScope},
+			map[string]int{"team-b/web": 1}, v1alpha1.ReasonReconciled, metav1.ConditionTrue, v1alpha1.ReasonRegistrationTokenMatchesScope},
 		{"B's API token may not ask: unchecked, B keeps it within the hold", otherToken, &gitea.APIError{Kind: gitea.ErrForbidden, Status: 403, Message: "user should be the owner of the repo"}, t0,
-			map[string]int{"team-b/web": 1}, ReasonReconciled, metav1.ConditionUnknown, ReasonRegistrationTokenUnchecked},
+			map[string]int{"team-b/web": 1}, v1alpha1.ReasonReconciled, metav1.ConditionUnknown, v1alpha1.ReasonRegistrationTokenUnchecked},
 		{"unchecked, past the hold: A has it", otherToken, &gitea.APIError{Kind: gitea.ErrForbidden, Status: 403, Message: "user should be the owner of the repo"}, t0.Add(-hold - time.Minute),
-			map[string]int{"team-a/contoso": 1}, ReasonReconciled, metav1.ConditionUnknown, ReasonRegistrationTokenUnchecked},
+			map[string]int{"team-a/contoso": 1}, v1alpha1.ReasonReconciled, metav1.ConditionUnknown, v1alpha1.ReasonRegistrationTokenUnchecked},
 		{"Gitea timed out on the check: unchecked for now, not a failure", otherToken, &gitea.APIError{Kind: gitea.ErrTimeout, Message: "no answer"}, t0,
-			map[string]int{"team-b/web": 1}, ReasonReconciled, metav1.ConditionUnknown, ReasonRegistrationTokenUnchecked},
+			map[string]int{"team-b/web": 1}, v1alpha1.ReasonReconciled, metav1.ConditionUnknown, v1alpha1.ReasonRegistrationTokenUnchecked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,7 +161,7 @@ func TestARegistrationTokenOfAnotherScopeHoldsNoJob(t *testing.T) {
 func TestARecordedRegistrationTokenOfAnotherScopeKeepsNoJob(t *testing.T) {
 	org := func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "contoso" }
 	a := newGroup("contoso", 5, inNamespace("team-a"), org, servedAt(t0))
-	b := newGroup("web", 5, inNamespace("team-b"), org, repoScope("web"), recordedFailure(ReasonRegistrationTokenNotForScope))
+	b := newGroup("web", 5, inNamespace("team-b"), org, repoScope("web"), recordedFailure(v1alpha1.ReasonRegistrationTokenNotForScope))
 	e := newServedEnv(t, a, b)
 	e.addTokens("team-a")
 	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queuedIn(1, "contoso/web", "ubuntu-latest")}}
@@ -184,18 +184,18 @@ func TestARegistrationTokenIsCheckedAgainOnlyWhenItChangesOrTheRecheckIsDue(t *t
 	pass()
 	pass()
 	assert.Equal(t, 1, c.checks, "the same tokens are not asked again within the recheck")
-	assert.Equal(t, ReasonRegistrationTokenMatchesScope, regCondition(e.group("acme")).Reason)
+	assert.Equal(t, v1alpha1.ReasonRegistrationTokenMatchesScope, regCondition(e.group("acme")).Reason)
 
 	e.setSecretToken(ns, "reg", "a-token-of-another-scope")
 	pass()
 	assert.Equal(t, 2, c.checks, "a changed Secret is checked at once")
-	assert.Equal(t, ReasonRegistrationTokenNotForScope, ready(e.group("acme")).Reason)
+	assert.Equal(t, v1alpha1.ReasonRegistrationTokenNotForScope, ready(e.group("acme")).Reason)
 	pass()
 	assert.Equal(t, 2, c.checks, "a verdict is kept as long as a match")
 
 	e.setSecretToken(ns, "reg", "reg-"+secretToken)
 	pass()
-	assert.Equal(t, ReasonReconciled, ready(e.group("acme")).Reason, "fixed as soon as the Secret is (its verdict is known)")
+	assert.Equal(t, v1alpha1.ReasonReconciled, ready(e.group("acme")).Reason, "fixed as soon as the Secret is (its verdict is known)")
 	assert.Equal(t, 2, c.checks)
 	clock = clock.Add(RegistrationTokenRecheck)
 	pass()
@@ -212,7 +212,7 @@ func TestAMintedRegistrationTokenNeedsNoCheck(t *testing.T) {
 	assert.Zero(t, c.checks)
 	cond := regCondition(e.group("acme"))
 	assert.Equal(t, metav1.ConditionTrue, cond.Status)
-	assert.Equal(t, ReasonRegistrationTokenMinted, cond.Reason)
+	assert.Equal(t, v1alpha1.ReasonRegistrationTokenMinted, cond.Reason)
 }
 
 // Issue 19.2: a group that cannot serve another namespace's job never

@@ -52,11 +52,11 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 		case apierrors.IsNotFound(err):
 			sec = nil
 		case err != nil:
-			return newGroupError(ReasonKubernetesError, "registration token: cannot read Secret %s/%s: %w", rg.Namespace, ref.Name, err)
+			return newGroupError(v1alpha1.ReasonKubernetesError, "registration token: cannot read Secret %s/%s: %w", rg.Namespace, ref.Name, err)
 		}
 	}
 	if sec != nil && !ownedByGroup(sec.OwnerReferences, rg) {
-		return newGroupError(ReasonRegistrationTokenNotOwned,
+		return newGroupError(v1alpha1.ReasonRegistrationTokenNotOwned,
 			"registration token: Secret %s/%s exists and is not owned by this RunnerGroup, so the scaler does not write it; delete or rename it, or set spec.registrationToken",
 			rg.Namespace, ref.Name)
 	}
@@ -72,13 +72,13 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 	s.forgetSecret(rg.Namespace, ref.Name)
 	minter, ok := g.gitea.(gitea.Registration)
 	if !ok {
-		return newGroupError(ReasonGiteaUnavailable, "registration token: the Gitea client cannot mint registration tokens")
+		return newGroupError(v1alpha1.ReasonGiteaUnavailable, "registration token: the Gitea client cannot mint registration tokens")
 	}
 	token, err := minter.RegistrationToken(ctx, TargetOf(&rg.Spec))
 	if err != nil {
 		reason := giteaReason(err)
 		if errors.Is(err, gitea.ErrWrongUser) {
-			reason = ReasonGiteaForbidden
+			reason = v1alpha1.ReasonGiteaForbidden
 		}
 		return newGroupError(reason, "registration token: cannot mint one for %s with spec.authToken: %w", TargetOf(&rg.Spec), err)
 	}
@@ -102,7 +102,7 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 			// checks whose it is.
 			return nil
 		case err != nil:
-			return newGroupError(ReasonKubernetesError, "registration token: cannot create Secret %s/%s: %w", rg.Namespace, ref.Name, err)
+			return newGroupError(v1alpha1.ReasonKubernetesError, "registration token: cannot create Secret %s/%s: %w", rg.Namespace, ref.Name, err)
 		}
 		g.log.Info("minted the registration token", "secret", ref.Name)
 		return nil
@@ -122,7 +122,7 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 	case apierrors.IsConflict(err):
 		return nil // another pass wrote it; the next pass checks again
 	case err != nil:
-		return newGroupError(ReasonKubernetesError, "registration token: cannot update Secret %s/%s: %w", rg.Namespace, ref.Name, err)
+		return newGroupError(v1alpha1.ReasonKubernetesError, "registration token: cannot update Secret %s/%s: %w", rg.Namespace, ref.Name, err)
 	}
 	if changed {
 		g.log.Info("replaced the registration token: Gitea answered another one", "secret", ref.Name)

@@ -26,7 +26,7 @@ func (e *env) mintedSecret(group string) (*corev1.Secret, error) {
 }
 
 func readyReason(e *env, group string) string {
-	c := meta.FindStatusCondition(e.group(group).Status.Conditions, ConditionReady)
+	c := meta.FindStatusCondition(e.group(group).Status.Conditions, v1alpha1.ConditionReady)
 	if c == nil {
 		return ""
 	}
@@ -98,7 +98,7 @@ func TestAMintedTokenIsAskedForAgainOnlyWhenTheRecheckIsDue(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantToken, string(sec.Data["token"]))
 			assert.Len(t, sec.Data, 1)
-			assert.Equal(t, ReasonReconciled, readyReason(e, "ci"))
+			assert.Equal(t, v1alpha1.ReasonReconciled, readyReason(e, "ci"))
 		})
 	}
 }
@@ -141,8 +141,8 @@ func TestASecretTheGroupDoesNotOwnIsNeverTouched(t *testing.T) {
 
 			e.pass()
 
-			assert.Equal(t, ReasonRegistrationTokenNotOwned, readyReason(e, "ci"))
-			c := meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionReady)
+			assert.Equal(t, v1alpha1.ReasonRegistrationTokenNotOwned, readyReason(e, "ci"))
+			c := meta.FindStatusCondition(e.group("ci").Status.Conditions, v1alpha1.ConditionReady)
 			assert.Contains(t, c.Message, "Secret runners/ci-registration-token exists and is not owned by this RunnerGroup")
 			assert.Contains(t, c.Message, "set spec.registrationToken")
 			sec, err := e.mintedSecret("ci")
@@ -160,9 +160,9 @@ func TestAFailedMintShowsWhyAndWritesNothing(t *testing.T) {
 		err    error
 		reason string
 	}{
-		{"the API token may not", &gitea.APIError{Method: "POST", Kind: gitea.ErrForbidden, Status: 403, URL: "/api/v1/orgs/acme/actions/runners/registration-token"}, ReasonGiteaForbidden},
-		{"a user scope with another user's token", fmt.Errorf("gitea: cannot mint: %w", gitea.ErrWrongUser), ReasonGiteaForbidden},
-		{"Gitea is down", errors.New("dial tcp: connection refused"), ReasonGiteaUnavailable},
+		{"the API token may not", &gitea.APIError{Method: "POST", Kind: gitea.ErrForbidden, Status: 403, URL: "/api/v1/orgs/acme/actions/runners/registration-token"}, v1alpha1.ReasonGiteaForbidden},
+		{"a user scope with another user's token", fmt.Errorf("gitea: cannot mint: %w", gitea.ErrWrongUser), v1alpha1.ReasonGiteaForbidden},
+		{"Gitea is down", errors.New("dial tcp: connection refused"), v1alpha1.ReasonGiteaUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,7 +173,7 @@ func TestAFailedMintShowsWhyAndWritesNothing(t *testing.T) {
 			e.pass()
 
 			assert.Equal(t, tt.reason, readyReason(e, "ci"))
-			c := meta.FindStatusCondition(e.group("ci").Status.Conditions, ConditionReady)
+			c := meta.FindStatusCondition(e.group("ci").Status.Conditions, v1alpha1.ConditionReady)
 			assert.Contains(t, c.Message, "registration token: cannot mint one for org acme with spec.authToken")
 			_, err := e.mintedSecret("ci")
 			assert.True(t, apierrors.IsNotFound(err))

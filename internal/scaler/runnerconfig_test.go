@@ -80,7 +80,7 @@ func TestARunnerConfigMapTheGroupDoesNotOwnIsLeftAlone(t *testing.T) {
 	e.pass()
 
 	c := ready(e.group("ci"))
-	assert.Equal(t, ReasonRunnerConfigNotOwned, c.Reason, c.Message)
+	assert.Equal(t, v1alpha1.ReasonRunnerConfigNotOwned, c.Reason, c.Message)
 	assert.Empty(t, e.jobs(), "no runner without its config")
 	assert.Empty(t, e.claims("ci"), "the claim is released for the next pass")
 	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "ci-runner-config", metav1.GetOptions{})
@@ -110,11 +110,11 @@ func TestARunnerConfigGivesJobContainersNoMoreThanTheNamespaceAllows(t *testing.
 		platform *v1alpha1.RunnerConfig
 		reason   string
 	}{
-		{"privileged namespace", map[string]string{tenancy.LabelEnforce: "privileged"}, privileged, nil, ReasonReconciled},
-		{"baseline namespace", map[string]string{tenancy.LabelEnforce: "baseline"}, privileged, nil, ReasonPodSecurityForbidsRunner},
-		{"restricted namespace, harmless settings", map[string]string{tenancy.LabelEnforce: "restricted"}, harmless, nil, ReasonReconciled},
-		{"unlabelled namespace", nil, privileged, nil, ReasonPodSecurityForbidsRunner},
-		{"the platform's layer is judged the same", map[string]string{tenancy.LabelEnforce: "baseline"}, nil, privileged, ReasonPodSecurityForbidsRunner},
+		{"privileged namespace", map[string]string{tenancy.LabelEnforce: "privileged"}, privileged, nil, v1alpha1.ReasonReconciled},
+		{"baseline namespace", map[string]string{tenancy.LabelEnforce: "baseline"}, privileged, nil, v1alpha1.ReasonPodSecurityForbidsRunner},
+		{"restricted namespace, harmless settings", map[string]string{tenancy.LabelEnforce: "restricted"}, harmless, nil, v1alpha1.ReasonReconciled},
+		{"unlabelled namespace", nil, privileged, nil, v1alpha1.ReasonPodSecurityForbidsRunner},
+		{"the platform's layer is judged the same", map[string]string{tenancy.LabelEnforce: "baseline"}, nil, privileged, v1alpha1.ReasonPodSecurityForbidsRunner},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,7 +130,7 @@ func TestARunnerConfigGivesJobContainersNoMoreThanTheNamespaceAllows(t *testing.
 
 			c := ready(e.group("ci"))
 			assert.Equal(t, tt.reason, c.Reason, c.Message)
-			if tt.reason == ReasonReconciled {
+			if tt.reason == v1alpha1.ReasonReconciled {
 				assert.Len(t, e.jobs(), 1)
 				return
 			}
@@ -150,7 +150,7 @@ func TestAGroupMayNotSetWhatThePlatformPinned(t *testing.T) {
 		c.Runner.Config.Pinned = &v1alpha1.RunnerConfig{Container: &v1alpha1.RunnerContainerConfig{DockerHost: ptr.To("-")}}
 	})
 	c := ready(e.group("ci"))
-	assert.Equal(t, ReasonInvalidRunnerConfig, c.Reason)
+	assert.Equal(t, v1alpha1.ReasonInvalidRunnerConfig, c.Reason)
 	assert.Contains(t, c.Message, "spec.runnerConfig.container.docker_host is pinned by the platform")
 	assert.Empty(t, e.jobs())
 	assert.Zero(t, e.gitea.calls, "refused before Gitea is asked")

@@ -48,7 +48,7 @@
 //	deletedns.go  after the groups, with cleanup.deletedNamespaces: the
 //	            mirror of what each namespace registered, and the removal of
 //	            the registrations of namespaces that are gone
-//	reasons.go  the reasons a group's conditions and events give
+//	reasons.go  the group error, and the condition reason it carries
 //	verdicts.go a loop's verdicts on each group's spec and runner pod
 //	watched.go  what a loop keeps between passes (its watch caches)
 package scaler
@@ -69,6 +69,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
@@ -101,8 +102,8 @@ type Deps struct {
 	// Observer hears about each finished pass (the metrics endpoint);
 	// Requests counts the requests to Gitea and Kubernetes for each pass's
 	// summary line. Both may be nil.
-	Observer PassObserver
-	Requests RequestCounter
+	Observer passreport.Observer
+	Requests passreport.RequestCounter
 	// Cache is a loop's watch caches (see Cache); nil reads the API
 	// server for everything, as a single pass does.
 	Cache Cache
@@ -214,8 +215,8 @@ type Scaler struct {
 	now        func() time.Time
 	newJobName func(group string) string
 	cfg        Config
-	observer   PassObserver
-	requests   RequestCounter
+	observer   passreport.Observer
+	requests   passreport.RequestCounter
 	// trig holds the webhook's queued jobs until a pass serves them.
 	trig triggers
 	// regChecks are the registration token checks of the last

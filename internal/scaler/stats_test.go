@@ -12,24 +12,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 )
 
 type recordingObserver struct {
 	mu   sync.Mutex
-	sums []Summary
+	sums []passreport.Summary
 }
 
-func (r *recordingObserver) ObservePass(sum Summary, _ time.Duration, _ error) {
+func (r *recordingObserver) ObservePass(sum passreport.Summary, _ time.Duration, _ error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sums = append(r.sums, sum)
 }
 
 // summaries are the passes observed so far.
-func (r *recordingObserver) summaries() []Summary {
+func (r *recordingObserver) summaries() []passreport.Summary {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Summary(nil), r.sums...)
+	return append([]passreport.Summary(nil), r.sums...)
 }
 
 type fixedCounter struct{ calls int }
@@ -62,7 +63,7 @@ func TestPassReportsWhatTheMetricsShow(t *testing.T) {
 	require.Len(t, obs.sums, 1)
 	sum := obs.sums[0]
 	assert.Equal(t, 2, sum.Created)
-	assert.ElementsMatch(t, []GroupStats{
+	assert.ElementsMatch(t, []passreport.GroupStats{
 		{Namespace: ns, Name: "a", Queued: 1, Blocked: 1, Active: 1, Max: 5, Created: 1},
 		{Namespace: ns, Name: "b", Queued: 2, Blocked: 1, Active: 1, Max: 1, Created: 1}, // its runners carry the default labels too
 	}, sum.GroupStats)

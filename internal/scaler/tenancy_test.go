@@ -31,7 +31,7 @@ func (e *env) groupIn(namespace, name string) *v1alpha1.RunnerGroup {
 }
 
 func ready(rg *v1alpha1.RunnerGroup) metav1.Condition {
-	c := meta.FindStatusCondition(rg.Status.Conditions, ConditionReady)
+	c := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionReady)
 	if c == nil {
 		return metav1.Condition{}
 	}
@@ -64,7 +64,7 @@ func TestAGroupInANamespaceNotEnabledGetsNamespaceNotEnabledAndNoOtherRequest(t 
 	for _, name := range []string{"ci", "web"} {
 		c := ready(e.groupIn(otherNS, name))
 		assert.Equal(t, metav1.ConditionFalse, c.Status)
-		assert.Equal(t, ReasonNamespaceNotEnabled, c.Reason)
+		assert.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, c.Reason)
 		assert.Contains(t, c.Message, "kubectl create rolebinding gro-gitea-runner-operator-gitea-runners-tenant --namespace team-b --clusterrole gro-gitea-runner-operator-gitea-runners-tenant --serviceaccount gitea-runners:gro")
 	}
 	assert.Empty(t, requestsIn(e, otherNS), "no Secret, Job, ConfigMap or Event request in a namespace not enabled")
@@ -75,7 +75,7 @@ func TestAGroupInANamespaceNotEnabledGetsNamespaceNotEnabledAndNoOtherRequest(t 
 	}
 	assert.Equal(t, 1, e.reviews[otherNS], "one review for the namespace, however many groups it holds")
 	assert.Equal(t, 1, e.reviews[ns])
-	assert.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason, "the enabled namespace is served in the same pass")
+	assert.Equal(t, v1alpha1.ReasonReconciled, ready(e.group("ci")).Reason, "the enabled namespace is served in the same pass")
 	assert.Len(t, e.jobs(), 1)
 	assert.Len(t, e.tokens, 1, "Gitea is asked for the enabled namespace's group only")
 }
@@ -84,7 +84,7 @@ func TestANamespaceIsServedFromThePassAfterItIsEnabled(t *testing.T) {
 	e := newEnv(t, newGroup("ci", 5, inNamespace(otherNS)))
 	e.disabled[otherNS] = true
 	e.pass()
-	require.Equal(t, ReasonNamespaceNotEnabled, ready(e.groupIn(otherNS, "ci")).Reason)
+	require.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, ready(e.groupIn(otherNS, "ci")).Reason)
 
 	e.mu.Lock()
 	delete(e.disabled, otherNS)
@@ -96,7 +96,7 @@ func TestANamespaceIsServedFromThePassAfterItIsEnabled(t *testing.T) {
 		require.NoError(t, e.kube.Tracker().Add(obj))
 	}
 	e.pass()
-	assert.Equal(t, ReasonReconciled, ready(e.groupIn(otherNS, "ci")).Reason)
+	assert.Equal(t, v1alpha1.ReasonReconciled, ready(e.groupIn(otherNS, "ci")).Reason)
 	assert.Equal(t, 2, e.reviews[otherNS], "asked again each pass")
 }
 
@@ -120,7 +120,7 @@ func TestAGroupWhoseGiteaURLIsNotAllowedSendsNoRequest(t *testing.T) {
 			e.kube.ClearActions()
 			e.pass(func(_ *Deps, c *Config) { c.AllowedGiteaURLs = tt.policy })
 			c := ready(e.group("ci"))
-			assert.Equal(t, ReasonGiteaURLNotAllowed, c.Reason)
+			assert.Equal(t, v1alpha1.ReasonGiteaURLNotAllowed, c.Reason)
 			assert.Contains(t, c.Message, tt.want)
 			assert.Empty(t, e.tokens, "no Gitea client, so no request")
 			assert.Zero(t, e.gitea.calls)
@@ -138,7 +138,7 @@ func TestAListedGiteaURLIsServed(t *testing.T) {
 	e := newEnv(t, newGroup("ci", 5))
 	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
 	e.pass(func(_ *Deps, c *Config) { c.AllowedGiteaURLs = allowed })
-	assert.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason)
+	assert.Equal(t, v1alpha1.ReasonReconciled, ready(e.group("ci")).Reason)
 	assert.Len(t, e.jobs(), 1)
 }
 
@@ -150,11 +150,11 @@ func TestPodSecurityForbidsAPrivilegedRunnerWhereTheNamespaceWouldRefuseIt(t *te
 		reason string
 		jobs   int
 	}{
-		{"privileged", map[string]string{tenancy.LabelEnforce: "privileged"}, false, ReasonReconciled, 1},
-		{"baseline", map[string]string{tenancy.LabelEnforce: "baseline"}, false, ReasonPodSecurityForbidsRunner, 0},
-		{"restricted, though unlabelled namespaces are trusted", map[string]string{tenancy.LabelEnforce: "restricted"}, true, ReasonPodSecurityForbidsRunner, 0},
-		{"unlabelled", nil, false, ReasonPodSecurityForbidsRunner, 0},
-		{"unlabelled, trusted", nil, true, ReasonReconciled, 1},
+		{"privileged", map[string]string{tenancy.LabelEnforce: "privileged"}, false, v1alpha1.ReasonReconciled, 1},
+		{"baseline", map[string]string{tenancy.LabelEnforce: "baseline"}, false, v1alpha1.ReasonPodSecurityForbidsRunner, 0},
+		{"restricted, though unlabelled namespaces are trusted", map[string]string{tenancy.LabelEnforce: "restricted"}, true, v1alpha1.ReasonPodSecurityForbidsRunner, 0},
+		{"unlabelled", nil, false, v1alpha1.ReasonPodSecurityForbidsRunner, 0},
+		{"unlabelled, trusted", nil, true, v1alpha1.ReasonReconciled, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,7 +171,7 @@ func TestPodSecurityForbidsAPrivilegedRunnerWhereTheNamespaceWouldRefuseIt(t *te
 			c := ready(e.group("ci"))
 			assert.Equal(t, tt.reason, c.Reason, c.Message)
 			assert.Len(t, e.jobs(), tt.jobs)
-			if tt.reason == ReasonPodSecurityForbidsRunner {
+			if tt.reason == v1alpha1.ReasonPodSecurityForbidsRunner {
 				assert.Contains(t, c.Message, "pod-security.kubernetes.io/enforce=privileged", "says what to change")
 				assert.Zero(t, e.gitea.calls)
 			}
@@ -192,7 +192,7 @@ func TestATokenSecretWithoutTheLabelIsNotUsed(t *testing.T) {
 			e.pass()
 
 			c := ready(e.group("ci"))
-			assert.Equal(t, ReasonSecretNotLabelled, c.Reason)
+			assert.Equal(t, v1alpha1.ReasonSecretNotLabelled, c.Reason)
 			assert.Contains(t, c.Message, "kubectl label secret --namespace runners "+which+" gitea.bpg.pw/runner-token=true")
 			assert.Zero(t, e.gitea.calls, "no request to Gitea")
 			if which == "api" {
@@ -215,12 +215,12 @@ func TestTokenKeysAreUsedOnlyAsTheSecretOwnerDeclared(t *testing.T) {
 		reason string
 		want   string
 	}{
-		"declared as the fixture declares": {group: func(*v1alpha1.RunnerGroup) {}, reason: ReasonReconciled},
+		"declared as the fixture declares": {group: func(*v1alpha1.RunnerGroup) {}, reason: v1alpha1.ReasonReconciled},
 		"the API key as the registration token": {
 			group: func(rg *v1alpha1.RunnerGroup) {
 				rg.Spec.RegistrationToken.SecretRef = v1alpha1.SecretRef{Name: "api", Key: "token"}
 			},
-			reason: ReasonInvalidSpec, want: "name the same key of the same Secret",
+			reason: v1alpha1.ReasonInvalidSpec, want: "name the same key of the same Secret",
 		},
 		"an API key of a Secret holding both, as the registration token": {
 			group: func(rg *v1alpha1.RunnerGroup) {
@@ -230,25 +230,25 @@ func TestTokenKeysAreUsedOnlyAsTheSecretOwnerDeclared(t *testing.T) {
 				s.Data["admin"] = []byte("admin-" + secretToken)
 				s.Annotations[tenancy.AnnotationAPIKeys] = "token,admin"
 			},
-			reason: ReasonSecretKeyNotDeclared, want: `spec.registrationToken: key "admin" of Secret runners/api is not listed in its annotation gitea.bpg.pw/registration-token-keys`,
+			reason: v1alpha1.ReasonSecretKeyNotDeclared, want: `spec.registrationToken: key "admin" of Secret runners/api is not listed in its annotation gitea.bpg.pw/registration-token-keys`,
 		},
 		"the registration key as the API token": {
 			group: func(rg *v1alpha1.RunnerGroup) {
 				rg.Spec.AuthToken.SecretRef = v1alpha1.SecretRef{Name: "reg", Key: "token"}
 			},
-			reason: ReasonInvalidSpec, want: "name the same key of the same Secret",
+			reason: v1alpha1.ReasonInvalidSpec, want: "name the same key of the same Secret",
 		},
 		"a key of the API Secret that is not declared at all": {
 			group:  func(rg *v1alpha1.RunnerGroup) { rg.Spec.AuthToken.SecretRef.Key = "other" },
 			secret: func(s *corev1.Secret) { s.Data["other"] = []byte("other-" + secretToken) },
-			reason: ReasonSecretKeyNotDeclared, want: "gitea.bpg.pw/api-token-keys",
+			reason: v1alpha1.ReasonSecretKeyNotDeclared, want: "gitea.bpg.pw/api-token-keys",
 		},
 		"minting with an API key the owner did not allow to mint": {
 			group:  minting,
 			secret: func(s *corev1.Secret) { delete(s.Annotations, tenancy.AnnotationMintKeys) },
-			reason: ReasonSecretKeyNotDeclared, want: "gitea.bpg.pw/mint-token-keys",
+			reason: v1alpha1.ReasonSecretKeyNotDeclared, want: "gitea.bpg.pw/mint-token-keys",
 		},
-		"minting with a declared minting key": {group: minting, reason: ReasonReconciled},
+		"minting with a declared minting key": {group: minting, reason: v1alpha1.ReasonReconciled},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -267,7 +267,7 @@ func TestTokenKeysAreUsedOnlyAsTheSecretOwnerDeclared(t *testing.T) {
 			c := ready(e.group("ci"))
 			assert.Equal(t, tc.reason, c.Reason, c.Message)
 			assert.Contains(t, c.Message, tc.want)
-			if tc.reason == ReasonReconciled {
+			if tc.reason == v1alpha1.ReasonReconciled {
 				assert.Len(t, e.jobs(), 1, "the warm runner")
 				return
 			}

@@ -33,7 +33,7 @@ import (
 // admit (nil admits any host but the special addresses).
 func CheckGiteaURL(allowed *giteaurl.Policy, rg *v1alpha1.RunnerGroup) error {
 	if err := allowed.Check(rg.Spec.Gitea.URL); err != nil {
-		return newGroupError(ReasonGiteaURLNotAllowed, "spec.gitea.url: %w; the platform team lists the allowed Gitea URLs (chart value allowedGiteaURLs)", err)
+		return newGroupError(v1alpha1.ReasonGiteaURLNotAllowed, "spec.gitea.url: %w; the platform team lists the allowed Gitea URLs (chart value allowedGiteaURLs)", err)
 	}
 	return nil
 }
@@ -56,16 +56,16 @@ type NamespaceFacts struct {
 func CheckNamespace(names tenancy.Names, rg *v1alpha1.RunnerGroup, f NamespaceFacts) error {
 	switch {
 	case f.ReviewErr != nil:
-		return newGroupError(ReasonKubernetesError, "%w", f.ReviewErr)
+		return newGroupError(v1alpha1.ReasonKubernetesError, "%w", f.ReviewErr)
 	case len(f.Missing) > 0:
-		return newGroupError(ReasonNamespaceNotEnabled, "%s", names.NotEnabledMessage(rg.Namespace, f.Missing))
+		return newGroupError(v1alpha1.ReasonNamespaceNotEnabled, "%s", names.NotEnabledMessage(rg.Namespace, f.Missing))
 	case f.NamespaceErr != nil:
-		return newGroupError(ReasonKubernetesError, "cannot read namespace %s for its Pod Security labels and grant: %w", rg.Namespace, f.NamespaceErr)
+		return newGroupError(v1alpha1.ReasonKubernetesError, "cannot read namespace %s for its Pod Security labels and grant: %w", rg.Namespace, f.NamespaceErr)
 	case f.Namespace == nil:
-		return newGroupError(ReasonKubernetesError, "namespace %s was not read, so its grant is not known", rg.Namespace)
+		return newGroupError(v1alpha1.ReasonKubernetesError, "namespace %s was not read, so its grant is not known", rg.Namespace)
 	}
 	if err := tenancy.CheckGrant(f.Namespace, rg.Spec.Gitea.URL, grantTarget(&rg.Spec)); err != nil {
-		return newGroupError(ReasonNotGranted, "%w", err)
+		return newGroupError(v1alpha1.ReasonNotGranted, "%w", err)
 	}
 	return nil
 }
@@ -75,7 +75,7 @@ func CheckNamespace(names tenancy.Names, rg *v1alpha1.RunnerGroup, f NamespaceFa
 // facts of rg's namespace.
 func TokenRefusal(cfg Config, rg *v1alpha1.RunnerGroup, f NamespaceFacts) error {
 	if err := rg.Spec.Validate(); err != nil {
-		return newGroupError(ReasonInvalidSpec, "invalid spec: %w", err)
+		return newGroupError(v1alpha1.ReasonInvalidSpec, "invalid spec: %w", err)
 	}
 	if err := CheckGiteaURL(cfg.AllowedGiteaURLs, rg); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 )
 
@@ -94,10 +95,10 @@ func (s *Scaler) takeTriggered() (jobs []QueuedJob, all bool) {
 // jobs. The interval's polling goes on as before: Gitea delivers a
 // webhook at most once. It returns the pass's Summary, and whether there
 // was a pass.
-func (s *Scaler) triggeredPass(ctx context.Context) (Summary, bool) {
+func (s *Scaler) triggeredPass(ctx context.Context) (passreport.Summary, bool) {
 	jobs, all := s.takeTriggered()
 	if len(jobs) == 0 && !all {
-		return Summary{}, false
+		return passreport.Summary{}, false
 	}
 	s.trig.mu.Lock()
 	s.trig.last = time.Now()

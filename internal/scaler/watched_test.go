@@ -191,7 +191,7 @@ func servedLoop(t *testing.T, recheck time.Duration) (*env, *stillCache, *Scaler
 	sc := e.scaler(func(d *Deps, cfg *Config) { d.Cache = c; cfg.RightsRecheck = recheck })
 	_, err := sc.Pass(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason)
+	require.Equal(t, v1alpha1.ReasonReconciled, ready(e.group("ci")).Reason)
 	return e, c, sc
 }
 
@@ -221,7 +221,7 @@ func TestALoopSeesANamespaceDisabledWithinTheRecheckAndAtOnceWhenRefused(t *test
 			_, err = sc.Pass(context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, 2, e.reviews[ns])
-			assert.Equal(t, ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
+			assert.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
 			assert.Contains(t, c.forgot, ns, "the namespace's watches stop")
 		})
 	}
@@ -236,7 +236,7 @@ func TestByDefaultALoopSeesANamespaceDisabledAtTheNextPass(t *testing.T) {
 	_, err := sc.Pass(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 2, e.reviews[ns])
-	assert.Equal(t, ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
+	assert.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
 	assert.Contains(t, c.forgot, ns, "the namespace's watches stop")
 }
 
@@ -249,7 +249,7 @@ func TestALoopServesANamespaceFromThePassAfterItIsEnabled(t *testing.T) {
 		_, err := sc.Pass(context.Background())
 		require.NoError(t, err)
 	}
-	require.Equal(t, ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
+	require.Equal(t, v1alpha1.ReasonNamespaceNotEnabled, ready(e.group("ci")).Reason)
 	assert.Equal(t, 2, e.reviews[ns], "a namespace not enabled is reviewed every pass")
 
 	e.mu.Lock()
@@ -259,7 +259,7 @@ func TestALoopServesANamespaceFromThePassAfterItIsEnabled(t *testing.T) {
 		_, err := sc.Pass(context.Background())
 		require.NoError(t, err)
 	}
-	assert.Equal(t, ReasonReconciled, ready(e.group("ci")).Reason, "served from the pass after")
+	assert.Equal(t, v1alpha1.ReasonReconciled, ready(e.group("ci")).Reason, "served from the pass after")
 	assert.Equal(t, 3, e.reviews[ns], "then trusted: one review in three passes")
 }
 
@@ -289,7 +289,7 @@ func TestALoopReadsAGroupsSecretsAgainAfterItFailed(t *testing.T) {
 	_, err = sc.Pass(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 4, gets(), "read again in the pass after the failure")
-	assert.True(t, slices.Contains([]string{ReasonReconciled}, ready(e.group("ci")).Reason))
+	assert.True(t, slices.Contains([]string{v1alpha1.ReasonReconciled}, ready(e.group("ci")).Reason))
 }
 
 // catchUp sets the cache's view of the test's namespace to the cluster as
@@ -378,21 +378,21 @@ func TestALoopJudgesARunnerPodAgainOnlyWhenItsGroupOrNamespaceChanged(t *testing
 	}
 	label(tenancy.LevelPrivileged, "100")
 
-	require.Equal(t, ReasonReconciled, pass())
+	require.Equal(t, v1alpha1.ReasonReconciled, pass())
 	judged(1, 1, "the first pass")
 	for range 3 {
-		require.Equal(t, ReasonReconciled, pass())
+		require.Equal(t, v1alpha1.ReasonReconciled, pass())
 	}
 	judged(1, 1, "steady passes judge nothing again")
 
 	label("baseline", "101")
-	assert.Equal(t, ReasonPodSecurityForbidsRunner, pass(), "the namespace moved: judged again at once")
+	assert.Equal(t, v1alpha1.ReasonPodSecurityForbidsRunner, pass(), "the namespace moved: judged again at once")
 	judged(2, 1, "the namespace moved")
-	assert.Equal(t, ReasonPodSecurityForbidsRunner, pass())
+	assert.Equal(t, v1alpha1.ReasonPodSecurityForbidsRunner, pass())
 	judged(2, 1, "nothing moved")
 
 	label(tenancy.LevelPrivileged, "102")
-	assert.Equal(t, ReasonReconciled, pass())
+	assert.Equal(t, v1alpha1.ReasonReconciled, pass())
 	judged(3, 1, "the namespace moved back")
 
 	// A spec the scaler refuses: both verdicts are judged again at the
@@ -404,8 +404,8 @@ func TestALoopJudgesARunnerPodAgainOnlyWhenItsGroupOrNamespaceChanged(t *testing
 		list, _, err := sc.groups.List(ctx, ns, "")
 		return err == nil && len(list) == 1 && list[0].Generation == 2
 	}, 10*time.Second, 10*time.Millisecond, "the loop's cache sees generation 2")
-	assert.Equal(t, ReasonInvalidTemplate, pass(), "the new spec is judged at once")
+	assert.Equal(t, v1alpha1.ReasonInvalidTemplate, pass(), "the new spec is judged at once")
 	judged(3, 2, "the spec moved")
-	assert.Equal(t, ReasonInvalidTemplate, pass())
+	assert.Equal(t, v1alpha1.ReasonInvalidTemplate, pass())
 	judged(3, 2, "nothing moved")
 }

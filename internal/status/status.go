@@ -94,10 +94,10 @@ func rowOf(rg *v1alpha1.RunnerGroup, now time.Time) Row {
 		Active: st.ActiveRunners, Max: rg.Spec.MaxActiveRunners,
 		Idle: st.IdleRunners, Warm: st.WarmRunners, MinIdle: rg.Spec.MinIdleRunners, Starting: st.StartingRunners, LeftToOtherGroups: st.JobsLeftToOtherGroups,
 		Stale:         st.LastCheckTime != nil && st.ObservedGeneration != rg.Generation,
-		Ready:         condition(rg, scaler.ConditionReady),
-		ScalingActive: condition(rg, scaler.ConditionScalingActive),
+		Ready:         condition(rg, v1alpha1.ConditionReady),
+		ScalingActive: condition(rg, v1alpha1.ConditionScalingActive),
 	}
-	if c := condition(rg, scaler.ConditionCache); c.Status != "" {
+	if c := condition(rg, v1alpha1.ConditionCache); c.Status != "" {
 		r.Cache = &c
 	}
 	if st.LastCheckTime != nil {

@@ -44,9 +44,9 @@ func served() *v1alpha1.RunnerGroup {
 			QueuedJobs: 3, BlockedJobs: 1, RunningJobs: 2, ActiveRunners: 2, IdleRunners: 2, WarmRunners: 1, StartingRunners: 1,
 			LastCheckTime: &checked, ObservedGeneration: 2,
 			Conditions: []metav1.Condition{
-				{Type: scaler.ConditionReady, Status: metav1.ConditionTrue, Reason: scaler.ReasonReconciled, Message: "ok"},
-				{Type: scaler.ConditionScalingActive, Status: metav1.ConditionFalse, Reason: scaler.ReasonAtCapacity, Message: "4 of 4"},
-				{Type: scaler.ConditionCache, Status: metav1.ConditionTrue, Reason: scaler.ReasonCacheReachable, Message: "answers"},
+				{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReconciled, Message: "ok"},
+				{Type: v1alpha1.ConditionScalingActive, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAtCapacity, Message: "4 of 4"},
+				{Type: v1alpha1.ConditionCache, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCacheReachable, Message: "answers"},
 			},
 		},
 	}
@@ -61,7 +61,7 @@ func failing() *v1alpha1.RunnerGroup {
 		Spec:       v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeRepo, User: "alice", Repo: "app", MaxActiveRunners: 1},
 		Status: v1alpha1.RunnerGroupStatus{
 			LastCheckTime: &checked, ObservedGeneration: 2,
-			Conditions: []metav1.Condition{{Type: scaler.ConditionReady, Status: metav1.ConditionFalse, Reason: scaler.ReasonGiteaUnauthorized, Message: "401"}},
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonGiteaUnauthorized, Message: "401"}},
 		},
 	}
 }

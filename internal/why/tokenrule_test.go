@@ -16,7 +16,6 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -52,37 +51,37 @@ func TestExplainSendsNoTokenWhereAPassWouldNot(t *testing.T) {
 				require.NoError(t, err)
 				w.cfg.AllowedGiteaURLs = p
 			},
-			reason: scaler.ReasonGiteaURLNotAllowed,
+			reason: v1alpha1.ReasonGiteaURLNotAllowed,
 			says:   []string{"under none of the allowed Gitea URLs", "allowedGiteaURLs", "--allowed-gitea-urls"}},
 		{name: "an empty allowed list admits no loopback address", arg: "101",
 			change: func(t *testing.T, w *world) { w.cfg.AllowedGiteaURLs = nil },
-			reason: scaler.ReasonGiteaURLNotAllowed,
+			reason: v1alpha1.ReasonGiteaURLNotAllowed,
 			says:   []string{"loopback", "--allowed-gitea-urls"}},
 		{name: "the namespace's granted Gitea URLs leave the group's out",
 			change: func(t *testing.T, w *world) {
 				w.annotateNamespace(t, map[string]string{tenancy.AnnotationGrantedGiteaURLs: "https://gitea.example.com"})
 			},
-			reason: scaler.ReasonNotGranted,
+			reason: v1alpha1.ReasonNotGranted,
 			says:   []string{"is not granted to namespace ci", tenancy.AnnotationGrantedGiteaURLs}},
 		{name: "the namespace's granted repositories leave the group's owner out", arg: "101",
 			change: func(t *testing.T, w *world) {
 				w.annotateNamespace(t, map[string]string{tenancy.AnnotationGrantedRepositories: "other"})
 			},
-			reason: scaler.ReasonNotGranted,
+			reason: v1alpha1.ReasonNotGranted,
 			says:   []string{"owner acme is not granted to namespace ci", tenancy.AnnotationGrantedRepositories}},
 		{name: "a namespace that is not enabled",
 			change: func(t *testing.T, w *world) { w.notEnabled[ns] = true },
-			reason: scaler.ReasonNamespaceNotEnabled,
+			reason: v1alpha1.ReasonNamespaceNotEnabled,
 			says:   []string{"namespace ci is not enabled for this scaler", "kubectl create rolebinding gitea-runner-operator-tenant --namespace ci"}},
 		{name: "without the scaler's ServiceAccount why cannot tell that the namespace is enabled",
 			change: func(t *testing.T, w *world) { w.cfg.Tenancy.ServiceAccount = "" },
-			reason: scaler.ReasonKubernetesError,
+			reason: v1alpha1.ReasonKubernetesError,
 			says:   []string{"cannot tell whether namespace ci is enabled", "--service-account", "SCALER_SERVICE_ACCOUNT"}},
 		{name: "a namespace whose grant cannot be read",
 			change: func(t *testing.T, w *world) {
 				require.NoError(t, w.deps.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}))
 			},
-			reason: scaler.ReasonKubernetesError,
+			reason: v1alpha1.ReasonKubernetesError,
 			says:   []string{"cannot read namespace ci"}},
 	}
 	for _, tt := range tests {
@@ -160,7 +159,7 @@ func TestExplainAsksWithTheGroupsAPassServesAndNotesTheOthers(t *testing.T) {
 			assert.NotEmpty(t, w.tokens)
 			require.Len(t, rep.NotAsked, 1)
 			assert.Equal(t, other+"/aaa", rep.NotAsked[0].Group)
-			assert.Equal(t, scaler.ReasonNotGranted, rep.NotAsked[0].Reason)
+			assert.Equal(t, v1alpha1.ReasonNotGranted, rep.NotAsked[0].Reason)
 			var text bytes.Buffer
 			require.NoError(t, Write(&text, rep, "text"))
 			assert.Contains(t, text.String(), fmt.Sprintf("did not ask Gitea with the API token of %s/aaa: a pass refuses that group too (NotGranted)", other))

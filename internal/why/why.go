@@ -363,7 +363,7 @@ func namespaceFacts(ctx context.Context, d Deps, cfg scaler.Config, name string)
 // notAsked records a group whose token why does not send, and why.
 func (rep *Report) notAsked(key string, err error) {
 	reason, msg := scaler.ReasonOf(err), err.Error()
-	if reason == scaler.ReasonGiteaURLNotAllowed {
+	if reason == v1alpha1.ReasonGiteaURLNotAllowed {
 		msg += "; why takes that list from --allowed-gitea-urls (SCALER_ALLOWED_GITEA_URLS), which should be the listener's"
 	}
 	rep.NotAsked = append(rep.NotAsked, NotAsked{Group: key, Reason: reason, Message: msg})
@@ -522,7 +522,7 @@ func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup,
 		rep.say("Runner Job %s/%s was started for it, but its runner took job %d instead (Gitea gives a queued job to any idle runner whose labels fit), so this one waits for another runner.", j.Namespace, j.Name, other)
 	}
 
-	ready := meta.FindStatusCondition(rg.Status.Conditions, scaler.ConditionReady)
+	ready := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionReady)
 	switch {
 	case rg.Status.IdleRunners > 0:
 		rep.Verdict = VerdictIdleRunner

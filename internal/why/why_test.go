@@ -90,7 +90,7 @@ func newWorld(t *testing.T) *world {
 	gpu := group("gpu", 1, []string{"gpu"}, v1alpha1.RunnerGroupStatus{ActiveRunners: 1, LastCheckTime: &lastPass, ObservedGeneration: 2}, srv.URL)
 	arm := group("arm", 0, []string{"arm"}, v1alpha1.RunnerGroupStatus{ObservedGeneration: 2}, srv.URL)
 	big := group("big", 2, []string{"big"}, v1alpha1.RunnerGroupStatus{ObservedGeneration: 2, Conditions: []metav1.Condition{{
-		Type: scaler.ConditionReady, Status: metav1.ConditionFalse, Reason: scaler.ReasonSecretNotFound, Message: "spec.registrationToken: Secret ci/big-tokens not found",
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonSecretNotFound, Message: "spec.registrationToken: Secret ci/big-tokens not found",
 	}}}, srv.URL)
 	var objs []runtime.Object
 	for _, rg := range []*v1alpha1.RunnerGroup{plain, gpu, arm, big} {

@@ -1,4 +1,4 @@
-package scaler
+package v1alpha1
 
 import (
 	"go/ast"
@@ -19,7 +19,7 @@ import (
 // README's troubleshooting tables ("| `Reason` |"): a reason added here
 // without saying what it means and how to fix it fails this test.
 func TestEveryReasonIsInTheTroubleshootingDocs(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "reasons.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "conditions.go", nil, 0)
 	require.NoError(t, err)
 	var reasons []string
 	ast.Inspect(f, func(n ast.Node) bool {
@@ -40,7 +40,7 @@ func TestEveryReasonIsInTheTroubleshootingDocs(t *testing.T) {
 	})
 	require.NotEmpty(t, reasons)
 
-	section := troubleshootingSection(t, "../..")
+	section := troubleshootingSection(t, "../../..")
 	for _, r := range reasons {
 		if !strings.Contains(section, "| `"+r+"` |") && !strings.Contains(section, "`"+r+"` (") {
 			assert.Failf(t, "undocumented reason", "reason %s has no row in the docs' troubleshooting section", r)
