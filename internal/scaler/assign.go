@@ -80,7 +80,7 @@ func (s *Scaler) assignment(ctx context.Context, served, every []*v1alpha1.Runne
 	// where it is news that their record will carry at the end of the pass.
 	excluded, judged := map[string]bool{}, map[string]bool{}
 	for _, g := range runs {
-		key, reason := GroupKey(g.rg), reasonOf(g.invalid)
+		key, reason := g.rg.Key(), reasonOf(g.invalid)
 		switch {
 		case reason == v1alpha1.ReasonNotGranted:
 			excluded[key] = true
@@ -93,7 +93,7 @@ func (s *Scaler) assignment(ctx context.Context, served, every []*v1alpha1.Runne
 	}
 	kept := make([]*v1alpha1.RunnerGroup, 0, len(all))
 	for _, rg := range all {
-		if !excluded[GroupKey(rg)] {
+		if !excluded[rg.Key()] {
 			kept = append(kept, rg)
 		}
 	}
@@ -116,11 +116,11 @@ func (s *Scaler) servesEverything() bool {
 func missingFrom(listed, served []*v1alpha1.RunnerGroup) []*v1alpha1.RunnerGroup {
 	seen := make(map[string]bool, len(listed))
 	for _, rg := range listed {
-		seen[GroupKey(rg)] = true
+		seen[rg.Key()] = true
 	}
 	var out []*v1alpha1.RunnerGroup
 	for _, rg := range served {
-		if !seen[GroupKey(rg)] {
+		if !seen[rg.Key()] {
 			out = append(out, rg)
 		}
 	}
@@ -172,7 +172,7 @@ func assignmentRule(all []*v1alpha1.RunnerGroup, o RuleOptions, judged map[strin
 // Eligible).
 func AssignGroup(rg *v1alpha1.RunnerGroup, defaultLabels []string) assign.Group {
 	g := assign.Group{
-		Key:    GroupKey(rg),
+		Key:    rg.Key(),
 		URL:    rg.Spec.Gitea.URL,
 		Scope:  rg.Spec.Scope,
 		Labels: runnerlabels.ForGroup(&rg.Spec, defaultLabels),
@@ -237,6 +237,3 @@ func recordedReason(rg *v1alpha1.RunnerGroup) string {
 	}
 	return ready.Reason
 }
-
-// GroupKey is "namespace/name", the key of a group in the assignment rule.
-func GroupKey(rg *v1alpha1.RunnerGroup) string { return rg.Namespace + "/" + rg.Name }

@@ -98,7 +98,7 @@ func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *
 func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup, secrets *passSecrets, nss *namespaces) *groupRun {
 	g := &groupRun{
 		rg:         rg,
-		log:        s.log.With("runnergroup", GroupKey(rg)),
+		log:        s.log.With("runnergroup", rg.Key()),
 		store:      state.Store{Client: s.kube},
 		owner:      stateOwner(rg),
 		namespaces: nss,

@@ -218,7 +218,7 @@ func (g *groupRun) serves(j gitea.Job) bool {
 		repo = g.rg.Spec.Owner() + "/" + g.rg.Spec.Repo
 	}
 	owner := g.rule.Owner(g.rg.Spec.Gitea.URL, assign.Job{Repo: repo, Labels: j.Labels, Created: j.Created})
-	return owner == "" || owner == GroupKey(g.rg)
+	return owner == "" || owner == g.rg.Key()
 }
 
 // startingElsewhere reports whether another group's runner Job, started

@@ -87,7 +87,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 		sum.GroupStats = append(sum.GroupStats, runs[i].stats)
 		sum.QueuedToJob = append(sum.QueuedToJob, runs[i].queuedToJob...)
 		if err != nil {
-			sum.Failed = append(sum.Failed, GroupKey(runs[i].rg))
+			sum.Failed = append(sum.Failed, runs[i].rg.Key())
 		}
 	})
 	if shared != nil {

@@ -247,6 +247,6 @@ func (s *Scaler) event(ctx context.Context, rg *v1alpha1.RunnerGroup, typ, reaso
 		ReportingController: v1alpha1.ReportingController, ReportingInstance: host,
 	}
 	if _, err := s.kube.CoreV1().Events(rg.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		s.log.Warn("cannot record event", "runnergroup", rg.Namespace+"/"+rg.Name, "reason", reason, "error", err)
+		s.log.Warn("cannot record event", "runnergroup", rg.Key(), "reason", reason, "error", err)
 	}
 }

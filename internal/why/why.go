@@ -195,7 +195,7 @@ func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, 
 	rule := scaler.AssignmentRule(all, scaler.RuleOptions{DefaultLabels: defaults, Hold: hold, Now: d.Now})
 	byKey := map[string]*v1alpha1.RunnerGroup{}
 	for i := range all {
-		byKey[scaler.GroupKey(&all[i])] = &all[i]
+		byKey[all[i].Key()] = &all[i]
 	}
 	rep.explain(ctx, d, rule, byKey, found)
 	return rep, nil
@@ -246,7 +246,7 @@ func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1
 	facts := map[string]scaler.NamespaceFacts{}
 	for i := range selected {
 		rg := &selected[i]
-		key := scaler.GroupKey(rg)
+		key := rg.Key()
 		if rg.Spec.Validate() != nil || (inScope != nil && !inScope[key]) {
 			continue
 		}
@@ -378,7 +378,7 @@ func (rep *Report) withoutGitea(ctx context.Context, d Deps, refused []*v1alpha1
 	rep.Job.Status = StatusNotAsked
 	keys := make([]string, 0, len(refused))
 	for _, rg := range refused {
-		keys = append(keys, scaler.GroupKey(rg))
+		keys = append(keys, rg.Key())
 	}
 	rep.say("why did not ask Gitea about job %d: every selected group whose API token could have asked (%s) is one a pass refuses before it sends that token anywhere, so its token was not read; the notes say why for each. While a pass refuses them, these groups start no runner.",
 		ref.JobID, strings.Join(keys, ", "))
@@ -387,11 +387,11 @@ func (rep *Report) withoutGitea(ctx context.Context, d Deps, refused []*v1alpha1
 			LabelSelector: runnerjob.Selector(rg.Name) + "," + v1alpha1.LabelGiteaJobID + "=" + strconv.FormatInt(ref.JobID, 10),
 		})
 		if err != nil {
-			rep.note("cannot list the runner Jobs of %s: %v", scaler.GroupKey(rg), err)
+			rep.note("cannot list the runner Jobs of %s: %v", rg.Key(), err)
 			continue
 		}
 		if j := newestActive(jobs.Items); j != nil {
-			rep.runnerJob(ctx, d, scaler.GroupKey(rg), j)
+			rep.runnerJob(ctx, d, rg.Key(), j)
 			break
 		}
 	}
@@ -507,7 +507,7 @@ func (rep *Report) noOwner(j gitea.Job, inScope []assign.Verdict) {
 // idle runner that fits, so the runner Job started for this job may run
 // another, which leaves this one waiting for a slot like any other.
 func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup, id int64, running map[string]int64) {
-	key := scaler.GroupKey(rg)
+	key := rg.Key()
 	jobs, err := d.Kube.BatchV1().Jobs(rg.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: runnerjob.Selector(rg.Name) + "," + v1alpha1.LabelGiteaJobID + "=" + strconv.FormatInt(id, 10),
 	})

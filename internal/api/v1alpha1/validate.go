@@ -143,6 +143,10 @@ func MintedRegistrationTokenSecret(group string) string {
 	return group + "-registration-token"
 }
 
+// Key is "namespace/name": how the scaler and its read-only commands name a
+// group in logs, in the assignment rule and in a runner's owner tag.
+func (rg *RunnerGroup) Key() string { return rg.Namespace + "/" + rg.Name }
+
 // RegistrationTokenRef is where the group's runners read their registration
 // token: spec.registrationToken when set, else the Secret the scaler mints.
 func (rg *RunnerGroup) RegistrationTokenRef() SecretRef {
