@@ -10,6 +10,8 @@
 //	names.go      the names the scaler gives, and reads back: Jobs, runners,
 //	              owner tags, the runner config's keys, scopes
 //	build.go      the runner Job (Build), its pod, and its runner config
+//	owned.go      the other objects a group owns: the minted registration
+//	              token Secret, the runner config ConfigMap
 //	check.go      the templates the scaler accepts, checked before any Job
 //	read.go       what a runner Job says of itself once made
 package runnerjob

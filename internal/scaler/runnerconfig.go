@@ -7,11 +7,11 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -47,98 +47,81 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 	}
 	name := runnerjob.ConfigMapName(rg.Name)
 	cms := s.kube.CoreV1().ConfigMaps(rg.Namespace)
-	// confirmed are the keys a fresh list found mounted, with their
-	// grace, once asked; listed says the list answered.
-	var (
-		confirmed     map[string]time.Duration
-		asked, listed bool
-	)
-	wrote := false
-	err = retry.OnError(stateRetry, func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }, func() error {
-		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			cm = nil
-		case err != nil:
-			return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: cannot read ConfigMap %s/%s: %w", rg.Namespace, name, err)
-		}
-		if cm != nil && !ownedByGroup(cm.OwnerReferences, rg) {
-			return newGroupError(v1alpha1.ReasonRunnerConfigNotOwned,
-				"runner config: ConfigMap %s/%s exists and is not owned by this RunnerGroup, so the scaler does not write it and starts no runner; delete or rename it",
-				rg.Namespace, name)
-		}
-		var have map[string]string
-		if cm != nil {
-			have = cm.Data
-		}
-		next := maps.Clone(want)
-		if extra := keysBeyond(have, next); len(extra) > 0 {
-			if !asked {
-				confirmed, listed = s.mountedConfigs(ctx, g)
-				asked = true
-			}
-			// Kept: what the fresh list found mounted, rendered for its
-			// Job's grace, or, when the list failed, everything as it is.
-			for _, k := range extra {
-				grace, mounted := confirmed[k]
-				switch {
-				case mounted:
-					rendered, err := runnerjob.ConfigFor(rg, s.cfg.Runner, grace)
-					if err != nil {
-						return newGroupError(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
-					}
-					next[k] = string(rendered)
-				case !listed:
-					next[k] = have[k]
+	mounted := &mountedOnce{}
+	var res owned.Result
+	// A lost race reads again and merges: the other pass may have written
+	// the key of another grace.
+	err = retry.OnError(stateRetry, owned.Raced, func() error {
+		res, err = owned.Ensure(ctx, cms, rg, name, owned.Want[corev1.ConfigMap, *corev1.ConfigMap]{
+			DryRun: s.cfg.DryRun,
+			Desire: func(have *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+				var data map[string]string
+				if have != nil {
+					data = have.Data
 				}
-			}
-		}
-		if maps.Equal(have, next) {
-			return nil
-		}
-		if s.cfg.DryRun {
-			g.log.Info("dry run: would write the runner config", "configmap", name)
-			return nil
-		}
-		if cm == nil {
-			_, err := cms.Create(ctx, &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{
-					Name:            name,
-					Namespace:       rg.Namespace,
-					Labels:          runnerjob.GroupLabels(rg.Name),
-					OwnerReferences: []metav1.OwnerReference{rg.ControllerRef()},
-				},
-				Data: next,
-			}, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: cannot create ConfigMap %s/%s: %w", rg.Namespace, name, err)
-			}
-			// AlreadyExists: another pass wrote it at the same moment,
-			// perhaps for another grace; read it again and merge.
-			wrote = err == nil
-			return err
-		}
-		cm = cm.DeepCopy()
-		cm.Data = next
-		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
-			if apierrors.IsConflict(err) {
-				return err
-			}
-			return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: cannot update ConfigMap %s/%s: %w", rg.Namespace, name, err)
-		}
-		wrote = true
-		return nil
-	})
-	if err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: ConfigMap %s/%s kept changing under this pass: %w", rg.Namespace, name, err)
-		}
+				next, err := s.keptConfigs(ctx, g, want, data, mounted)
+				if err != nil {
+					return nil, err
+				}
+				return runnerjob.RunnerConfigMap(rg, next), nil
+			},
+		})
 		return err
-	}
-	if wrote {
+	})
+	switch {
+	case owned.Raced(err):
+		return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: ConfigMap %s/%s kept changing under this pass: %w", rg.Namespace, name, err)
+	case err != nil:
+		return ownedObjectError(err, v1alpha1.ReasonRunnerConfigNotOwned, "runner config",
+			"so the scaler does not write it and starts no runner; delete or rename it")
+	case res == owned.WouldWrite:
+		g.log.Info("dry run: would write the runner config", "configmap", name)
+	case res != owned.Unchanged:
 		g.log.Info("wrote the runner config", "configmap", name, "keys", len(want))
 	}
 	return nil
+}
+
+// keptConfigs are the keys the runner config ConfigMap should hold, given
+// those it holds (have): want, and of the keys beyond want those a fresh
+// list of the group's Jobs (mounted, asked once per call of
+// ensureRunnerConfig) finds mounted, rendered for their Job's grace, or,
+// when the list failed, every key as it is.
+func (s *Scaler) keptConfigs(ctx context.Context, g *groupRun, want, have map[string]string, mounted *mountedOnce) (map[string]string, error) {
+	next := maps.Clone(want)
+	extra := keysBeyond(have, next)
+	if len(extra) == 0 {
+		return next, nil
+	}
+	confirmed, listed := mounted.get(func() (map[string]time.Duration, bool) { return s.mountedConfigs(ctx, g) })
+	for _, k := range extra {
+		grace, isMounted := confirmed[k]
+		switch {
+		case isMounted:
+			rendered, err := runnerjob.ConfigFor(g.rg, s.cfg.Runner, grace)
+			if err != nil {
+				return nil, newGroupError(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
+			}
+			next[k] = string(rendered)
+		case !listed:
+			next[k] = have[k]
+		}
+	}
+	return next, nil
+}
+
+// mountedOnce is the answer of mountedConfigs, asked at most once.
+type mountedOnce struct {
+	asked, listed bool
+	keys          map[string]time.Duration
+}
+
+func (m *mountedOnce) get(ask func() (map[string]time.Duration, bool)) (map[string]time.Duration, bool) {
+	if !m.asked {
+		m.keys, m.listed = ask()
+		m.asked = true
+	}
+	return m.keys, m.listed
 }
 
 // keepRunnerConfig is ensureRunnerConfig for a pass that creates no runner
@@ -155,7 +138,7 @@ func (s *Scaler) keepRunnerConfig(ctx context.Context, g *groupRun, jobs []batch
 	}
 	if cm, ok := g.namespaces.listedConfigMap(g.rg.Namespace, runnerjob.ConfigMapName(g.rg.Name)); ok {
 		want, err := s.runnerConfigs(g.rg, jobs)
-		if err != nil || (cm != nil && ownedByGroup(cm.OwnerReferences, g.rg) && maps.Equal(cm.Data, want)) {
+		if err != nil || (cm != nil && owned.Controls(g.rg, cm) && maps.Equal(cm.Data, want)) {
 			return
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
@@ -45,7 +46,7 @@ func TestAPassWritesTheRunnerConfigBeforeItsRunners(t *testing.T) {
 	require.Len(t, e.jobs(), 1)
 	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "ci-runner-config", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.True(t, ownedByGroup(cm.OwnerReferences, rg))
+	assert.True(t, owned.Controls(rg, cm), "controlled by the group")
 	var got map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["config-grace-10920s.yaml"]), &got), "the key of the runner pod's grace, 3h and 120s")
 	assert.Equal(t, map[string]any{
