@@ -3,11 +3,13 @@ package scaler
 import (
 	"context"
 	"maps"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -98,11 +100,11 @@ func (s *Scaler) keptConfigs(ctx context.Context, g *groupRun, want, have map[st
 		grace, isMounted := confirmed[k]
 		switch {
 		case isMounted:
-			rendered, err := runnerjob.ConfigFor(g.rg, s.cfg.Runner, grace)
+			rendered, err := s.renderedConfig(g.rg, grace)
 			if err != nil {
 				return nil, newGroupError(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
 			}
-			next[k] = string(rendered)
+			next[k] = rendered
 		case !listed:
 			next[k] = have[k]
 		}
@@ -153,7 +155,7 @@ func (s *Scaler) keepRunnerConfig(ctx context.Context, g *groupRun, jobs []batch
 // config of a Job made before each grace had its key ("config.yaml",
 // shared by every such Job) is made from the newest one's grace.
 func (s *Scaler) runnerConfigs(rg *v1alpha1.RunnerGroup, jobs []batchv1.Job) (map[string]string, error) {
-	now, err := runnerjob.CurrentGrace(rg, s.cfg.Runner)
+	now, err := s.currentGrace(rg)
 	if err != nil {
 		return nil, err
 	}
@@ -163,11 +165,9 @@ func (s *Scaler) runnerConfigs(rg *v1alpha1.RunnerGroup, jobs []batchv1.Job) (ma
 	}
 	out := map[string]string{}
 	for k, grace := range graces {
-		rendered, err := runnerjob.ConfigFor(rg, s.cfg.Runner, grace)
-		if err != nil {
+		if out[k], err = s.renderedConfig(rg, grace); err != nil {
 			return nil, err
 		}
-		out[k] = string(rendered)
 	}
 	return out, nil
 }
@@ -213,4 +213,108 @@ func keysBeyond(have, want map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// renderedConfigs remember, in a loop, what each group's runner config is
+// made of: the grace of the pods Build makes for the group now, and the
+// config rendered for each grace asked. Both follow from the group's spec,
+// its namespace (fixed for its UID) and the scaler's own configuration
+// (fixed for its life), so they hold while the group's generation stays,
+// as verdicts do; a steady pass then compares the ConfigMap it listed with
+// them, and neither builds a runner Job nor renders. A single pass keeps
+// none.
+type renderedConfigs struct {
+	mu sync.Mutex
+	// cur holds what this pass asked for, prev what the last did: what no
+	// pass asked for goes after one more (a deleted group's, an older
+	// generation's).
+	cur, prev map[configKey]configPart
+	// builds and renders count the work done rather than remembered.
+	builds, renders int
+}
+
+// configKey names one part: the group's grace now (current), or its
+// config rendered for grace.
+type configKey struct {
+	group      types.UID
+	generation int64
+	current    bool
+	grace      time.Duration
+}
+
+// configPart is the grace or the rendered config a configKey names.
+type configPart struct {
+	grace  time.Duration
+	config string
+}
+
+// turn starts a pass.
+func (r *renderedConfigs) turn() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prev, r.cur = r.cur, map[configKey]configPart{}
+}
+
+// part returns the part key names: remembered, or made, and remembered
+// when keep says so.
+func (r *renderedConfigs) part(key configKey, keep bool, make func() (configPart, error)) (configPart, error) {
+	r.mu.Lock()
+	if keep {
+		for _, m := range []map[configKey]configPart{r.cur, r.prev} {
+			if p, ok := m[key]; ok {
+				r.remember(key, p)
+				r.mu.Unlock()
+				return p, nil
+			}
+		}
+	}
+	if key.current {
+		r.builds++
+	} else {
+		r.renders++
+	}
+	r.mu.Unlock()
+	p, err := make()
+	if keep && err == nil {
+		r.mu.Lock()
+		r.remember(key, p)
+		r.mu.Unlock()
+	}
+	return p, err
+}
+
+// remember keeps p for this pass and the next. Under mu.
+func (r *renderedConfigs) remember(key configKey, p configPart) {
+	if r.cur == nil {
+		r.cur = map[configKey]configPart{}
+	}
+	r.cur[key] = p
+}
+
+// keepsConfigs says whether the group's runner config parts are
+// remembered: in a loop, for a group with a generation (only fakes have
+// none).
+func (s *Scaler) keepsConfigs(rg *v1alpha1.RunnerGroup) bool {
+	return s.cache != nil && rg.Generation != 0
+}
+
+// currentGrace is runnerjob.CurrentGrace of the group, remembered.
+func (s *Scaler) currentGrace(rg *v1alpha1.RunnerGroup) (time.Duration, error) {
+	key := configKey{group: rg.UID, generation: rg.Generation, current: true}
+	p, err := s.configs.part(key, s.keepsConfigs(rg), func() (configPart, error) {
+		grace, err := runnerjob.CurrentGrace(rg, s.cfg.Runner)
+		return configPart{grace: grace}, err
+	})
+	return p.grace, err
+}
+
+// renderedConfig is runnerjob.ConfigFor of the group and grace,
+// remembered.
+func (s *Scaler) renderedConfig(rg *v1alpha1.RunnerGroup, grace time.Duration) (string, error) {
+	key := configKey{group: rg.UID, generation: rg.Generation, grace: grace}
+	p, err := s.configs.part(key, s.keepsConfigs(rg), func() (configPart, error) {
+		out, err := runnerjob.ConfigFor(rg, s.cfg.Runner, grace)
+		return configPart{config: string(out)}, err
+	})
+	return p.config, err
 }
