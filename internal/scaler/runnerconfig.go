@@ -49,7 +49,9 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 	}
 	name := runnerjob.ConfigMapName(rg.Name)
 	cms := s.kube.CoreV1().ConfigMaps(rg.Namespace)
-	mounted := &mountedOnce{}
+	// A fresh list of the group's Jobs is asked for once, and only when
+	// the ConfigMap holds a key beyond want.
+	mounted := sync.OnceValues(func() (map[string]time.Duration, bool) { return s.mountedConfigs(ctx, g) })
 	var res owned.Result
 	// A lost race reads again and merges: the other pass may have written
 	// the key of another grace.
@@ -61,7 +63,7 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 				if have != nil {
 					data = have.Data
 				}
-				next, err := s.keptConfigs(ctx, g, want, data, mounted)
+				next, err := s.keptConfigs(g, want, data, mounted)
 				if err != nil {
 					return nil, err
 				}
@@ -86,16 +88,15 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 
 // keptConfigs are the keys the runner config ConfigMap should hold, given
 // those it holds (have): want, and of the keys beyond want those a fresh
-// list of the group's Jobs (mounted, asked once per call of
-// ensureRunnerConfig) finds mounted, rendered for their Job's grace, or,
-// when the list failed, every key as it is.
-func (s *Scaler) keptConfigs(ctx context.Context, g *groupRun, want, have map[string]string, mounted *mountedOnce) (map[string]string, error) {
+// list of the group's Jobs (mounted) finds mounted, rendered for their
+// Job's grace, or, when the list failed, every key as it is.
+func (s *Scaler) keptConfigs(g *groupRun, want, have map[string]string, mounted func() (map[string]time.Duration, bool)) (map[string]string, error) {
 	next := maps.Clone(want)
 	extra := keysBeyond(have, next)
 	if len(extra) == 0 {
 		return next, nil
 	}
-	confirmed, listed := mounted.get(func() (map[string]time.Duration, bool) { return s.mountedConfigs(ctx, g) })
+	confirmed, listed := mounted()
 	for _, k := range extra {
 		grace, isMounted := confirmed[k]
 		switch {
@@ -110,20 +111,6 @@ func (s *Scaler) keptConfigs(ctx context.Context, g *groupRun, want, have map[st
 		}
 	}
 	return next, nil
-}
-
-// mountedOnce is the answer of mountedConfigs, asked at most once.
-type mountedOnce struct {
-	asked, listed bool
-	keys          map[string]time.Duration
-}
-
-func (m *mountedOnce) get(ask func() (map[string]time.Duration, bool)) (map[string]time.Duration, bool) {
-	if !m.asked {
-		m.keys, m.listed = ask()
-		m.asked = true
-	}
-	return m.keys, m.listed
 }
 
 // keepRunnerConfig is ensureRunnerConfig for a pass that creates no runner
