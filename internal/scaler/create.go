@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
@@ -113,7 +114,7 @@ func (s *Scaler) createJob(ctx context.Context, g *groupRun, c plan.Claim) error
 	jobs := s.kube.BatchV1().Jobs(g.rg.Namespace)
 	_, err = jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
 	if err != nil && !refusedForSure(err) && ctx.Err() == nil {
-		if got, gerr := jobs.Get(ctx, c.JobName, metav1.GetOptions{}); gerr == nil && ownedBy(got, g.rg) {
+		if got, gerr := jobs.Get(ctx, c.JobName, metav1.GetOptions{}); gerr == nil && owned.Controls(g.rg, got) {
 			g.log.Warn("the answer to a runner Job create was lost, but the Job exists", "job", c.JobName, "error", err)
 			err = nil
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -237,7 +238,7 @@ func (g *groupRun) serves(j gitea.Job) bool {
 func (s *Scaler) startingElsewhere(g *groupRun, id int64, running map[string]bool) bool {
 	instance := assign.Instance(g.rg.Spec.Gitea.URL)
 	for _, j := range g.shared.runnersFor(id) {
-		if ownedBy(j, g.rg) || !runnerjob.IsActive(j) || assign.Instance(instanceURL(j)) != instance {
+		if owned.Controls(g.rg, j) || !runnerjob.IsActive(j) || assign.Instance(instanceURL(j)) != instance {
 			continue
 		}
 		// A Job without a creation time (never so from the API server)
@@ -307,17 +308,11 @@ func instanceURL(j *batchv1.Job) string {
 func ownJobs(rg *v1alpha1.RunnerGroup, jobs []batchv1.Job) []batchv1.Job {
 	out := jobs[:0:0]
 	for i := range jobs {
-		if ownedBy(&jobs[i], rg) {
+		if owned.Controls(rg, &jobs[i]) {
 			out = append(out, jobs[i])
 		}
 	}
 	return out
-}
-
-// ownedBy reports whether the group is the Job's controller.
-func ownedBy(j *batchv1.Job, rg *v1alpha1.RunnerGroup) bool {
-	ref := metav1.GetControllerOf(j)
-	return ref != nil && ref.UID == rg.UID
 }
 
 // TargetOf says which part of Gitea a group serves. For scope repo the

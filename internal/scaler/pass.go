@@ -69,6 +69,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	runs := make([]*groupRun, len(groups))
 	secrets, nss := s.passSecrets(), newNamespaces()
 	s.verdicts.turn()
+	s.configs.turn()
 	s.forEachGroup(len(groups), func(i int) {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 		defer cancel()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
 )
 
 // groupError is a failure of one group, with the condition reason it shows.
@@ -36,6 +37,22 @@ func reasonOf(err error) string {
 		return ge.reason
 	}
 	return v1alpha1.ReasonKubernetesError
+}
+
+// ownedObjectError is the group's failure to keep an object it owns (what
+// names it in the message): notOwned, saying why, when an object of the
+// name is another's; a Kubernetes error when the API server refused a read
+// or write; the error as it is otherwise (the object's content could not
+// be made).
+func ownedObjectError(err error, notOwned, what, why string) error {
+	var req *owned.RequestError
+	switch {
+	case errors.Is(err, owned.ErrNotOwned):
+		return newGroupError(notOwned, "%s: %v, %s", what, err, why)
+	case errors.As(err, &req):
+		return newGroupError(v1alpha1.ReasonKubernetesError, "%s: %w", what, err)
+	}
+	return err
 }
 
 // failure is the reason and message a failed group shows. A group whose

@@ -3,15 +3,17 @@ package scaler
 import (
 	"context"
 	"maps"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -47,98 +49,68 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 	}
 	name := runnerjob.ConfigMapName(rg.Name)
 	cms := s.kube.CoreV1().ConfigMaps(rg.Namespace)
-	// confirmed are the keys a fresh list found mounted, with their
-	// grace, once asked; listed says the list answered.
-	var (
-		confirmed     map[string]time.Duration
-		asked, listed bool
-	)
-	wrote := false
-	err = retry.OnError(stateRetry, func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }, func() error {
-		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			cm = nil
-		case err != nil:
-			return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: cannot read ConfigMap %s/%s: %w", rg.Namespace, name, err)
-		}
-		if cm != nil && !ownedByGroup(cm.OwnerReferences, rg) {
-			return newGroupError(v1alpha1.ReasonRunnerConfigNotOwned,
-				"runner config: ConfigMap %s/%s exists and is not owned by this RunnerGroup, so the scaler does not write it and starts no runner; delete or rename it",
-				rg.Namespace, name)
-		}
-		var have map[string]string
-		if cm != nil {
-			have = cm.Data
-		}
-		next := maps.Clone(want)
-		if extra := keysBeyond(have, next); len(extra) > 0 {
-			if !asked {
-				confirmed, listed = s.mountedConfigs(ctx, g)
-				asked = true
-			}
-			// Kept: what the fresh list found mounted, rendered for its
-			// Job's grace, or, when the list failed, everything as it is.
-			for _, k := range extra {
-				grace, mounted := confirmed[k]
-				switch {
-				case mounted:
-					rendered, err := runnerjob.ConfigFor(rg, s.cfg.Runner, grace)
-					if err != nil {
-						return newGroupError(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
-					}
-					next[k] = string(rendered)
-				case !listed:
-					next[k] = have[k]
+	// A fresh list of the group's Jobs is asked for once, and only when
+	// the ConfigMap holds a key beyond want.
+	mounted := sync.OnceValues(func() (map[string]time.Duration, bool) { return s.mountedConfigs(ctx, g) })
+	var res owned.Result
+	// A lost race reads again and merges: the other pass may have written
+	// the key of another grace.
+	err = retry.OnError(stateRetry, owned.Raced, func() error {
+		res, err = owned.Ensure(ctx, cms, rg, name, owned.Want[corev1.ConfigMap, *corev1.ConfigMap]{
+			DryRun: s.cfg.DryRun,
+			Desire: func(have *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+				var data map[string]string
+				if have != nil {
+					data = have.Data
 				}
-			}
-		}
-		if maps.Equal(have, next) {
-			return nil
-		}
-		if s.cfg.DryRun {
-			g.log.Info("dry run: would write the runner config", "configmap", name)
-			return nil
-		}
-		if cm == nil {
-			_, err := cms.Create(ctx, &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{
-					Name:            name,
-					Namespace:       rg.Namespace,
-					Labels:          runnerjob.GroupLabels(rg.Name),
-					OwnerReferences: []metav1.OwnerReference{rg.ControllerRef()},
-				},
-				Data: next,
-			}, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: cannot create ConfigMap %s/%s: %w", rg.Namespace, name, err)
-			}
-			// AlreadyExists: another pass wrote it at the same moment,
-			// perhaps for another grace; read it again and merge.
-			wrote = err == nil
-			return err
-		}
-		cm = cm.DeepCopy()
-		cm.Data = next
-		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
-			if apierrors.IsConflict(err) {
-				return err
-			}
-			return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: cannot update ConfigMap %s/%s: %w", rg.Namespace, name, err)
-		}
-		wrote = true
-		return nil
-	})
-	if err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: ConfigMap %s/%s kept changing under this pass: %w", rg.Namespace, name, err)
-		}
+				next, err := s.keptConfigs(g, want, data, mounted)
+				if err != nil {
+					return nil, err
+				}
+				return runnerjob.RunnerConfigMap(rg, next), nil
+			},
+		})
 		return err
-	}
-	if wrote {
+	})
+	switch {
+	case owned.Raced(err):
+		return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: ConfigMap %s/%s kept changing under this pass: %w", rg.Namespace, name, err)
+	case err != nil:
+		return ownedObjectError(err, v1alpha1.ReasonRunnerConfigNotOwned, "runner config",
+			"so the scaler does not write it and starts no runner; delete or rename it")
+	case res == owned.WouldWrite:
+		g.log.Info("dry run: would write the runner config", "configmap", name)
+	case res != owned.Unchanged:
 		g.log.Info("wrote the runner config", "configmap", name, "keys", len(want))
 	}
 	return nil
+}
+
+// keptConfigs are the keys the runner config ConfigMap should hold, given
+// those it holds (have): want, and of the keys beyond want those a fresh
+// list of the group's Jobs (mounted) finds mounted, rendered for their
+// Job's grace, or, when the list failed, every key as it is.
+func (s *Scaler) keptConfigs(g *groupRun, want, have map[string]string, mounted func() (map[string]time.Duration, bool)) (map[string]string, error) {
+	next := maps.Clone(want)
+	extra := keysBeyond(have, next)
+	if len(extra) == 0 {
+		return next, nil
+	}
+	confirmed, listed := mounted()
+	for _, k := range extra {
+		grace, isMounted := confirmed[k]
+		switch {
+		case isMounted:
+			rendered, err := s.renderedConfig(g.rg, grace)
+			if err != nil {
+				return nil, newGroupError(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
+			}
+			next[k] = rendered
+		case !listed:
+			next[k] = have[k]
+		}
+	}
+	return next, nil
 }
 
 // keepRunnerConfig is ensureRunnerConfig for a pass that creates no runner
@@ -155,7 +127,7 @@ func (s *Scaler) keepRunnerConfig(ctx context.Context, g *groupRun, jobs []batch
 	}
 	if cm, ok := g.namespaces.listedConfigMap(g.rg.Namespace, runnerjob.ConfigMapName(g.rg.Name)); ok {
 		want, err := s.runnerConfigs(g.rg, jobs)
-		if err != nil || (cm != nil && ownedByGroup(cm.OwnerReferences, g.rg) && maps.Equal(cm.Data, want)) {
+		if err != nil || (cm != nil && owned.Controls(g.rg, cm) && maps.Equal(cm.Data, want)) {
 			return
 		}
 	}
@@ -170,7 +142,7 @@ func (s *Scaler) keepRunnerConfig(ctx context.Context, g *groupRun, jobs []batch
 // config of a Job made before each grace had its key ("config.yaml",
 // shared by every such Job) is made from the newest one's grace.
 func (s *Scaler) runnerConfigs(rg *v1alpha1.RunnerGroup, jobs []batchv1.Job) (map[string]string, error) {
-	now, err := runnerjob.CurrentGrace(rg, s.cfg.Runner)
+	now, err := s.currentGrace(rg)
 	if err != nil {
 		return nil, err
 	}
@@ -180,11 +152,9 @@ func (s *Scaler) runnerConfigs(rg *v1alpha1.RunnerGroup, jobs []batchv1.Job) (ma
 	}
 	out := map[string]string{}
 	for k, grace := range graces {
-		rendered, err := runnerjob.ConfigFor(rg, s.cfg.Runner, grace)
-		if err != nil {
+		if out[k], err = s.renderedConfig(rg, grace); err != nil {
 			return nil, err
 		}
-		out[k] = string(rendered)
 	}
 	return out, nil
 }
@@ -230,4 +200,108 @@ func keysBeyond(have, want map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// renderedConfigs remember, in a loop, what each group's runner config is
+// made of: the grace of the pods Build makes for the group now, and the
+// config rendered for each grace asked. Both follow from the group's spec,
+// its namespace (fixed for its UID) and the scaler's own configuration
+// (fixed for its life), so they hold while the group's generation stays,
+// as verdicts do; a steady pass then compares the ConfigMap it listed with
+// them, and neither builds a runner Job nor renders. A single pass keeps
+// none.
+type renderedConfigs struct {
+	mu sync.Mutex
+	// cur holds what this pass asked for, prev what the last did: what no
+	// pass asked for goes after one more (a deleted group's, an older
+	// generation's).
+	cur, prev map[configKey]configPart
+	// builds and renders count the work done rather than remembered.
+	builds, renders int
+}
+
+// configKey names one part: the group's grace now (current), or its
+// config rendered for grace.
+type configKey struct {
+	group      types.UID
+	generation int64
+	current    bool
+	grace      time.Duration
+}
+
+// configPart is the grace or the rendered config a configKey names.
+type configPart struct {
+	grace  time.Duration
+	config string
+}
+
+// turn starts a pass.
+func (r *renderedConfigs) turn() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prev, r.cur = r.cur, map[configKey]configPart{}
+}
+
+// part returns the part key names: remembered, or made, and remembered
+// when keep says so.
+func (r *renderedConfigs) part(key configKey, keep bool, make func() (configPart, error)) (configPart, error) {
+	r.mu.Lock()
+	if keep {
+		for _, m := range []map[configKey]configPart{r.cur, r.prev} {
+			if p, ok := m[key]; ok {
+				r.remember(key, p)
+				r.mu.Unlock()
+				return p, nil
+			}
+		}
+	}
+	if key.current {
+		r.builds++
+	} else {
+		r.renders++
+	}
+	r.mu.Unlock()
+	p, err := make()
+	if keep && err == nil {
+		r.mu.Lock()
+		r.remember(key, p)
+		r.mu.Unlock()
+	}
+	return p, err
+}
+
+// remember keeps p for this pass and the next. Under mu.
+func (r *renderedConfigs) remember(key configKey, p configPart) {
+	if r.cur == nil {
+		r.cur = map[configKey]configPart{}
+	}
+	r.cur[key] = p
+}
+
+// keepsConfigs says whether the group's runner config parts are
+// remembered: in a loop, for a group with a generation (only fakes have
+// none).
+func (s *Scaler) keepsConfigs(rg *v1alpha1.RunnerGroup) bool {
+	return s.cache != nil && rg.Generation != 0
+}
+
+// currentGrace is runnerjob.CurrentGrace of the group, remembered.
+func (s *Scaler) currentGrace(rg *v1alpha1.RunnerGroup) (time.Duration, error) {
+	key := configKey{group: rg.UID, generation: rg.Generation, current: true}
+	p, err := s.configs.part(key, s.keepsConfigs(rg), func() (configPart, error) {
+		grace, err := runnerjob.CurrentGrace(rg, s.cfg.Runner)
+		return configPart{grace: grace}, err
+	})
+	return p.grace, err
+}
+
+// renderedConfig is runnerjob.ConfigFor of the group and grace,
+// remembered.
+func (s *Scaler) renderedConfig(rg *v1alpha1.RunnerGroup, grace time.Duration) (string, error) {
+	key := configKey{group: rg.UID, generation: rg.Generation, grace: grace}
+	p, err := s.configs.part(key, s.keepsConfigs(rg), func() (configPart, error) {
+		out, err := runnerjob.ConfigFor(rg, s.cfg.Runner, grace)
+		return configPart{config: string(out)}, err
+	})
+	return p.config, err
 }

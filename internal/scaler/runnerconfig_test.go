@@ -3,6 +3,7 @@ package scaler
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
@@ -45,7 +47,7 @@ func TestAPassWritesTheRunnerConfigBeforeItsRunners(t *testing.T) {
 	require.Len(t, e.jobs(), 1)
 	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "ci-runner-config", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.True(t, ownedByGroup(cm.OwnerReferences, rg))
+	assert.True(t, owned.Controls(rg, cm), "controlled by the group")
 	var got map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["config-grace-10920s.yaml"]), &got), "the key of the runner pod's grace, 3h and 120s")
 	assert.Equal(t, map[string]any{
@@ -154,4 +156,57 @@ func TestAGroupMayNotSetWhatThePlatformPinned(t *testing.T) {
 	assert.Contains(t, c.Message, "spec.runnerConfig.container.docker_host is pinned by the platform")
 	assert.Empty(t, e.jobs())
 	assert.Zero(t, e.gitea.calls, "refused before Gitea is asked")
+}
+
+// TestASteadyLoopPassNeitherBuildsNorRendersTheRunnerConfig: a loop keeps
+// what each group's runner config is made of while the group's generation
+// stays, so a pass that creates no runner compares the ConfigMap with it
+// without building a runner Job or rendering. A change of the spec is
+// made once, at the next pass, and reaches the ConfigMap.
+func TestASteadyLoopPassNeitherBuildsNorRendersTheRunnerConfig(t *testing.T) {
+	ctx := context.Background()
+	rg := newGroup("ci", 5)
+	rg.Generation = 1
+	e := newEnv(t, rg)
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
+	sc, _ := watchingScaler(t, e)
+	pass := func() {
+		t.Helper()
+		sum, err := sc.Pass(ctx)
+		require.NoError(t, err)
+		require.Empty(t, sum.Failed)
+	}
+	made := func() (builds, renders int) {
+		sc.configs.mu.Lock()
+		defer sc.configs.mu.Unlock()
+		return sc.configs.builds, sc.configs.renders
+	}
+	pass()
+	require.Len(t, e.jobs(), 1)
+	builds, renders := made()
+	assert.Equal(t, 1, builds, "the first pass finds the group's grace")
+	assert.Equal(t, 1, renders, "and renders its config")
+
+	for range 3 {
+		pass()
+	}
+	builds, renders = made()
+	assert.Equal(t, 1, builds, "steady passes build no runner Job for the config")
+	assert.Equal(t, 1, renders, "steady passes render nothing")
+
+	e.editGroupSpec("ci", func(rg *v1alpha1.RunnerGroup) {
+		rg.Spec.RunnerConfig = &v1alpha1.RunnerConfig{Runner: &v1alpha1.RunnerRunnerConfig{Timeout: ptr.To("2h")}}
+	})
+	require.Eventually(t, func() bool {
+		list, _, err := sc.groups.List(ctx, ns, "")
+		return err == nil && len(list) == 1 && list[0].Generation == 2
+	}, 10*time.Second, 10*time.Millisecond, "the loop's cache sees generation 2")
+	pass()
+	pass()
+	builds, renders = made()
+	assert.Equal(t, 2, builds, "the new generation's grace, found once")
+	assert.Equal(t, 2, renders, "its config, rendered once")
+	cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(ctx, "ci-runner-config", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, cm.Data["config-grace-10920s.yaml"], "timeout: 2h", "a pass that creates no runner writes the new config")
 }

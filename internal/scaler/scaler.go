@@ -226,6 +226,8 @@ type Scaler struct {
 	cache    Cache
 	memo     memo
 	verdicts verdicts
+	// configs are a loop's runner config parts (runnerconfig.go).
+	configs renderedConfigs
 	// wide is what the cluster-wide reads keep across passes.
 	wide clusterReads
 

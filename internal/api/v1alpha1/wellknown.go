@@ -42,6 +42,10 @@ const (
 	// registered in a scope that contains it: such a runner is never
 	// called unregistered for missing from runner-scope's listing.
 	AnnotationRunnerScopeKnown = Group + "/runner-scope-known"
+	// AnnotationRegistrationTokenChecked is on a minted registration
+	// token Secret: when the scaler last asked Gitea for the scope's token
+	// (RFC 3339).
+	AnnotationRegistrationTokenChecked = Group + "/registration-token-checked"
 
 	// AnnotationSafeToEvict set to "false" on a runner pod keeps the
 	// cluster autoscaler from evicting it in the middle of a CI job.
