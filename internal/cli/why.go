@@ -115,7 +115,7 @@ func (c *WhyCmd) giteaFactory() scaler.GiteaFactory {
 
 // runWith answers with the given clients (tests pass fakes).
 func (c *WhyCmd) runWith(ctx context.Context, deps why.Deps, streams IO) int {
-	sc := c.config()
+	sc := scaler.Config{Namespaces: c.Namespace, Selector: c.Selector, ExcludeSelectors: c.ExcludeSelector}
 	sc.Runner.DefaultLabels = c.DefaultLabels
 	sc.AssignmentHold = c.AssignmentHold
 	// The rule a pass applies before it sends a group's token

@@ -10,6 +10,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 )
 
 // cannotServe are the Ready reasons of a group that no retry will fix until
@@ -68,8 +69,8 @@ func (s *Scaler) assignment(ctx context.Context, served, every []*v1alpha1.Runne
 	switch {
 	case every != nil:
 		all = append(every, missingFrom(every, served)...)
-	case !s.servesEverything():
-		listed, _, err := s.listShared(ctx, metav1.NamespaceAll, "")
+	case !s.selection.ServesEverything():
+		listed, _, err := selection.ListShared(ctx, s.groups, metav1.NamespaceAll, "")
 		if err != nil {
 			s.log.Warn("cannot list the RunnerGroups of every namespace; a job that several groups could run is assigned among the groups this pass serves only", "error", err)
 		} else {
@@ -104,11 +105,6 @@ func (s *Scaler) assignment(ctx context.Context, served, every []*v1alpha1.Runne
 // groups.
 func (s *Scaler) RuleOptions() RuleOptions {
 	return RuleOptions{DefaultLabels: s.cfg.Runner.DefaultLabels, Hold: s.cfg.AssignmentHold, Now: s.now}
-}
-
-// servesEverything is true when the pass's own listing is every group.
-func (s *Scaler) servesEverything() bool {
-	return len(s.cfg.Namespaces) == 0 && s.include.Empty() && len(s.excludes) == 0
 }
 
 // missingFrom returns the served groups the cluster-wide listing did not
@@ -236,4 +232,13 @@ func recordedReason(rg *v1alpha1.RunnerGroup) string {
 		return ""
 	}
 	return ready.Reason
+}
+
+// pointers points at each of groups.
+func pointers(groups []v1alpha1.RunnerGroup) []*v1alpha1.RunnerGroup {
+	out := make([]*v1alpha1.RunnerGroup, len(groups))
+	for i := range groups {
+		out[i] = &groups[i]
+	}
+	return out
 }

@@ -92,7 +92,7 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 		return
 	}
 	// A copy takes the new status: the listed object may be a loop's
-	// cache's own (listShared), which only the watch changes.
+	// cache's own (selection.ListShared), which only the watch changes.
 	written := *rg
 	written.Status = st
 	g.rg = &written

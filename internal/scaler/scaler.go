@@ -14,7 +14,6 @@
 //	scaler.go   building a Scaler (New)
 //	loop.go     one pass, or one every interval until a signal (Run)
 //	trigger.go  a loop's pass brought forward by a webhook delivery
-//	selected.go which RunnerGroups a pass with a configuration serves
 //	pass.go     the groups of a pass and the workers that serve them
 //	assign.go   which group serves a job several could run (the rule's input)
 //	namespaces.go  what a pass learns once of each namespace: enabled, labels
@@ -56,13 +55,11 @@ package scaler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -70,15 +67,14 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // GroupClient reads RunnerGroups and writes their status.
 type GroupClient interface {
-	List(ctx context.Context, namespace, selector string) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, error)
+	selection.Lister
 	PatchStatus(ctx context.Context, rg *v1alpha1.RunnerGroup) error
 }
 
@@ -229,9 +225,8 @@ type Scaler struct {
 	// wide is what the cluster-wide reads keep across passes.
 	wide clusterReads
 
-	// include and excludes are cfg's selectors, parsed once.
-	include  labels.Selector
-	excludes []labels.Selector
+	// selection is cfg's namespaces and selectors, parsed once.
+	selection selection.Rule
 
 	// turns counts the passes made, to rotate the order of their groups
 	// (see Pass); firstMinute is the minute of the first.
@@ -275,7 +270,8 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 	}
 	s.memo.rights, s.memo.secrets = map[string]rightsMemo{}, map[types.NamespacedName]secretMemo{}
 	s.trig.wake = make(chan struct{}, 1)
-	if err := s.parseSelectors(); err != nil {
+	var err error
+	if s.selection, err = selection.New(cfg.Namespaces, cfg.Selector, cfg.ExcludeSelectors); err != nil {
 		return nil, err
 	}
 	s.cfg.Workers = max(cfg.Workers, 1)
@@ -304,22 +300,6 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		s.newJobName = runnerjob.NewName
 	}
 	return s, nil
-}
-
-// parseSelectors parses cfg's selectors once, for listGroups.
-func (s *Scaler) parseSelectors() error {
-	var err error
-	if s.include, err = selector.Parse(s.cfg.Selector); err != nil {
-		return fmt.Errorf("invalid selector %q: %w", s.cfg.Selector, err)
-	}
-	for _, raw := range s.cfg.ExcludeSelectors {
-		sel, err := selector.ParseExclude(raw)
-		if err != nil {
-			return fmt.Errorf("invalid exclude selector %q: %w", raw, err)
-		}
-		s.excludes = append(s.excludes, sel)
-	}
-	return nil
 }
 
 // detachedTimeout bounds the clean-up a pass does after its context ended.

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -86,7 +88,7 @@ const (
 // more than the user may.
 type Deps struct {
 	Kube   kubernetes.Interface
-	Groups scaler.GroupClient
+	Groups selection.Lister
 	Gitea  scaler.GiteaFactory
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -162,10 +164,15 @@ func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, 
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	sel, err := scaler.Selected(ctx, d.Groups, cfg)
+	listener, err := selection.New(cfg.Namespaces, cfg.Selector, cfg.ExcludeSelectors)
 	if err != nil {
 		return nil, err
 	}
+	sel, err := selection.List(ctx, d.Groups, listener, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	selected := values(sel.Served)
 	rep := &Report{Job: JobInfo{ID: ref.JobID, Gitea: ref.Base, Repo: ref.Repository()}}
 	for _, ns := range sel.FailedNamespaces {
 		rep.note("the RunnerGroups of namespace %s could not be listed", ns)
@@ -173,7 +180,7 @@ func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, 
 	all, _, err := d.Groups.List(ctx, metav1.NamespaceAll, "")
 	if err != nil {
 		// The rule's answer then holds among the selected groups only.
-		all = sel.Groups
+		all = selected
 		rep.note("cannot list the RunnerGroups of every namespace (%v): the answer weighs only the selected groups", err)
 	}
 	defaults := cfg.Runner.DefaultLabels
@@ -181,7 +188,7 @@ func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, 
 		defaults = runnerjob.DefaultOptions().DefaultLabels
 	}
 
-	found, err := findJob(ctx, d, cfg, sel.Groups, ref, rep)
+	found, err := findJob(ctx, d, cfg, selected, ref, rep)
 	if err != nil {
 		return nil, err
 	}
@@ -617,4 +624,13 @@ func orUnknown(s string) string {
 		return "(unknown repository)"
 	}
 	return s
+}
+
+// values copies the listed groups.
+func values(groups []*v1alpha1.RunnerGroup) []v1alpha1.RunnerGroup {
+	out := make([]v1alpha1.RunnerGroup, len(groups))
+	for i, rg := range groups {
+		out[i] = *rg
+	}
+	return out
 }
