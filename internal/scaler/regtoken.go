@@ -11,6 +11,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -52,11 +53,11 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 		case apierrors.IsNotFound(err):
 			sec = nil
 		case err != nil:
-			return newGroupError(v1alpha1.ReasonKubernetesError, "registration token: cannot read Secret %s/%s: %w", rg.Namespace, ref.Name, err)
+			return reason.Errorf(v1alpha1.ReasonKubernetesError, "registration token: cannot read Secret %s/%s: %w", rg.Namespace, ref.Name, err)
 		}
 	}
 	if sec != nil && !ownedByGroup(sec.OwnerReferences, rg) {
-		return newGroupError(v1alpha1.ReasonRegistrationTokenNotOwned,
+		return reason.Errorf(v1alpha1.ReasonRegistrationTokenNotOwned,
 			"registration token: Secret %s/%s exists and is not owned by this RunnerGroup, so the scaler does not write it; delete or rename it, or set spec.registrationToken",
 			rg.Namespace, ref.Name)
 	}
@@ -72,15 +73,15 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 	s.forgetSecret(rg.Namespace, ref.Name)
 	minter, ok := g.gitea.(gitea.Registration)
 	if !ok {
-		return newGroupError(v1alpha1.ReasonGiteaUnavailable, "registration token: the Gitea client cannot mint registration tokens")
+		return reason.Errorf(v1alpha1.ReasonGiteaUnavailable, "registration token: the Gitea client cannot mint registration tokens")
 	}
-	token, err := minter.RegistrationToken(ctx, TargetOf(&rg.Spec))
+	token, err := minter.RegistrationToken(ctx, gitea.TargetOf(&rg.Spec))
 	if err != nil {
-		reason := giteaReason(err)
+		why := giteaReason(err)
 		if errors.Is(err, gitea.ErrWrongUser) {
-			reason = v1alpha1.ReasonGiteaForbidden
+			why = v1alpha1.ReasonGiteaForbidden
 		}
-		return newGroupError(reason, "registration token: cannot mint one for %s with spec.authToken: %w", TargetOf(&rg.Spec), err)
+		return reason.Errorf(why, "registration token: cannot mint one for %s with spec.authToken: %w", gitea.TargetOf(&rg.Spec), err)
 	}
 	checked := now.UTC().Format(time.RFC3339)
 	if sec == nil {
@@ -102,7 +103,7 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 			// checks whose it is.
 			return nil
 		case err != nil:
-			return newGroupError(v1alpha1.ReasonKubernetesError, "registration token: cannot create Secret %s/%s: %w", rg.Namespace, ref.Name, err)
+			return reason.Errorf(v1alpha1.ReasonKubernetesError, "registration token: cannot create Secret %s/%s: %w", rg.Namespace, ref.Name, err)
 		}
 		g.log.Info("minted the registration token", "secret", ref.Name)
 		return nil
@@ -122,7 +123,7 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 	case apierrors.IsConflict(err):
 		return nil // another pass wrote it; the next pass checks again
 	case err != nil:
-		return newGroupError(v1alpha1.ReasonKubernetesError, "registration token: cannot update Secret %s/%s: %w", rg.Namespace, ref.Name, err)
+		return reason.Errorf(v1alpha1.ReasonKubernetesError, "registration token: cannot update Secret %s/%s: %w", rg.Namespace, ref.Name, err)
 	}
 	if changed {
 		g.log.Info("replaced the registration token: Gitea answered another one", "secret", ref.Name)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -43,7 +44,7 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 	rg := g.rg
 	want, err := s.runnerConfigs(rg, jobs)
 	if err != nil {
-		return newGroupError(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
+		return reason.Errorf(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
 	}
 	name := runnerjob.ConfigMapName(rg.Name)
 	cms := s.kube.CoreV1().ConfigMaps(rg.Namespace)
@@ -60,10 +61,10 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 		case apierrors.IsNotFound(err):
 			cm = nil
 		case err != nil:
-			return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: cannot read ConfigMap %s/%s: %w", rg.Namespace, name, err)
+			return reason.Errorf(v1alpha1.ReasonKubernetesError, "runner config: cannot read ConfigMap %s/%s: %w", rg.Namespace, name, err)
 		}
 		if cm != nil && !ownedByGroup(cm.OwnerReferences, rg) {
-			return newGroupError(v1alpha1.ReasonRunnerConfigNotOwned,
+			return reason.Errorf(v1alpha1.ReasonRunnerConfigNotOwned,
 				"runner config: ConfigMap %s/%s exists and is not owned by this RunnerGroup, so the scaler does not write it and starts no runner; delete or rename it",
 				rg.Namespace, name)
 		}
@@ -85,7 +86,7 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 				case mounted:
 					rendered, err := runnerjob.ConfigFor(rg, s.cfg.Runner, grace)
 					if err != nil {
-						return newGroupError(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
+						return reason.Errorf(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
 					}
 					next[k] = string(rendered)
 				case !listed:
@@ -111,7 +112,7 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 				Data: next,
 			}, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
 			if err != nil && !apierrors.IsAlreadyExists(err) {
-				return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: cannot create ConfigMap %s/%s: %w", rg.Namespace, name, err)
+				return reason.Errorf(v1alpha1.ReasonKubernetesError, "runner config: cannot create ConfigMap %s/%s: %w", rg.Namespace, name, err)
 			}
 			// AlreadyExists: another pass wrote it at the same moment,
 			// perhaps for another grace; read it again and merge.
@@ -124,14 +125,14 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 			if apierrors.IsConflict(err) {
 				return err
 			}
-			return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: cannot update ConfigMap %s/%s: %w", rg.Namespace, name, err)
+			return reason.Errorf(v1alpha1.ReasonKubernetesError, "runner config: cannot update ConfigMap %s/%s: %w", rg.Namespace, name, err)
 		}
 		wrote = true
 		return nil
 	})
 	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: ConfigMap %s/%s kept changing under this pass: %w", rg.Namespace, name, err)
+			return reason.Errorf(v1alpha1.ReasonKubernetesError, "runner config: ConfigMap %s/%s kept changing under this pass: %w", rg.Namespace, name, err)
 		}
 		return err
 	}

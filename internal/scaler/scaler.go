@@ -18,8 +18,6 @@
 //	assign.go   which group serves a job several could run (the rule's input)
 //	namespaces.go  what a pass learns once of each namespace: enabled, labels
 //	group.go    one group's steps, and the first of them: validate
-//	tokenrule.go  where a group's API token may go: the one rule a pass
-//	            and the why command share
 //	regcheck.go the check that a registration token is its scope's, and
 //	            which scope's it is
 //	regtoken.go the registration token the scaler mints for a group
@@ -64,6 +62,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
@@ -78,15 +77,12 @@ type GroupClient interface {
 	PatchStatus(ctx context.Context, rg *v1alpha1.RunnerGroup) error
 }
 
-// GiteaFactory returns a Gitea client for one instance and API token.
-type GiteaFactory func(baseURL, token string) (gitea.Client, error)
-
 // Deps are what a Scaler talks to. Kube, Groups and Gitea are required; the
 // others have defaults.
 type Deps struct {
 	Kube   kubernetes.Interface
 	Groups GroupClient
-	Gitea  GiteaFactory
+	Gitea  gitea.Factory
 	// Log receives the scaler's logs; nil discards them.
 	Log *slog.Logger
 	// Out receives the dry-run plan; nil discards it.
@@ -162,7 +158,7 @@ type Config struct {
 	// AssignmentHold is how long the groups of one namespace keep a
 	// queued job that groups of other namespaces could also run, before
 	// it goes in turn to those (assign.Rule.Holding); 0 means
-	// DefaultAssignmentHold.
+	// assign.DefaultHold.
 	AssignmentHold time.Duration
 	// RightsRecheck is how long a loop trusts a namespace's rights review
 	// that found it enabled, at most (see review); 0, the default, reviews
@@ -183,13 +179,6 @@ type Config struct {
 	DeletedNamespaces *DeletedNamespaces
 }
 
-// DefaultAssignmentHold is Config.AssignmentHold's default: longer than a
-// runner takes to start and take its job (image pull included), so a
-// group that can serve is never cut off; short enough that a group that
-// cannot (its runners register where the job cannot run) delays another
-// tenant's job by minutes, not for ever.
-const DefaultAssignmentHold = 10 * time.Minute
-
 // DefaultGroupTimeout is Config.GroupTimeout's default: room for a few
 // Gitea requests at their default 10 s timeout, and short against the 100 s
 // a CronJob pass has.
@@ -205,7 +194,7 @@ const DefaultGiteaConcurrency = 4
 type Scaler struct {
 	kube       kubernetes.Interface
 	groups     GroupClient
-	gitea      GiteaFactory
+	gitea      gitea.Factory
 	log        *slog.Logger
 	out        io.Writer
 	now        func() time.Time
@@ -285,7 +274,7 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		s.cfg.GroupTimeout = DefaultGroupTimeout
 	}
 	if s.cfg.AssignmentHold == 0 {
-		s.cfg.AssignmentHold = DefaultAssignmentHold
+		s.cfg.AssignmentHold = assign.DefaultHold
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

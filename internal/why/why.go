@@ -25,10 +25,13 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerpod"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tokenrule"
 )
 
 // Verdicts: the one-word answer, for scripts (-o json).
@@ -84,12 +87,33 @@ const (
 	StatusNotAsked = "not asked"
 )
 
+// Config is what why takes from the listener's settings (run's flags of
+// the same names), so that its answer is the one the listener's passes
+// give.
+type Config struct {
+	// Namespaces, Selector and ExcludeSelectors pick the groups whose
+	// tokens may ask Gitea (package selection).
+	Namespaces       []string
+	Selector         string
+	ExcludeSelectors []string
+	// DefaultLabels are the scaler's default runner labels; empty means
+	// runnerjob's.
+	DefaultLabels []string
+	// AssignmentHold is the listeners' --assignment-hold; 0 means
+	// assign.DefaultHold.
+	AssignmentHold time.Duration
+	// AllowedGiteaURLs and Tenancy are the settings of the rule a pass
+	// applies before it sends a group's token (tokenrule.Refusal).
+	AllowedGiteaURLs *giteaurl.Policy
+	Tenancy          tenancy.Names
+}
+
 // Deps are the clients why reads with: the user's own, so it can see no
 // more than the user may.
 type Deps struct {
 	Kube   kubernetes.Interface
 	Groups selection.Lister
-	Gitea  scaler.GiteaFactory
+	Gitea  gitea.Factory
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -110,7 +134,7 @@ type Report struct {
 	// Explanation says it in sentences.
 	Explanation []string `json:"explanation"`
 	// NotAsked are the groups whose API token why did not send to Gitea
-	// because a pass would not (scaler.TokenRefusal), with the pass's
+	// because a pass would not (tokenrule.Refusal), with the pass's
 	// reason and message.
 	NotAsked []NotAsked `json:"notAsked,omitempty"`
 	// Notes are caveats: groups whose token could not be used, a partial
@@ -160,7 +184,7 @@ type Runner struct {
 // to ask Gitea (the namespaces and selectors of the `run` flags) and gives
 // the scaler's default runner labels. The assignment is computed over
 // every RunnerGroup the user can list, as the passes compute it.
-func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, error) {
+func Explain(ctx context.Context, d Deps, cfg Config, ref Ref) (*Report, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -172,18 +196,18 @@ func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, 
 	if err != nil {
 		return nil, err
 	}
-	selected := values(sel.Served)
+	selected := sel.Served
 	rep := &Report{Job: JobInfo{ID: ref.JobID, Gitea: ref.Base, Repo: ref.Repository()}}
 	for _, ns := range sel.FailedNamespaces {
 		rep.note("the RunnerGroups of namespace %s could not be listed", ns)
 	}
-	all, _, err := d.Groups.List(ctx, metav1.NamespaceAll, "")
+	all, _, err := selection.ListShared(ctx, d.Groups, metav1.NamespaceAll, "")
 	if err != nil {
 		// The rule's answer then holds among the selected groups only.
 		all = selected
 		rep.note("cannot list the RunnerGroups of every namespace (%v): the answer weighs only the selected groups", err)
 	}
-	defaults := cfg.Runner.DefaultLabels
+	defaults := cfg.DefaultLabels
 	if len(defaults) == 0 {
 		defaults = runnerjob.DefaultOptions().DefaultLabels
 	}
@@ -197,12 +221,12 @@ func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, 
 	}
 	hold := cfg.AssignmentHold
 	if hold == 0 {
-		hold = scaler.DefaultAssignmentHold
+		hold = assign.DefaultHold
 	}
-	rule := scaler.AssignmentRule(all, scaler.RuleOptions{DefaultLabels: defaults, Hold: hold, Now: d.Now})
+	rule := assign.FromGroups(all, assign.Options{DefaultLabels: defaults, Hold: hold, Now: d.Now}, nil)
 	byKey := map[string]*v1alpha1.RunnerGroup{}
-	for i := range all {
-		byKey[all[i].Key()] = &all[i]
+	for _, rg := range all {
+		byKey[rg.Key()] = rg
 	}
 	rep.explain(ctx, d, rule, byKey, found)
 	return rep, nil
@@ -224,15 +248,15 @@ type foundJob struct {
 // running listings is reported as not found: the scaler never sees it.
 //
 // A group's token is read and sent only where a pass would send it: a
-// group scaler.TokenRefusal refuses (its Gitea URL not allowed, its
+// group tokenrule.Refusal refuses (its Gitea URL not allowed, its
 // namespace not enabled or not granted that URL and target) is not asked,
 // and the report says why (NotAsked). When no group may ask, the report
 // says what is seen without Gitea.
-func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1.RunnerGroup, ref Ref, rep *Report) (*foundJob, error) {
+func findJob(ctx context.Context, d Deps, cfg Config, selected []*v1alpha1.RunnerGroup, ref Ref, rep *Report) (*foundJob, error) {
 	var inScope map[string]bool
 	if ref.Base != "" {
 		sameInstance, anyInstance := map[string]bool{}, map[string]bool{}
-		rule := scaler.AssignmentRule(selected, scaler.RuleOptions{})
+		rule := assign.FromGroups(selected, assign.Options{}, nil)
 		for _, v := range rule.Explain(ref.Base, assign.Job{Repo: ref.Repository()}) {
 			sameInstance[v.Key] = v.SameInstance && v.InScope
 			anyInstance[v.Key] = v.InScope
@@ -250,9 +274,8 @@ func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1
 	var tried []string
 	var failures []error
 	var refused []*v1alpha1.RunnerGroup
-	facts := map[string]scaler.NamespaceFacts{}
-	for i := range selected {
-		rg := &selected[i]
+	facts := map[string]tokenrule.NamespaceFacts{}
+	for _, rg := range selected {
 		key := rg.Key()
 		if rg.Spec.Validate() != nil || (inScope != nil && !inScope[key]) {
 			continue
@@ -264,12 +287,12 @@ func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1
 			f = namespaceFacts(ctx, d, cfg, rg.Namespace)
 			facts[rg.Namespace] = f
 		}
-		if err := scaler.TokenRefusal(cfg, rg, f); err != nil {
+		if err := tokenrule.Refusal(cfg.AllowedGiteaURLs, cfg.Tenancy, rg, f); err != nil {
 			rep.notAsked(key, err)
 			refused = append(refused, rg)
 			continue
 		}
-		target := scaler.TargetOf(&rg.Spec)
+		target := gitea.TargetOf(&rg.Spec)
 		base := rg.Spec.Gitea.URL
 		if ref.Base != "" {
 			target = gitea.Target{Scope: gitea.ScopeRepo, Owner: ref.Owner, Repo: ref.Repo}
@@ -279,7 +302,7 @@ func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1
 			continue
 		}
 		asked[ask] = true
-		token, err := scaler.APIToken(ctx, d.Kube, rg)
+		token, err := tokenrule.APIToken(ctx, d.Kube, rg)
 		if err != nil {
 			failures = append(failures, fmt.Errorf("group %s: %w", key, err))
 			continue
@@ -342,11 +365,11 @@ func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1
 }
 
 // namespaceFacts are what why can tell of a namespace, with its user's
-// rights, for scaler.TokenRefusal: whether the scaler holds its rights
+// rights, for tokenrule.Refusal: whether the scaler holds its rights
 // there (asked for the scaler's ServiceAccount, cfg.Tenancy), and the
 // Namespace object with its grant. What cannot be told refuses the group.
-func namespaceFacts(ctx context.Context, d Deps, cfg scaler.Config, name string) scaler.NamespaceFacts {
-	var f scaler.NamespaceFacts
+func namespaceFacts(ctx context.Context, d Deps, cfg Config, name string) tokenrule.NamespaceFacts {
+	var f tokenrule.NamespaceFacts
 	if cfg.Tenancy.ServiceAccount == "" {
 		f.ReviewErr = fmt.Errorf("why cannot tell whether namespace %s is enabled for the scaler: give the scaler's ServiceAccount with --service-account (SCALER_SERVICE_ACCOUNT, namespace:name, set in the listener's environment by the chart)", name)
 		return f
@@ -369,12 +392,12 @@ func namespaceFacts(ctx context.Context, d Deps, cfg scaler.Config, name string)
 
 // notAsked records a group whose token why does not send, and why.
 func (rep *Report) notAsked(key string, err error) {
-	reason, msg := scaler.ReasonOf(err), err.Error()
-	if reason == v1alpha1.ReasonGiteaURLNotAllowed {
+	why, msg := reason.Of(err), err.Error()
+	if why == v1alpha1.ReasonGiteaURLNotAllowed {
 		msg += "; why takes that list from --allowed-gitea-urls (SCALER_ALLOWED_GITEA_URLS), which should be the listener's"
 	}
-	rep.NotAsked = append(rep.NotAsked, NotAsked{Group: key, Reason: reason, Message: msg})
-	rep.note("did not ask Gitea with the API token of %s: a pass refuses that group too (%s): %s", key, reason, msg)
+	rep.NotAsked = append(rep.NotAsked, NotAsked{Group: key, Reason: why, Message: msg})
+	rep.note("did not ask Gitea with the API token of %s: a pass refuses that group too (%s): %s", key, why, msg)
 }
 
 // withoutGitea answers when every group that could have asked Gitea is
@@ -566,11 +589,11 @@ func (rep *Report) runnerJob(ctx context.Context, d Deps, key string, j *batchv1
 	case err != nil:
 		r.Reason, r.Message = "Unknown", fmt.Sprintf("cannot list its pods: %v", err)
 	case len(pods.Items) == 0:
-		r.Reason, r.Message = scaler.FailedCreate(ctx, d.Kube, j)
+		r.Reason, r.Message = runnerpod.FailedCreate(ctx, d.Kube, j)
 	default:
 		p := newestPod(pods.Items)
 		r.Pod = p.Name
-		r.Started, r.Reason, r.Message = scaler.PodStart(p)
+		r.Started, r.Reason, r.Message = runnerpod.Started(p)
 	}
 	if r.Started {
 		rep.Verdict = VerdictRunnerStarting
@@ -624,13 +647,4 @@ func orUnknown(s string) string {
 		return "(unknown repository)"
 	}
 	return s
-}
-
-// values copies the listed groups.
-func values(groups []*v1alpha1.RunnerGroup) []v1alpha1.RunnerGroup {
-	out := make([]v1alpha1.RunnerGroup, len(groups))
-	for i, rg := range groups {
-		out[i] = *rg
-	}
-	return out
 }

@@ -28,7 +28,6 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -64,7 +63,7 @@ type world struct {
 	groups map[string]*v1alpha1.RunnerGroup
 	// cfg is the listener's configuration why is given: the fake Gitea's
 	// URL allowed, the scaler's ServiceAccount named.
-	cfg scaler.Config
+	cfg Config
 	// notEnabled are namespaces where the scaler lacks its rights.
 	notEnabled map[string]bool
 	// tokens are the tokens Gitea clients were made with.
@@ -83,7 +82,7 @@ func newWorld(t *testing.T) *world {
 	w := &world{srv: srv, groups: map[string]*v1alpha1.RunnerGroup{}, notEnabled: map[string]bool{}}
 	allowed, err := giteaurl.Parse([]string{srv.URL})
 	require.NoError(t, err)
-	w.cfg = scaler.Config{Namespaces: []string{ns}, AllowedGiteaURLs: allowed,
+	w.cfg = Config{Namespaces: []string{ns}, AllowedGiteaURLs: allowed,
 		Tenancy: tenancy.Names{TenantClusterRole: "gitea-runner-operator-tenant", ServiceAccount: scalerSA}}
 	lastPass := metav1.NewTime(now.Add(-42 * time.Second))
 	plain := group("plain", 3, nil, v1alpha1.RunnerGroupStatus{LastCheckTime: &lastPass, ObservedGeneration: 2}, srv.URL)
