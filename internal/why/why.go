@@ -50,12 +50,16 @@ const (
 	// VerdictLabelsNotOffered: groups contain the repository but none
 	// offers every runs-on label.
 	VerdictLabelsNotOffered = "LabelsNotOffered"
-	// VerdictGroupPaused: the assigned group has maxActiveRunners 0.
+	// VerdictGroupPaused: the assigned group's last pass recorded it
+	// paused (ScalingActive reason Paused: maxActiveRunners 0 or
+	// spec.suspend).
 	VerdictGroupPaused = "GroupPaused"
 	// VerdictGroupFailing: the assigned group's last pass failed (its
 	// Ready condition says why).
 	VerdictGroupFailing = "GroupFailing"
-	// VerdictAtCapacity: the assigned group runs its maximum of runners.
+	// VerdictAtCapacity: the assigned group runs its maximum of runners,
+	// as its last pass recorded (ScalingActive reason AtCapacity, or its
+	// active runners at the cap of the spec it read).
 	VerdictAtCapacity = "AtCapacity"
 	// VerdictRunnerPending: the job's runner Job exists, its pod has not
 	// started (the pod's reason says why).
@@ -552,32 +556,67 @@ func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup,
 		rep.say("Runner Job %s/%s was started for it, but its runner took job %d instead (Gitea gives a queued job to any idle runner whose labels fit), so this one waits for another runner.", j.Namespace, j.Name, other)
 	}
 
+	// The verdict is the one the group's last pass recorded (its Ready and
+	// ScalingActive conditions and counts), not one derived again from
+	// the spec: a spec changed since is said to be news to the passes.
 	ready := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionReady)
+	scaling := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionScalingActive)
+	changed := rg.Status.ObservedGeneration != rg.Generation
+	pass := lastPass(rg, d.Now())
 	switch {
 	case rg.Status.IdleRunners > 0:
 		rep.Verdict = VerdictIdleRunner
 		rep.say("At its last pass %s had %d idle runner(s) (%d kept by its warm pool): Gitea gives a queued job to an idle runner whose labels fit when that runner next asks, so this job needs no new runner.", key, rg.Status.IdleRunners, rg.Status.WarmRunners)
-	case rg.Spec.Paused():
+	case isFalse(scaling, v1alpha1.ReasonPaused) && changed:
 		rep.Verdict = VerdictGroupPaused
-		how := "maxActiveRunners: 0"
-		if rg.Spec.Suspend {
-			how = "spec.suspend: true"
-		}
-		rep.say("%s is paused (%s) and is the only group that can run it, so it waits until the group is resumed.", key, how)
+		rep.say("%s was paused when %s recorded it (%s); its spec has changed since (generation %d), so its next pass serves it by the new spec: %s.", key, pass, scaling.Message, rg.Generation, pausedBy(&rg.Spec))
+	case isFalse(scaling, v1alpha1.ReasonPaused):
+		rep.Verdict = VerdictGroupPaused
+		rep.say("%s is paused (%s) and is the only group that can run it, so it waits until the group is resumed (recorded by %s).", key, pausedBy(&rg.Spec), pass)
 	case ready != nil && ready.Status == metav1.ConditionFalse:
 		rep.Verdict = VerdictGroupFailing
 		rep.say("%s's last pass failed: %s: %s. Fix that and the next pass starts a runner (see `status` and the troubleshooting table, charts/gitea-runner-operator/docs/troubleshooting.md).", key, ready.Reason, ready.Message)
-	case rg.Status.ActiveRunners >= rg.Spec.MaxActiveRunners:
+	case isFalse(scaling, v1alpha1.ReasonAtCapacity), !changed && rg.Status.LastCheckTime != nil && rg.Status.ActiveRunners >= rg.Spec.MaxActiveRunners:
+		// Without the condition the pass saw no queued job, but its count
+		// of active runners already filled the cap of the spec it read.
 		rep.Verdict = VerdictAtCapacity
-		rep.say("%s is at capacity: %d of %d runners active. The job gets a runner when one of them finishes, or when maxActiveRunners is raised.", key, rg.Status.ActiveRunners, rg.Spec.MaxActiveRunners)
+		rep.say("%s is at capacity: %d of %d runners active. The job gets a runner when one of them finishes, or when maxActiveRunners is raised (recorded by %s).", key, rg.Status.ActiveRunners, rg.Spec.MaxActiveRunners, pass)
 	default:
 		rep.Verdict = VerdictWaitingForPass
-		if rg.Status.LastCheckTime == nil {
+		switch {
+		case rg.Status.LastCheckTime == nil:
 			rep.say("%s has room but no pass has served it yet: is a listener serving namespace %s (helm values watchNamespaces and listeners)?", key, rg.Namespace)
-		} else {
+		case changed:
+			rep.say("%s has no runner Job for it yet, and its spec has changed since %s (generation %d): its next pass reads the new spec and decides.", key, pass, rg.Generation)
+		default:
 			rep.say("%s has room (%d of %d runners active) and no runner Job for it yet; its next pass starts one (last pass %s ago).", key, rg.Status.ActiveRunners, rg.Spec.MaxActiveRunners, d.Now().Sub(rg.Status.LastCheckTime.Time).Round(time.Second))
 		}
 	}
+}
+
+// isFalse says whether c is False for reason.
+func isFalse(c *metav1.Condition, reason string) bool {
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason
+}
+
+// lastPass names the pass that recorded the group's status: how long ago,
+// and the generation of the spec it read.
+func lastPass(rg *v1alpha1.RunnerGroup, now time.Time) string {
+	if rg.Status.LastCheckTime == nil {
+		return fmt.Sprintf("its last pass (at generation %d)", rg.Status.ObservedGeneration)
+	}
+	return fmt.Sprintf("its last pass (%s ago, at generation %d)", now.Sub(rg.Status.LastCheckTime.Time).Round(time.Second), rg.Status.ObservedGeneration)
+}
+
+// pausedBy says which field pauses a spec, or that none does.
+func pausedBy(spec *v1alpha1.RunnerGroupSpec) string {
+	switch {
+	case spec.Suspend:
+		return "spec.suspend: true"
+	case spec.MaxActiveRunners == 0:
+		return "maxActiveRunners: 0"
+	}
+	return fmt.Sprintf("not paused, maxActiveRunners: %d", spec.MaxActiveRunners)
 }
 
 // runnerJob explains a queued job that has its runner Job.

@@ -86,8 +86,13 @@ func newWorld(t *testing.T) *world {
 		Tenancy: tenancy.Names{TenantClusterRole: "gitea-runner-operator-tenant", ServiceAccount: scalerSA}}
 	lastPass := metav1.NewTime(now.Add(-42 * time.Second))
 	plain := group("plain", 3, nil, v1alpha1.RunnerGroupStatus{LastCheckTime: &lastPass, ObservedGeneration: 2}, srv.URL)
-	gpu := group("gpu", 1, []string{"gpu"}, v1alpha1.RunnerGroupStatus{ActiveRunners: 1, LastCheckTime: &lastPass, ObservedGeneration: 2}, srv.URL)
-	arm := group("arm", 0, []string{"arm"}, v1alpha1.RunnerGroupStatus{ObservedGeneration: 2}, srv.URL)
+	// The verdicts their last passes recorded, as record.go words them.
+	gpu := group("gpu", 1, []string{"gpu"}, v1alpha1.RunnerGroupStatus{ActiveRunners: 1, QueuedJobs: 1, LastCheckTime: &lastPass, ObservedGeneration: 2, Conditions: []metav1.Condition{{
+		Type: v1alpha1.ConditionScalingActive, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAtCapacity, Message: "1 of 1 runners active; queued jobs wait for a free slot",
+	}}}, srv.URL)
+	arm := group("arm", 0, []string{"arm"}, v1alpha1.RunnerGroupStatus{ObservedGeneration: 2, Conditions: []metav1.Condition{{
+		Type: v1alpha1.ConditionScalingActive, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPaused, Message: "maxActiveRunners is 0: the group starts no runners",
+	}}}, srv.URL)
 	big := group("big", 2, []string{"big"}, v1alpha1.RunnerGroupStatus{ObservedGeneration: 2, Conditions: []metav1.Condition{{
 		Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonSecretNotFound, Message: "spec.registrationToken: Secret ci/big-tokens not found",
 	}}}, srv.URL)
@@ -240,6 +245,24 @@ func TestExplainSaysWhyAJobHasOrHasNotGotARunner(t *testing.T) {
 			assert.NotContains(t, text.String()+js.String(), token, "the API token must never show")
 		})
 	}
+}
+
+// why tells what the group's last pass recorded, and says so when the
+// spec has changed since: a group just unpaused is still paused by its
+// record until a pass serves it.
+func TestExplainReadsTheRecordedVerdictAndSaysWhenTheSpecChangedSince(t *testing.T) {
+	w := newWorld(t)
+	arm := w.groups["arm"].DeepCopy()
+	arm.Generation, arm.Spec.MaxActiveRunners = 3, 2
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(arm)
+	require.NoError(t, err)
+	_, err = w.deps.Groups.(runnergroups.Client).Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Update(context.Background(), &unstructured.Unstructured{Object: m}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	rep := w.explain(t, fmt.Sprintf("%s/acme/web/actions/runs/3/jobs/108", w.srv.URL))
+	assert.Equal(t, VerdictGroupPaused, rep.Verdict, "the record's verdict until a pass reads the new spec")
+	assert.Equal(t, "ci/arm", rep.Assigned)
+	assert.Contains(t, rep.Explanation, "ci/arm was paused when its last pass (at generation 2) recorded it (maxActiveRunners is 0: the group starts no runners); its spec has changed since (generation 3), so its next pass serves it by the new spec: not paused, maxActiveRunners: 2.")
 }
 
 func TestExplainPrefersTheRuleOverOtherGroupsThatCanRunIt(t *testing.T) {
