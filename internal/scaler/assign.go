@@ -67,13 +67,8 @@ func (s *Scaler) assignment(ctx context.Context, served, every []*v1alpha1.Runne
 			kept = append(kept, rg)
 		}
 	}
-	return assign.FromGroups(kept, s.RuleOptions(), judged)
-}
-
-// RuleOptions are the scaler's inputs to the assignment rule besides the
-// groups.
-func (s *Scaler) RuleOptions() assign.Options {
-	return assign.Options{DefaultLabels: s.cfg.Runner.DefaultLabels, Hold: s.cfg.AssignmentHold, Now: s.now}
+	opts := assign.Options{DefaultLabels: s.cfg.Runner.DefaultLabels, Hold: s.cfg.AssignmentHold, Now: s.now}
+	return assign.FromGroups(kept, opts, judged)
 }
 
 // missingFrom returns the served groups the cluster-wide listing did not
