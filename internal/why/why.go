@@ -572,7 +572,8 @@ func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup,
 		rep.say("%s was paused when %s recorded it (%s); its spec has changed since (generation %d), so its next pass serves it by the new spec: %s.", key, pass, scaling.Message, rg.Generation, pausedBy(&rg.Spec))
 	case isFalse(scaling, v1alpha1.ReasonPaused):
 		rep.Verdict = VerdictGroupPaused
-		rep.say("%s is paused (%s) and is the only group that can run it, so it waits until the group is resumed (recorded by %s).", key, pausedBy(&rg.Spec), pass)
+		rep.say("%s is paused (%s) and is the only group that can run it, so it waits until the group is resumed.", key, pausedBy(&rg.Spec))
+		rep.say("%s recorded it.", capitalized(pass))
 	case ready != nil && ready.Status == metav1.ConditionFalse:
 		rep.Verdict = VerdictGroupFailing
 		rep.say("%s's last pass failed: %s: %s. Fix that and the next pass starts a runner (see `status` and the troubleshooting table, charts/gitea-runner-operator/docs/troubleshooting.md).", key, ready.Reason, ready.Message)
@@ -580,7 +581,8 @@ func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup,
 		// Without the condition the pass saw no queued job, but its count
 		// of active runners already filled the cap of the spec it read.
 		rep.Verdict = VerdictAtCapacity
-		rep.say("%s is at capacity: %d of %d runners active. The job gets a runner when one of them finishes, or when maxActiveRunners is raised (recorded by %s).", key, rg.Status.ActiveRunners, rg.Spec.MaxActiveRunners, pass)
+		rep.say("%s is at capacity: %d of %d runners active. The job gets a runner when one of them finishes, or when maxActiveRunners is raised.", key, rg.Status.ActiveRunners, rg.Spec.MaxActiveRunners)
+		rep.say("%s recorded it.", capitalized(pass))
 	default:
 		rep.Verdict = VerdictWaitingForPass
 		switch {
@@ -606,6 +608,14 @@ func lastPass(rg *v1alpha1.RunnerGroup, now time.Time) string {
 		return fmt.Sprintf("its last pass (at generation %d)", rg.Status.ObservedGeneration)
 	}
 	return fmt.Sprintf("its last pass (%s ago, at generation %d)", now.Sub(rg.Status.LastCheckTime.Time).Round(time.Second), rg.Status.ObservedGeneration)
+}
+
+// capitalized is s with its first letter upper-cased, to start a sentence.
+func capitalized(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // pausedBy says which field pauses a spec, or that none does.

@@ -277,6 +277,7 @@ func TestExplainPrefersTheRuleOverOtherGroupsThatCanRunIt(t *testing.T) {
 
 	rep := w.explain(t, "102")
 	assert.Equal(t, VerdictAtCapacity, rep.Verdict)
+	assert.Contains(t, rep.Explanation, "Its last pass (42s ago, at generation 2) recorded it.", "why names the pass that recorded the verdict")
 	assert.Equal(t, "ci/gpu", rep.Assigned)
 	assert.Equal(t, []string{"ci/gpu", "ci/gpu-big"}, rep.CouldServe)
 	assert.Contains(t, rep.Explanation[1], "Groups that can run it: ci/gpu, ci/gpu-big; the assignment rule gives it to ci/gpu")
