@@ -550,7 +550,7 @@ func (r *RunCmd) kubeConfig() (*rest.Config, error) {
 // counted by m (nil counts none), by the rule why follows too
 // (giteaClients): one shared HTTP client and transport, so connections
 // are reused.
-func (r *RunCmd) giteaFactory(m *metrics.Metrics) (scaler.GiteaFactory, error) {
+func (r *RunCmd) giteaFactory(m *metrics.Metrics) (gitea.Factory, error) {
 	base, ok := r.giteaTransport.(*http.Transport)
 	if !ok || base == nil {
 		var err error

@@ -31,6 +31,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
@@ -92,8 +93,8 @@ func TestDefaults(t *testing.T) {
 	assert.Empty(t, r.RunnerTemplate, "no runner template")
 	assert.Empty(t, r.RunnerTemplatePinned)
 	assert.Equal(t, 5*time.Minute, r.SpawnTTL)
-	assert.Equal(t, 10*time.Minute, r.AssignmentHold, "the listeners' and why's default is scaler.DefaultAssignmentHold")
-	assert.Equal(t, scaler.DefaultAssignmentHold, r.AssignmentHold)
+	assert.Equal(t, 10*time.Minute, r.AssignmentHold, "the listeners' and why's default is assign.DefaultHold")
+	assert.Equal(t, assign.DefaultHold, r.AssignmentHold)
 	assert.Equal(t, 10*time.Second, r.GiteaTimeout)
 	assert.Equal(t, 30*time.Second, r.Interval)
 	assert.EqualValues(t, 600, r.RunnerJobTTL)

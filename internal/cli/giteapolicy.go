@@ -6,7 +6,6 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 )
 
 // giteaPolicy reads --allowed-gitea-urls for every command that sends a
@@ -32,7 +31,7 @@ func giteaPolicy(urls []string) (*giteaurl.Policy, error) {
 // checks every dial and redirect (giteaurl.Policy.HTTPClient), so a token
 // goes only where the listener would send it. wrap, when not nil, wraps
 // the transport (the metrics count requests there).
-func giteaClients(p *giteaurl.Policy, base *http.Transport, wrap func(http.RoundTripper) http.RoundTripper, opts gitea.Options) scaler.GiteaFactory {
+func giteaClients(p *giteaurl.Policy, base *http.Transport, wrap func(http.RoundTripper) http.RoundTripper, opts gitea.Options) gitea.Factory {
 	hc := p.HTTPClient(base)
 	if wrap != nil {
 		hc.Transport = wrap(hc.Transport)

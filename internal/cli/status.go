@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"k8s.io/client-go/dynamic"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/status"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/termtext"
@@ -54,8 +55,9 @@ func (s *Selection) namespacesFor(t kubeTarget, contextDefault bool) {
 	}
 }
 
-func (s *Selection) config() scaler.Config {
-	return scaler.Config{Namespaces: s.Namespace, Selector: s.Selector, ExcludeSelectors: s.ExcludeSelector}
+// rule is the listener's choice of groups these flags say.
+func (s *Selection) rule() (selection.Rule, error) {
+	return selection.New(s.Namespace, s.Selector, s.ExcludeSelector)
 }
 
 // printError writes an error of the read-only commands, which may quote
@@ -88,8 +90,13 @@ func (c *StatusCmd) run(streams IO) int {
 // runWith prints the status of the selected groups. It exits ExitFailed
 // when a namespace could not be listed or a group could not be read, after
 // printing the rest.
-func (c *StatusCmd) runWith(ctx context.Context, groups scaler.GroupClient, streams IO, now time.Time) int {
-	sel, err := scaler.Selected(ctx, groups, c.config())
+func (c *StatusCmd) runWith(ctx context.Context, groups selection.Lister, streams IO, now time.Time) int {
+	rule, err := c.rule()
+	if err != nil {
+		printError(streams.Err, err)
+		return ExitFailed
+	}
+	sel, err := selection.List(ctx, groups, rule, slog.New(slog.DiscardHandler))
 	if err != nil {
 		printError(streams.Err, err)
 		return ExitFailed

@@ -15,7 +15,6 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/why"
 )
@@ -109,20 +108,21 @@ func (c *WhyCmd) run(streams IO) int {
 }
 
 // giteaFactory makes the Gitea clients by run's rule (giteaClients).
-func (c *WhyCmd) giteaFactory() scaler.GiteaFactory {
+func (c *WhyCmd) giteaFactory() gitea.Factory {
 	return giteaClients(c.policy, c.transport, nil, gitea.Options{Timeout: c.GiteaTimeout, UserAgent: userAgent()})
 }
 
 // runWith answers with the given clients (tests pass fakes).
 func (c *WhyCmd) runWith(ctx context.Context, deps why.Deps, streams IO) int {
-	sc := c.config()
-	sc.Runner.DefaultLabels = c.DefaultLabels
-	sc.AssignmentHold = c.AssignmentHold
-	// The rule a pass applies before it sends a group's token
-	// (scaler.TokenRefusal), with the listener's settings.
-	sc.AllowedGiteaURLs = c.policy
-	sc.Tenancy = tenancy.Names{TenantClusterRole: c.TenantClusterRole, ServiceAccount: c.ServiceAccount}
-	rep, err := why.Explain(ctx, deps, sc, c.ref)
+	cfg := why.Config{
+		Namespaces: c.Namespace, Selector: c.Selector, ExcludeSelectors: c.ExcludeSelector,
+		DefaultLabels: c.DefaultLabels, AssignmentHold: c.AssignmentHold,
+		// The rule a pass applies before it sends a group's token
+		// (tokenrule.Refusal), with the listener's settings.
+		AllowedGiteaURLs: c.policy,
+		Tenancy:          tenancy.Names{TenantClusterRole: c.TenantClusterRole, ServiceAccount: c.ServiceAccount},
+	}
+	rep, err := why.Explain(ctx, deps, cfg, c.ref)
 	if err != nil {
 		printError(streams.Err, err)
 		return ExitFailed

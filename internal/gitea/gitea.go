@@ -54,6 +54,16 @@ type Target struct {
 	Repo string
 }
 
+// TargetOf says which part of Gitea a group serves. For scope repo the
+// owner is whichever of org or user is set (the CRD requires exactly one).
+func TargetOf(spec *v1alpha1.RunnerGroupSpec) Target {
+	t := Target{Scope: spec.Scope, Owner: spec.Owner(), Repo: spec.Repo}
+	if spec.Scope == v1alpha1.ScopeGlobal {
+		t.Owner = ""
+	}
+	return t
+}
+
 // String names the target for logs and errors: "global", "org acme",
 // "user alice", "repo acme/app".
 func (t Target) String() string {
@@ -167,6 +177,9 @@ type Snapshot struct {
 	// Running jobs have been taken by a runner.
 	Running []Job
 }
+
+// Factory returns a Client for one Gitea instance and API token.
+type Factory func(baseURL, token string) (Client, error)
 
 // Client reads Gitea Actions demand. Implementations are safe for
 // concurrent use.

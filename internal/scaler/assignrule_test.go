@@ -367,7 +367,7 @@ func TestANewGroupThatFailsAfterValidatingHoldsNothing(t *testing.T) {
 			for pass := 2; pass <= 3; pass++ {
 				e.pass(setups...)
 				assert.Equal(t, tt.want, e.runnersOf(teamA, teamB), "pass %d: the failing group holds nothing", pass)
-				rule := AssignmentRule(e.listedGroups(), RuleOptions{DefaultLabels: []string{"ubuntu-latest:docker://x"}, Hold: hold, Now: e.now})
+				rule := assign.FromGroups(pointers(e.listedGroups()), assign.Options{DefaultLabels: []string{"ubuntu-latest:docker://x"}, Hold: hold, Now: e.now}, nil)
 				owner := rule.Owner("https://gitea.example.com", assign.Job{Repo: job.Repo, Labels: job.Labels, Created: job.Created})
 				assert.Contains(t, tt.want, owner, "pass %d: why names the owner the passes serve the job with", pass)
 			}

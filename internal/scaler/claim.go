@@ -7,6 +7,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
@@ -72,9 +73,9 @@ func (s *Scaler) claim(ctx context.Context, g *groupRun) ([]plan.Claim, *observa
 		case err == nil:
 			return p.New, obs, nil
 		case !errors.Is(err, state.ErrConflict):
-			return nil, obs, newGroupError(v1alpha1.ReasonKubernetesError, "%w", err)
+			return nil, obs, reason.Errorf(v1alpha1.ReasonKubernetesError, "%w", err)
 		case attempt == maxClaimAttempts:
-			return nil, obs, newGroupError(v1alpha1.ReasonStateConflict, "state ConfigMap %s kept changing under this pass (%d attempts); the next pass will try again", state.ConfigMapName(g.rg.Name), attempt)
+			return nil, obs, reason.Errorf(v1alpha1.ReasonStateConflict, "state ConfigMap %s kept changing under this pass (%d attempts); the next pass will try again", state.ConfigMapName(g.rg.Name), attempt)
 		}
 		g.log.Debug("state changed under this pass, planning again", "attempt", attempt)
 	}
@@ -93,9 +94,9 @@ func claimsError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, state.ErrNotOurs):
-		return newGroupError(v1alpha1.ReasonStateNotOwned, "%w", err)
+		return reason.Errorf(v1alpha1.ReasonStateNotOwned, "%w", err)
 	default:
-		return newGroupError(v1alpha1.ReasonKubernetesError, "%w", err)
+		return reason.Errorf(v1alpha1.ReasonKubernetesError, "%w", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
@@ -85,7 +86,7 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim, o
 	}
 	// One %w per cause, so that each stays testable with errors.Is.
 	format := "cannot create %d runner Job(s): " + strings.TrimSuffix(strings.Repeat("%w; ", len(causes)), "; ")
-	return created, newGroupError(v1alpha1.ReasonJobCreateFailed, format, append([]any{len(causes)}, causes...)...)
+	return created, reason.Errorf(v1alpha1.ReasonJobCreateFailed, format, append([]any{len(causes)}, causes...)...)
 }
 
 // errNotBuilt marks a runner Job that was never sent: its pod could not be

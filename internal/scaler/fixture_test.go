@@ -429,3 +429,12 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// pointers points at each of groups.
+func pointers(groups []v1alpha1.RunnerGroup) []*v1alpha1.RunnerGroup {
+	out := make([]*v1alpha1.RunnerGroup, len(groups))
+	for i := range groups {
+		out[i] = &groups[i]
+	}
+	return out
+}

@@ -27,7 +27,7 @@ func TestRunnersOfAGroupsFormerScopeAreReaped(t *testing.T) {
 	before := newGroup("ci", 3) // org acme
 	// Org beta: acme's runners take none of its jobs.
 	moved := func(o *v1alpha1.RunnerGroup) { o.Spec.Org = "beta" }
-	old := TargetOf(&before.Spec)
+	old := gitea.TargetOf(&before.Spec)
 	tests := []struct {
 		name string
 		// setup registers the runner Job's runner (runner) and anything
@@ -116,7 +116,7 @@ func TestRegistrationsLeftInAGroupsFormerScopeAreRemoved(t *testing.T) {
 	books := ledger.Store{Client: e.kube}
 	tag := runnerjob.OwnerTag(rg.UID)
 	require.NoError(t, books.Record(context.Background(), ns, tag, "ci", placeOf(&before.Spec)))
-	old := TargetOf(&before.Spec)
+	old := gitea.TargetOf(&before.Spec)
 	g.registerAt(old, runnerjob.RunnerName(before, "ci-gone1"), false) // removed
 	g.registerAt(old, runnerjob.RunnerName(before, "ci-gone2"), true)  // online: kept
 	g.registerAt(old, runnerjob.RunnerName(before, "ci-gone3"), false) // runs a job: kept

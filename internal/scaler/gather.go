@@ -36,7 +36,7 @@ type listingKey struct {
 
 // newListingKey is the key of a group's listing.
 func newListingKey(spec *v1alpha1.RunnerGroupSpec, token string) listingKey {
-	return listingKey{url: spec.Gitea.URL, token: sha256.Sum256([]byte(token)), target: TargetOf(spec)}
+	return listingKey{url: spec.Gitea.URL, token: sha256.Sum256([]byte(token)), target: gitea.TargetOf(spec)}
 }
 
 // gathered is what a pass reads once and its groups share (see gather).
@@ -432,7 +432,7 @@ func (s *Scaler) passSecrets() *passSecrets {
 
 // preload puts the named Secrets of namespace into read, each read from
 // the Kubernetes API once per pass. A Secret that cannot be read is left
-// out of read, so readSecretKey reads it itself and reports why in the
+// out of read, so tokenrule.SecretKey reads it itself and reports why in the
 // group's own words.
 func (p *passSecrets) preload(ctx context.Context, s *Scaler, namespace string, read map[string]*corev1.Secret, names ...string) {
 	for _, name := range names {

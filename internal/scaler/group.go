@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
@@ -18,11 +15,13 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tokenrule"
 )
 
 // groupRun is one RunnerGroup within a pass: what its steps share.
@@ -156,26 +155,26 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 	}
 	// A group that has the scaler mint needs the API key declared for
 	// minting, checked before the token is read at all.
-	token, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "authToken", spec.AuthToken.SecretRef, APITokenUse(g.rg))
+	token, err := tokenrule.SecretKey(ctx, s.kube, secrets, g.rg.Namespace, "authToken", spec.AuthToken.SecretRef, tokenrule.APITokenUse(g.rg))
 	if err != nil {
 		return err
 	}
 	if g.gitea, err = s.gitea(spec.Gitea.URL, token); err != nil {
-		return newGroupError(v1alpha1.ReasonGiteaUnavailable, "cannot create Gitea client for %s: %w", spec.Gitea.URL, err)
+		return reason.Errorf(v1alpha1.ReasonGiteaUnavailable, "cannot create Gitea client for %s: %w", spec.Gitea.URL, err)
 	}
 	if g.rg.MintsRegistrationToken() {
 		if err := s.ensureRegistrationToken(ctx, g, secrets); err != nil {
 			return err
 		}
 		g.regCheck = mintedRegistrationToken(g.rg)
-		g.setPlace(TargetOf(spec), true)
+		g.setPlace(gitea.TargetOf(spec), true)
 	} else {
 		// The registration token reaches Gitea only from the runner pods
 		// (secretKeyRef). The scaler reads it to turn a typo into a
 		// condition instead of runner pods stuck in
 		// CreateContainerConfigError, and to compare it with the scope's
 		// own (regcheck.go).
-		reg, err := s.readSecretKey(ctx, secrets, g.rg.Namespace, "registrationToken", regRef, tenancy.UseRegistration)
+		reg, err := tokenrule.SecretKey(ctx, s.kube, secrets, g.rg.Namespace, "registrationToken", regRef, tenancy.UseRegistration)
 		if err != nil {
 			return err
 		}
@@ -195,15 +194,15 @@ func (s *Scaler) checkSpec(rg *v1alpha1.RunnerGroup) error {
 	check := func() error {
 		spec := &rg.Spec
 		if err := spec.Validate(); err != nil {
-			return newGroupError(v1alpha1.ReasonInvalidSpec, "invalid spec: %w", err)
+			return reason.Errorf(v1alpha1.ReasonInvalidSpec, "invalid spec: %w", err)
 		}
 		if err := runnerjob.CheckTemplate(rg, s.cfg.Runner); err != nil {
-			return newGroupError(v1alpha1.ReasonInvalidTemplate, "spec.template: %w", err)
+			return reason.Errorf(v1alpha1.ReasonInvalidTemplate, "spec.template: %w", err)
 		}
 		if err := runnerconfig.CheckGroup(spec.RunnerConfig, s.cfg.Runner.Config.Pinned); err != nil {
-			return newGroupError(v1alpha1.ReasonInvalidRunnerConfig, "%w", err)
+			return reason.Errorf(v1alpha1.ReasonInvalidRunnerConfig, "%w", err)
 		}
-		return CheckGiteaURL(s.cfg.AllowedGiteaURLs, rg)
+		return tokenrule.CheckGiteaURL(s.cfg.AllowedGiteaURLs, rg)
 	}
 	if s.cache == nil {
 		return check()
@@ -211,23 +210,12 @@ func (s *Scaler) checkSpec(rg *v1alpha1.RunnerGroup) error {
 	return s.verdicts.spec(rg, check)
 }
 
-// APIToken reads the group's Gitea API token from its Secret, as a pass
-// does, with the caller's client: the why command asks Gitea with it, so
-// its user needs the right to read that Secret, a right the scaler never
-// lends. The key must be declared for the use a pass makes of it
-// (APITokenUse). Read it only for a group TokenRefusal lets through.
-// Errors name the Secret and key, never the value.
-func APIToken(ctx context.Context, kube kubernetes.Interface, rg *v1alpha1.RunnerGroup) (string, error) {
-	s := &Scaler{kube: kube}
-	return s.readSecretKey(ctx, map[string]*corev1.Secret{}, rg.Namespace, "authToken", rg.Spec.AuthToken.SecretRef, APITokenUse(rg))
-}
-
 // tenantChecks refuses a group whose namespace is not enabled, whose
 // Gitea URL or scope is outside its namespace's grant, or whose
 // namespace's Pod Security would not admit its runner pod.
 func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	f := g.namespaces.facts(ctx, s, g.rg.Namespace)
-	if err := CheckNamespace(s.cfg.Tenancy, g.rg, NamespaceFacts{Missing: f.missing, ReviewErr: f.err, Namespace: f.ns, NamespaceErr: f.nsErr}); err != nil {
+	if err := tokenrule.CheckNamespace(s.cfg.Tenancy, g.rg, tokenrule.NamespaceFacts{Missing: f.missing, ReviewErr: f.err, Namespace: f.ns, NamespaceErr: f.nsErr}); err != nil {
 		return err
 	}
 	if s.cache == nil {
@@ -244,59 +232,19 @@ func (s *Scaler) podChecks(g *groupRun, ns *corev1.Namespace) error {
 	// template was checked before, so Build accepts it.
 	job, err := runnerjob.Build(g.rg, runnerjob.NewName(g.rg.Name), 1, s.cfg.Runner)
 	if err != nil {
-		return newGroupError(v1alpha1.ReasonInvalidTemplate, "spec.template: %w", err)
+		return reason.Errorf(v1alpha1.ReasonInvalidTemplate, "spec.template: %w", err)
 	}
 	if why := tenancy.PodSecurity(ns, &job.Spec.Template, s.cfg.TrustUnlabelledNamespaces); why != "" {
-		return newGroupError(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
+		return reason.Errorf(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	// What the runner config gives job containers is judged by the same
 	// level: a privileged job container goes only where a privileged
 	// runner pod would.
 	merged := runnerconfig.Merge(s.cfg.Runner.Config.Defaults, g.rg.Spec.RunnerConfig, s.cfg.Runner.Config.Pinned)
 	if why := tenancy.RunnerConfigRights(ns, runnerconfig.NeedsPrivileged(merged), s.cfg.TrustUnlabelledNamespaces); why != "" {
-		return newGroupError(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
+		return reason.Errorf(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	return nil
-}
-
-// grantTarget is what a group serves, as a namespace's grant names it.
-func grantTarget(spec *v1alpha1.RunnerGroupSpec) tenancy.Target {
-	t := TargetOf(spec)
-	return tenancy.Target{Scope: t.Scope, Owner: t.Owner, Repo: t.Repo}
-}
-
-// readSecretKey returns one key of a Secret in the group's namespace, for
-// use, reading the Secret only if read does not hold it yet. Errors name
-// the Secret and key, never the value.
-func (s *Scaler) readSecretKey(ctx context.Context, read map[string]*corev1.Secret, namespace, field string, ref v1alpha1.SecretRef, use tenancy.TokenUse) (string, error) {
-	sec, ok := read[ref.Name]
-	if !ok {
-		var err error
-		sec, err = s.kube.CoreV1().Secrets(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return "", newGroupError(v1alpha1.ReasonSecretNotFound, "spec.%s: Secret %s/%s not found", field, namespace, ref.Name)
-		case err != nil:
-			return "", newGroupError(v1alpha1.ReasonKubernetesError, "spec.%s: cannot read Secret %s/%s: %w", field, namespace, ref.Name, err)
-		}
-		read[ref.Name] = sec
-	}
-	// Checked on every use, however the Secret was read (the pass may
-	// have read it for another group of the namespace).
-	if !tenancy.SecretAllowed(sec) {
-		return "", newGroupError(v1alpha1.ReasonSecretNotLabelled, "spec.%s: Secret %s/%s lacks the label %s=true that lets the scaler use it; whoever may change the Secret adds it: kubectl label secret --namespace %s %s %s=true",
-			field, namespace, ref.Name, tenancy.SecretLabel, namespace, ref.Name, tenancy.SecretLabel)
-	}
-	// Before the value is read: a key the owner did not declare for this
-	// use is not looked at.
-	if why := tenancy.TokenKeyRefusal(sec, ref.Key, use); why != "" {
-		return "", newGroupError(v1alpha1.ReasonSecretKeyNotDeclared, "spec.%s: %s", field, why)
-	}
-	v, ok := sec.Data[ref.Key]
-	if !ok || len(strings.TrimSpace(string(v))) == 0 {
-		return "", newGroupError(v1alpha1.ReasonSecretKeyMissing, "spec.%s: Secret %s/%s has no key %q or it is empty", field, namespace, ref.Name, ref.Key)
-	}
-	return strings.TrimSpace(string(v)), nil
 }
 
 // stateOwner is the group as owner of its state ConfigMap.

@@ -16,6 +16,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -90,7 +91,7 @@ func TestGroupErrorsKeepTheirCause(t *testing.T) {
 			_, err := e.scaler().passGroup(context.Background(), rg, assign.New(nil))
 
 			require.ErrorIs(t, err, context.Canceled)
-			assert.Equal(t, tt.wantReason, reasonOf(err))
+			assert.Equal(t, tt.wantReason, reason.Of(err))
 		})
 	}
 }

@@ -113,7 +113,7 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 // placeOf is the runners listing a group's runners register in now, with
 // the Gitea URL normalised as runnerjob.ScopeOf does.
 func placeOf(spec *v1alpha1.RunnerGroupSpec) ledger.Place {
-	return placeAt(spec.Gitea.URL, TargetOf(spec))
+	return placeAt(spec.Gitea.URL, gitea.TargetOf(spec))
 }
 
 // ledger is the pass's reading of the group's namespace's ledger: from the

@@ -12,13 +12,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerpod"
 )
 
 // lifecycleReport is what the lifecycle step saw and did, for record.
@@ -197,7 +198,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	if err != nil {
 		// obs.lifecycle stays nil: the runner counts are not known, and
 		// the status keeps their last values.
-		return newGroupError(v1alpha1.ReasonRunnerReapFailed, "cannot list runner pods: %w", err)
+		return reason.Errorf(v1alpha1.ReasonRunnerReapFailed, "cannot list runner pods: %w", err)
 	}
 	rep := &lifecycleReport{}
 	obs.lifecycle = rep
@@ -265,7 +266,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		errs = append(errs, s.reapFormerScopes(ctx, g, runners, former, obs, rep)...)
 	}
 	if len(errs) > 0 {
-		return newGroupError(v1alpha1.ReasonRunnerReapFailed, "%w", joinCauses(errs))
+		return reason.Errorf(v1alpha1.ReasonRunnerReapFailed, "%w", joinCauses(errs))
 	}
 	return nil
 }
@@ -319,7 +320,7 @@ func podViews(pods []corev1.Pod) map[types.UID]podView {
 			pv.spent, pv.runningSince, pv.crashLooping = runnerContainer(p)
 		}
 		if !pv.started {
-			started, reason, message := PodStart(p)
+			started, reason, message := runnerpod.Started(p)
 			switch {
 			case started:
 				pv.started, pv.reason, pv.message = true, "", ""
@@ -363,55 +364,7 @@ func runnerContainer(p *corev1.Pod) (spent bool, runningSince time.Time, crashLo
 	return false, time.Time{}, false
 }
 
-// PodStart says whether a pod has run, and if not, why: its PodScheduled
-// condition when it was not scheduled (Unschedulable), else a waiting
-// container's reason (ErrImagePull, ImagePullBackOff,
-// CreateContainerConfigError).
-func PodStart(p *corev1.Pod) (started bool, reason, message string) {
-	if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return true, "", ""
-	}
-	for _, c := range p.Status.ContainerStatuses {
-		if c.State.Running != nil || c.State.Terminated != nil || c.LastTerminationState.Terminated != nil {
-			return true, "", ""
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return false, c.Reason, c.Message
-		}
-	}
-	for _, c := range p.Status.ContainerStatuses {
-		if w := c.State.Waiting; w != nil && w.Reason != "" {
-			return false, w.Reason, w.Message
-		}
-	}
-	return false, "Pending", fmt.Sprintf("pod %s has not started", p.Name)
-}
-
-// failedCreate is FailedCreate with the pass's client.
+// failedCreate is runnerpod.FailedCreate with the pass's client.
 func (s *Scaler) failedCreate(ctx context.Context, j *batchv1.Job) (reason, message string) {
-	return FailedCreate(ctx, s.kube, j)
-}
-
-// FailedCreate is the newest FailedCreate event of a Job that has no pod:
-// the Job controller's words for what refused the pod (Pod Security
-// Admission, a ResourceQuota).
-func FailedCreate(ctx context.Context, kube kubernetes.Interface, j *batchv1.Job) (reason, message string) {
-	reason, message = "NoPod", "the Job controller created no pod"
-	list, err := kube.CoreV1().Events(j.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(j.UID) + ",reason=FailedCreate"})
-	if err != nil {
-		return reason, message + fmt.Sprintf(" (its events cannot be read: %v)", err)
-	}
-	var newest time.Time
-	for _, ev := range list.Items {
-		t := ev.LastTimestamp.Time
-		if t.IsZero() {
-			t = ev.EventTime.Time
-		}
-		if ev.InvolvedObject.UID == j.UID && ev.Reason == "FailedCreate" && !t.Before(newest) {
-			newest, reason, message = t, ev.Reason, ev.Message
-		}
-	}
-	return reason, message
+	return runnerpod.FailedCreate(ctx, s.kube, j)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -152,9 +153,9 @@ type runningJobs struct {
 // keeps those it owns), when Gitea was asked and what Gitea said.
 func (s *Scaler) read(ctx context.Context, g *groupRun) ([]batchv1.Job, time.Time, gitea.Snapshot, error) {
 	rg := g.rg
-	target := TargetOf(&rg.Spec)
+	target := gitea.TargetOf(&rg.Spec)
 	giteaErr := func(err error) error {
-		return newGroupError(giteaReason(err), "cannot list Gitea jobs of %s at %s: %w", target, rg.Spec.Gitea.URL, err)
+		return reason.Errorf(giteaReason(err), "cannot list Gitea jobs of %s at %s: %w", target, rg.Spec.Gitea.URL, err)
 	}
 	if ns, l := g.shared.namespace(rg.Namespace), g.shared.listing(g.key); ns != nil && l != nil && !g.sharedUsed {
 		g.sharedUsed = true
@@ -165,7 +166,7 @@ func (s *Scaler) read(ctx context.Context, g *groupRun) ([]batchv1.Job, time.Tim
 		}
 		switch {
 		case ns.jobsErr != nil:
-			return nil, time.Time{}, gitea.Snapshot{}, newGroupError(v1alpha1.ReasonKubernetesError, "cannot list runner Jobs: %w", ns.jobsErr)
+			return nil, time.Time{}, gitea.Snapshot{}, reason.Errorf(v1alpha1.ReasonKubernetesError, "cannot list runner Jobs: %w", ns.jobsErr)
 		case l.err != nil:
 			return nil, time.Time{}, gitea.Snapshot{}, giteaErr(l.err)
 		}
@@ -173,7 +174,7 @@ func (s *Scaler) read(ctx context.Context, g *groupRun) ([]batchv1.Job, time.Tim
 	}
 	list, err := s.kube.BatchV1().Jobs(rg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runnerjob.Selector(rg.Name)})
 	if err != nil {
-		return nil, time.Time{}, gitea.Snapshot{}, newGroupError(v1alpha1.ReasonKubernetesError, "cannot list runner Jobs: %w", err)
+		return nil, time.Time{}, gitea.Snapshot{}, reason.Errorf(v1alpha1.ReasonKubernetesError, "cannot list runner Jobs: %w", err)
 	}
 	askedAt := s.now()
 	snap, err := g.gitea.Snapshot(ctx, target)
@@ -313,14 +314,4 @@ func ownJobs(rg *v1alpha1.RunnerGroup, jobs []batchv1.Job) []batchv1.Job {
 		}
 	}
 	return out
-}
-
-// TargetOf says which part of Gitea a group serves. For scope repo the
-// owner is whichever of org or user is set (the CRD requires exactly one).
-func TargetOf(spec *v1alpha1.RunnerGroupSpec) gitea.Target {
-	t := gitea.Target{Scope: spec.Scope, Owner: spec.Owner(), Repo: spec.Repo}
-	if spec.Scope == v1alpha1.ScopeGlobal {
-		t.Owner = ""
-	}
-	return t
 }

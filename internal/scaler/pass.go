@@ -3,16 +3,12 @@ package scaler
 import (
 	"context"
 	"errors"
-	"slices"
 	"sort"
 	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 )
 
 // errNotMadeByNew is what a zero Scaler says instead of panicking.
@@ -39,11 +35,11 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	if s.groups == nil {
 		return passreport.Summary{}, errNotMadeByNew
 	}
-	lg, err := s.listGroups(ctx)
+	lg, err := selection.List(ctx, s.groups, s.selection, s.log)
 	if err != nil {
 		return passreport.Summary{}, err
 	}
-	listed, broken, failedNS := lg.served, lg.broken, lg.failedNS
+	listed, broken, failedNS := lg.Served, lg.Broken, lg.FailedNamespaces
 	groups := listed
 	if keep != nil {
 		groups, broken = nil, nil
@@ -75,7 +71,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 		defer cancel()
 		runs[i] = s.prepare(gctx, groups[i], secrets, nss)
 	})
-	rule := s.assignment(ctx, listed, lg.all, runs)
+	rule := s.assignment(ctx, listed, lg.All, runs)
 	shared := s.gather(ctx, runs)
 	var mu sync.Mutex
 	forEachOf(shared.servingOrder(runs), s.cfg.Workers, func(i int) {
@@ -155,134 +151,6 @@ func rotate(groups []*v1alpha1.RunnerGroup, turn int64) []*v1alpha1.RunnerGroup 
 	}
 	i := (turn%n + n) % n
 	return append(groups[i:len(groups):len(groups)], groups[:i]...)
-}
-
-// listedGroups are what listGroups read. A pass passes the groups by
-// pointer into the one listing: at 5,000 groups each copy of the list
-// was 11 MB of a pass's garbage, and a pass made four (issue 23).
-type listedGroups struct {
-	// served are the selected RunnerGroups of the served namespaces,
-	// sorted by namespace and name; broken those that could not be read;
-	// failedNS the namespaces that could not be listed.
-	served   []*v1alpha1.RunnerGroup
-	broken   []runnergroups.Broken
-	failedNS []string
-	// all is every RunnerGroup of the cluster when one list read them
-	// (the assignment rule's), nil when the pass listed its own only.
-	all []*v1alpha1.RunnerGroup
-}
-
-// listGroups lists the RunnerGroups the pass serves: it reads every
-// group of the cluster with one list, which the assignment rule needs
-// anyway, and keeps those of the served namespaces (watchNamespaces) that
-// the selectors take: one request per pass instead of one per served
-// namespace and one more (issue 23). Where that list is refused (a
-// read-only command's user may list only some namespaces) it lists each
-// served namespace, and a namespace that cannot be listed (its Role was
-// deleted) does not stop the others. When all namespaces are served, the
-// refused list fails the pass: nothing can be served.
-func (s *Scaler) listGroups(ctx context.Context) (listedGroups, error) {
-	all, broken, err := s.listShared(ctx, metav1.NamespaceAll, "")
-	switch {
-	case err == nil && s.servesEverything():
-		return listedGroups{served: sortedGroups(all), broken: broken}, nil
-	case err == nil:
-		out := listedGroups{all: all}
-		for _, rg := range out.all {
-			if s.serves(rg.Namespace, rg.Labels) {
-				out.served = append(out.served, rg)
-			}
-		}
-		for _, b := range broken {
-			if s.serves(b.Namespace, b.Labels) {
-				out.broken = append(out.broken, b)
-			}
-		}
-		out.served = sortedGroups(out.served)
-		return out, nil
-	case len(s.cfg.Namespaces) == 0:
-		return listedGroups{}, err
-	}
-	s.log.Debug("cannot list every RunnerGroup; listing those of each served namespace", "error", err)
-	var out listedGroups
-	for _, ns := range s.cfg.Namespaces {
-		groups, b, err := s.listShared(ctx, ns, s.include.String())
-		if err != nil {
-			s.log.Error("cannot list RunnerGroups; serving the other namespaces", "namespace", ns, "error", err)
-			out.failedNS = append(out.failedNS, ns)
-			continue
-		}
-		for _, rg := range b {
-			if !s.excluded(rg.Labels) {
-				out.broken = append(out.broken, rg)
-			}
-		}
-		for _, rg := range groups {
-			if !s.excluded(rg.Labels) {
-				out.served = append(out.served, rg)
-			}
-		}
-	}
-	out.served = sortedGroups(out.served)
-	return out, nil
-}
-
-// serves says whether the pass serves a group in namespace with labels:
-// the namespace is served and the selectors take the group.
-func (s *Scaler) serves(namespace string, l map[string]string) bool {
-	if len(s.cfg.Namespaces) > 0 && !slices.Contains(s.cfg.Namespaces, namespace) {
-		return false
-	}
-	return s.include.Matches(labels.Set(l)) && !s.excluded(l)
-}
-
-// sharedLister is a GroupClient that lists without copying: a loop's
-// watch cache (runnergroups.Watched).
-type sharedLister interface {
-	ListShared(ctx context.Context, namespace, selector string) ([]*v1alpha1.RunnerGroup, []runnergroups.Broken, error)
-}
-
-// listShared lists RunnerGroups as a pass holds them: by pointer, and
-// without a copy where the GroupClient can. A pass never changes a group
-// it listed (recordStatus writes a copy), so the objects of a loop's cache
-// are safe in its hands.
-func (s *Scaler) listShared(ctx context.Context, namespace, selector string) ([]*v1alpha1.RunnerGroup, []runnergroups.Broken, error) {
-	if l, ok := s.groups.(sharedLister); ok {
-		return l.ListShared(ctx, namespace, selector)
-	}
-	groups, broken, err := s.groups.List(ctx, namespace, selector)
-	return pointers(groups), broken, err
-}
-
-// pointers points at each of groups; never nil, so that an empty listing
-// still says it was listed.
-func pointers(groups []v1alpha1.RunnerGroup) []*v1alpha1.RunnerGroup {
-	out := make([]*v1alpha1.RunnerGroup, len(groups))
-	for i := range groups {
-		out[i] = &groups[i]
-	}
-	return out
-}
-
-// sortedGroups sorts groups by namespace and name.
-func sortedGroups(groups []*v1alpha1.RunnerGroup) []*v1alpha1.RunnerGroup {
-	sort.Slice(groups, func(i, j int) bool {
-		if groups[i].Namespace != groups[j].Namespace {
-			return groups[i].Namespace < groups[j].Namespace
-		}
-		return groups[i].Name < groups[j].Name
-	})
-	return groups
-}
-
-// excluded reports whether another listener takes a group with these labels.
-func (s *Scaler) excluded(l map[string]string) bool {
-	for _, sel := range s.excludes {
-		if sel.Matches(labels.Set(l)) {
-			return true
-		}
-	}
-	return false
 }
 
 // forEachOf calls fn for every index order delivers, on at most limit

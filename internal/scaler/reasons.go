@@ -11,33 +11,8 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 )
-
-// groupError is a failure of one group, with the condition reason it shows.
-// It unwraps to its cause, so errors.Is(err, context.Canceled) still works.
-type groupError struct {
-	reason string
-	err    error
-}
-
-func (e *groupError) Error() string { return e.err.Error() }
-func (e *groupError) Unwrap() error { return e.err }
-
-// newGroupError builds a groupError whose message is formatted like
-// fmt.Errorf's; wrap the cause with %w.
-func newGroupError(reason string, format string, args ...any) *groupError {
-	return &groupError{reason: reason, err: fmt.Errorf(format, args...)}
-}
-
-// reasonOf is the reason a group's failure shows. Every step fails with a
-// groupError; anything else counts as a Kubernetes error.
-func reasonOf(err error) string {
-	var ge *groupError
-	if errors.As(err, &ge) {
-		return ge.reason
-	}
-	return v1alpha1.ReasonKubernetesError
-}
 
 // ownedObjectError is the group's failure to keep an object it owns (what
 // names it in the message): notOwned, saying why, when an object of the
@@ -48,31 +23,32 @@ func ownedObjectError(err error, notOwned, what, why string) error {
 	var req *owned.RequestError
 	switch {
 	case errors.Is(err, owned.ErrNotOwned):
-		return newGroupError(notOwned, "%s: %v, %s", what, err, why)
+		return reason.Errorf(notOwned, "%s: %v, %s", what, err, why)
 	case errors.As(err, &req):
-		return newGroupError(v1alpha1.ReasonKubernetesError, "%s: %w", what, err)
+		return reason.Errorf(v1alpha1.ReasonKubernetesError, "%s: %w", what, err)
 	}
 	return err
 }
 
-// failure is the reason and message a failed group shows. A group whose
-// deadline passed shows GroupTimeout, unless Gitea was what it waited for:
-// GiteaTimeout says where to look. ctx is the group's context: client-go
+// failure is the reason and message a failed group shows (package reason
+// carries it on the error). A group whose deadline passed shows
+// GroupTimeout, unless Gitea was what it waited for: GiteaTimeout says
+// where to look. ctx is the group's context: client-go
 // does not always wrap its deadline (its rate limiter words its own), so
 // the context, not the error, tells a timeout.
-func failure(ctx context.Context, timeout time.Duration, err error) (reason, message string) {
+func failure(ctx context.Context, timeout time.Duration, err error) (why, message string) {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = outOfTime(timeout, err)
 	}
-	return reasonOf(err), boundMessage(err)
+	return reason.Of(err), boundMessage(err)
 }
 
 // outOfTime is err as the failure of a group whose deadline passed.
 func outOfTime(timeout time.Duration, err error) error {
-	if r := reasonOf(err); r == v1alpha1.ReasonGiteaTimeout || r == v1alpha1.ReasonGroupTimeout {
+	if r := reason.Of(err); r == v1alpha1.ReasonGiteaTimeout || r == v1alpha1.ReasonGroupTimeout {
 		return err
 	}
-	return newGroupError(v1alpha1.ReasonGroupTimeout, "not done within the group timeout of %s: %w", timeout, err)
+	return reason.Errorf(v1alpha1.ReasonGroupTimeout, "not done within the group timeout of %s: %w", timeout, err)
 }
 
 // Bounds of the messages a group's conditions and events carry. The CRD

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
@@ -92,7 +93,7 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 		return
 	}
 	// A copy takes the new status: the listed object may be a loop's
-	// cache's own (listShared), which only the watch changes.
+	// cache's own (selection.ListShared), which only the watch changes.
 	written := *rg
 	written.Status = st
 	g.rg = &written
@@ -101,32 +102,23 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 	}
 }
 
-// StatusHeartbeat is how old status.lastCheckTime may grow while nothing
-// else in the status changes. A steady pass (nothing changed) writes no
-// status: at 500 groups a patch each per pass was half of a pass's
-// Kubernetes requests. So lastCheckTime says when a pass last asked Gitea
-// for the group and something changed, or at most StatusHeartbeat (plus a
-// pass interval) ago when nothing did: a lastCheckTime much older than
-// that means the group is not being served.
-const StatusHeartbeat = 5 * time.Minute
-
 // heartbeatOf is when group uid's steady status is written again: at a
-// point between three quarters of StatusHeartbeat and all of it, fixed per
+// point between three quarters of assign.StatusHeartbeat and all of it, fixed per
 // group by its UID. Groups first served by one pass (a new install, or the
 // 1,500 new groups a pass serves at most) would otherwise all fall due in
 // the same later pass, and that pass would patch them all, paced by
 // --kube-qps (30 s at 1,500; issue 23); spread, they fall due over a
 // quarter of the heartbeat, and their periods differ, so they drift
-// further apart. Writes cost G / (7/8 × StatusHeartbeat) per second on
+// further apart. Writes cost G / (7/8 × assign.StatusHeartbeat) per second on
 // average, a seventh more than a fixed heartbeat.
 func heartbeatOf(uid types.UID) time.Duration {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(uid))
 	// The hash's fraction of 2^32, of a quarter of the heartbeat (in
 	// milliseconds, so the product fits in 64 bits).
-	quarter := uint64(StatusHeartbeat / 4 / time.Millisecond)
+	quarter := uint64(assign.StatusHeartbeat / 4 / time.Millisecond)
 	spread := time.Duration(uint64(h.Sum32())*quarter>>32) * time.Millisecond
-	return StatusHeartbeat - spread
+	return assign.StatusHeartbeat - spread
 }
 
 // statusChanged reports whether next must be written over prev, the status

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 )
 
 // crdMessageLimit is the maxLength the CRD gives a condition's message
@@ -94,7 +95,7 @@ func TestBoundMessage(t *testing.T) {
 			want: "cannot create 3 runner Job(s): Job ci-0: forbidden; Job ci-1: forbidden; Job ci-2: forbidden"},
 		{name: "more are counted", err: manyCauses(40, short),
 			want: "cannot create 40 runner Job(s): Job ci-0: forbidden; Job ci-1: forbidden; Job ci-2: forbidden; and 37 more"},
-		{name: "wrapped in a group error", err: newGroupError(v1alpha1.ReasonJobCreateFailed, "%w", manyCauses(5, short)),
+		{name: "wrapped in a group error", err: reason.Errorf(v1alpha1.ReasonJobCreateFailed, "%w", manyCauses(5, short)),
 			want: "cannot create 5 runner Job(s): Job ci-0: forbidden; Job ci-1: forbidden; Job ci-2: forbidden; and 2 more"},
 		{name: "joined", err: errors.Join(errors.New("a"), errors.New("b"), errors.New("c"), errors.New("d")),
 			want: "a\nb\nc; and 1 more"},

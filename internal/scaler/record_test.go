@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
 
@@ -139,7 +140,7 @@ func TestSteadyPassPatchesOnlyTheStatusesThatChanged(t *testing.T) {
 	e.pass()
 	assert.Empty(t, e.statusPatches(), "a job no group serves changes no status")
 
-	e.ticks.Add(int64(StatusHeartbeat / time.Second))
+	e.ticks.Add(int64(assign.StatusHeartbeat / time.Second))
 	e.pass()
 	assert.Equal(t, map[string]int{"a": 1, "b": 1}, e.statusPatches(), "past the heartbeat lastCheckTime is refreshed though nothing else changed")
 	assert.True(t, e.group("a").Status.LastCheckTime.After(first.Time))
@@ -178,7 +179,7 @@ func TestStatusChangedIgnoresOnlyAFreshLastCheckTime(t *testing.T) {
 
 // TestHeartbeatsOfGroupsServedTogetherSpread: groups first served by one
 // pass do not all fall due in one later pass. Each group's heartbeat is
-// fixed by its UID within the last quarter of StatusHeartbeat, so the
+// fixed by its UID within the last quarter of assign.StatusHeartbeat, so the
 // served-within rule (ServedWithin) still holds, and 1,500 groups spread
 // over that quarter: no 10 s pass (the loop's interval) gets more than a
 // few times its share.
@@ -188,13 +189,13 @@ func TestHeartbeatsOfGroupsServedTogetherSpread(t *testing.T) {
 	for i := range groups {
 		uid := types.UID(fmt.Sprintf("5f0c%04d-7b1e-4c2a-9d3e-%012d", i, i*7919))
 		h := heartbeatOf(uid)
-		require.GreaterOrEqual(t, h, StatusHeartbeat*3/4, uid)
-		require.LessOrEqual(t, h, StatusHeartbeat, uid)
+		require.GreaterOrEqual(t, h, assign.StatusHeartbeat*3/4, uid)
+		require.LessOrEqual(t, h, assign.StatusHeartbeat, uid)
 		assert.Equal(t, h, heartbeatOf(uid), "fixed per group")
 		perPass[h/pass]++
 	}
-	share := groups / int(StatusHeartbeat/4/pass)
-	assert.GreaterOrEqual(t, len(perPass), int(StatusHeartbeat/4/pass)-1, "the heartbeats fall in every pass of the quarter")
+	share := groups / int(assign.StatusHeartbeat/4/pass)
+	assert.GreaterOrEqual(t, len(perPass), int(assign.StatusHeartbeat/4/pass)-1, "the heartbeats fall in every pass of the quarter")
 	for slot, n := range perPass {
 		assert.LessOrEqual(t, n, 3*share, "pass %d after 3m45s gets %d heartbeats; its share is %d", slot, n, share)
 	}

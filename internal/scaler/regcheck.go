@@ -12,6 +12,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 )
 
 // regChecks remembers the verdicts of registration token checks, keyed by
@@ -121,7 +122,7 @@ func (r *regChecks) put(key [sha256.Size]byte, v regVerdict) {
 func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiToken, regToken string) error {
 	rg := g.rg
 	ref := rg.RegistrationTokenRef()
-	target := TargetOf(&rg.Spec)
+	target := gitea.TargetOf(&rg.Spec)
 	where := fmt.Sprintf("the registration token in Secret %s/%s (key %q)", rg.Namespace, ref.Name, ref.Key)
 	g.setPlace(target, false)
 	unchecked := func(why error) {
@@ -171,12 +172,12 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 	msg := fmt.Sprintf("spec.registrationToken: %s is not the active runner registration token of %s, nor of a scope that contains it (Gitea answered those scopes' tokens to spec.authToken): it is another scope's, or was reset in Gitea, so runners would register elsewhere or not at all and the group serves nothing; put that scope's token in the Secret, or leave spec.registrationToken out to have the scaler mint it",
 		where, target)
 	g.regCheck = &metav1.Condition{Type: v1alpha1.ConditionRegistrationToken, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRegistrationTokenNotForScope, Message: cutRunes(msg, maxMessageRunes)}
-	return newGroupError(v1alpha1.ReasonRegistrationTokenNotForScope, "%s", msg)
+	return reason.Errorf(v1alpha1.ReasonRegistrationTokenNotForScope, "%s", msg)
 }
 
 // mintedRegistrationToken is the RegistrationToken condition of a group
 // whose token the scaler mints: the scope's own by construction.
 func mintedRegistrationToken(rg *v1alpha1.RunnerGroup) *metav1.Condition {
 	return &metav1.Condition{Type: v1alpha1.ConditionRegistrationToken, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRegistrationTokenMinted,
-		Message: fmt.Sprintf("the scaler mints the registration token of %s with spec.authToken into Secret %s/%s", TargetOf(&rg.Spec), rg.Namespace, rg.RegistrationTokenRef().Name)}
+		Message: fmt.Sprintf("the scaler mints the registration token of %s with spec.authToken into Secret %s/%s", gitea.TargetOf(&rg.Spec), rg.Namespace, rg.RegistrationTokenRef().Name)}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -83,15 +84,15 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 func (s *Scaler) mintRegistrationToken(ctx context.Context, g *groupRun) (string, error) {
 	minter, ok := g.gitea.(gitea.Registration)
 	if !ok {
-		return "", newGroupError(v1alpha1.ReasonGiteaUnavailable, "registration token: the Gitea client cannot mint registration tokens")
+		return "", reason.Errorf(v1alpha1.ReasonGiteaUnavailable, "registration token: the Gitea client cannot mint registration tokens")
 	}
-	token, err := minter.RegistrationToken(ctx, TargetOf(&g.rg.Spec))
+	token, err := minter.RegistrationToken(ctx, gitea.TargetOf(&g.rg.Spec))
 	if err != nil {
-		reason := giteaReason(err)
+		why := giteaReason(err)
 		if errors.Is(err, gitea.ErrWrongUser) {
-			reason = v1alpha1.ReasonGiteaForbidden
+			why = v1alpha1.ReasonGiteaForbidden
 		}
-		return "", newGroupError(reason, "registration token: cannot mint one for %s with spec.authToken: %w", TargetOf(&g.rg.Spec), err)
+		return "", reason.Errorf(why, "registration token: cannot mint one for %s with spec.authToken: %w", gitea.TargetOf(&g.rg.Spec), err)
 	}
 	return token, nil
 }

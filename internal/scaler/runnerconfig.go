@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -45,7 +46,7 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 	rg := g.rg
 	want, err := s.runnerConfigs(rg, jobs)
 	if err != nil {
-		return newGroupError(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
+		return reason.Errorf(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
 	}
 	name := runnerjob.ConfigMapName(rg.Name)
 	cms := s.kube.CoreV1().ConfigMaps(rg.Namespace)
@@ -74,7 +75,7 @@ func (s *Scaler) ensureRunnerConfig(ctx context.Context, g *groupRun, jobs []bat
 	})
 	switch {
 	case owned.Raced(err):
-		return newGroupError(v1alpha1.ReasonKubernetesError, "runner config: ConfigMap %s/%s kept changing under this pass: %w", rg.Namespace, name, err)
+		return reason.Errorf(v1alpha1.ReasonKubernetesError, "runner config: ConfigMap %s/%s kept changing under this pass: %w", rg.Namespace, name, err)
 	case err != nil:
 		return ownedObjectError(err, v1alpha1.ReasonRunnerConfigNotOwned, "runner config",
 			"so the scaler does not write it and starts no runner; delete or rename it")
@@ -103,7 +104,7 @@ func (s *Scaler) keptConfigs(g *groupRun, want, have map[string]string, mounted 
 		case isMounted:
 			rendered, err := s.renderedConfig(g.rg, grace)
 			if err != nil {
-				return nil, newGroupError(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
+				return nil, reason.Errorf(v1alpha1.ReasonInvalidRunnerConfig, "spec.runnerConfig: %w", err)
 			}
 			next[k] = rendered
 		case !listed:

@@ -14,13 +14,10 @@
 //	scaler.go   building a Scaler (New)
 //	loop.go     one pass, or one every interval until a signal (Run)
 //	trigger.go  a loop's pass brought forward by a webhook delivery
-//	selected.go which RunnerGroups a pass with a configuration serves
 //	pass.go     the groups of a pass and the workers that serve them
 //	assign.go   which group serves a job several could run (the rule's input)
 //	namespaces.go  what a pass learns once of each namespace: enabled, labels
 //	group.go    one group's steps, and the first of them: validate
-//	tokenrule.go  where a group's API token may go: the one rule a pass
-//	            and the why command share
 //	regcheck.go the check that a registration token is its scope's, and
 //	            which scope's it is
 //	regtoken.go the registration token the scaler mints for a group
@@ -56,41 +53,36 @@ package scaler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // GroupClient reads RunnerGroups and writes their status.
 type GroupClient interface {
-	List(ctx context.Context, namespace, selector string) ([]v1alpha1.RunnerGroup, []runnergroups.Broken, error)
+	selection.Lister
 	PatchStatus(ctx context.Context, rg *v1alpha1.RunnerGroup) error
 }
-
-// GiteaFactory returns a Gitea client for one instance and API token.
-type GiteaFactory func(baseURL, token string) (gitea.Client, error)
 
 // Deps are what a Scaler talks to. Kube, Groups and Gitea are required; the
 // others have defaults.
 type Deps struct {
 	Kube   kubernetes.Interface
 	Groups GroupClient
-	Gitea  GiteaFactory
+	Gitea  gitea.Factory
 	// Log receives the scaler's logs; nil discards them.
 	Log *slog.Logger
 	// Out receives the dry-run plan; nil discards it.
@@ -166,7 +158,7 @@ type Config struct {
 	// AssignmentHold is how long the groups of one namespace keep a
 	// queued job that groups of other namespaces could also run, before
 	// it goes in turn to those (assign.Rule.Holding); 0 means
-	// DefaultAssignmentHold.
+	// assign.DefaultHold.
 	AssignmentHold time.Duration
 	// RightsRecheck is how long a loop trusts a namespace's rights review
 	// that found it enabled, at most (see review); 0, the default, reviews
@@ -187,13 +179,6 @@ type Config struct {
 	DeletedNamespaces *DeletedNamespaces
 }
 
-// DefaultAssignmentHold is Config.AssignmentHold's default: longer than a
-// runner takes to start and take its job (image pull included), so a
-// group that can serve is never cut off; short enough that a group that
-// cannot (its runners register where the job cannot run) delays another
-// tenant's job by minutes, not for ever.
-const DefaultAssignmentHold = 10 * time.Minute
-
 // DefaultGroupTimeout is Config.GroupTimeout's default: room for a few
 // Gitea requests at their default 10 s timeout, and short against the 100 s
 // a CronJob pass has.
@@ -209,7 +194,7 @@ const DefaultGiteaConcurrency = 4
 type Scaler struct {
 	kube       kubernetes.Interface
 	groups     GroupClient
-	gitea      GiteaFactory
+	gitea      gitea.Factory
 	log        *slog.Logger
 	out        io.Writer
 	now        func() time.Time
@@ -231,9 +216,8 @@ type Scaler struct {
 	// wide is what the cluster-wide reads keep across passes.
 	wide clusterReads
 
-	// include and excludes are cfg's selectors, parsed once.
-	include  labels.Selector
-	excludes []labels.Selector
+	// selection is cfg's namespaces and selectors, parsed once.
+	selection selection.Rule
 
 	// turns counts the passes made, to rotate the order of their groups
 	// (see Pass); firstMinute is the minute of the first.
@@ -277,7 +261,8 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 	}
 	s.memo.rights, s.memo.secrets = map[string]rightsMemo{}, map[types.NamespacedName]secretMemo{}
 	s.trig.wake = make(chan struct{}, 1)
-	if err := s.parseSelectors(); err != nil {
+	var err error
+	if s.selection, err = selection.New(cfg.Namespaces, cfg.Selector, cfg.ExcludeSelectors); err != nil {
 		return nil, err
 	}
 	s.cfg.Workers = max(cfg.Workers, 1)
@@ -291,7 +276,7 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		s.cfg.GroupTimeout = DefaultGroupTimeout
 	}
 	if s.cfg.AssignmentHold == 0 {
-		s.cfg.AssignmentHold = DefaultAssignmentHold
+		s.cfg.AssignmentHold = assign.DefaultHold
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -306,22 +291,6 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 		s.newJobName = runnerjob.NewName
 	}
 	return s, nil
-}
-
-// parseSelectors parses cfg's selectors once, for listGroups.
-func (s *Scaler) parseSelectors() error {
-	var err error
-	if s.include, err = selector.Parse(s.cfg.Selector); err != nil {
-		return fmt.Errorf("invalid selector %q: %w", s.cfg.Selector, err)
-	}
-	for _, raw := range s.cfg.ExcludeSelectors {
-		sel, err := selector.ParseExclude(raw)
-		if err != nil {
-			return fmt.Errorf("invalid exclude selector %q: %w", raw, err)
-		}
-		s.excludes = append(s.excludes, sel)
-	}
-	return nil
 }
 
 // detachedTimeout bounds the clean-up a pass does after its context ended.

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/termtext"
 )
 
@@ -74,10 +74,10 @@ type Condition struct {
 
 // Rows makes one row per selected group, in the selection's order, then
 // one per object that could not be read.
-func Rows(sel scaler.Selection, now time.Time) []Row {
-	rows := make([]Row, 0, len(sel.Groups)+len(sel.Broken))
-	for i := range sel.Groups {
-		rows = append(rows, rowOf(&sel.Groups[i], now))
+func Rows(sel selection.Listed, now time.Time) []Row {
+	rows := make([]Row, 0, len(sel.Served)+len(sel.Broken))
+	for _, rg := range sel.Served {
+		rows = append(rows, rowOf(rg, now))
 	}
 	for _, b := range sel.Broken {
 		rows = append(rows, Row{Namespace: b.Namespace, Name: b.Name, Error: b.Err.Error()})

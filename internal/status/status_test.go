@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 )
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -73,12 +74,21 @@ func neverPassed() *v1alpha1.RunnerGroup {
 	}
 }
 
-func selection(t *testing.T, cfg scaler.Config) scaler.Selection {
+// listener is the flags of `run` that pick RunnerGroups.
+type listener struct {
+	namespaces []string
+	selector   string
+	excludes   []string
+}
+
+func selected(t *testing.T, l listener) selection.Listed {
 	t.Helper()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"},
 		obj(t, served()), obj(t, failing()), obj(t, neverPassed()))
-	sel, err := scaler.Selected(context.Background(), runnergroups.Client{Dynamic: dyn}, cfg)
+	rule, err := selection.New(l.namespaces, l.selector, l.excludes)
+	require.NoError(t, err)
+	sel, err := selection.List(context.Background(), runnergroups.Client{Dynamic: dyn}, rule, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	return sel
 }
@@ -94,23 +104,23 @@ func names(rows []Row) []string {
 func TestRowsFollowRunsSelection(t *testing.T) {
 	tests := []struct {
 		name string
-		cfg  scaler.Config
+		l    listener
 		want []string
 	}{
-		{"every namespace", scaler.Config{}, []string{"team-a/ci", "team-b/all", "team-b/app"}},
-		{"one namespace", scaler.Config{Namespaces: []string{"team-b"}}, []string{"team-b/all", "team-b/app"}},
-		{"a selector", scaler.Config{Selector: "pool=a"}, []string{"team-a/ci"}},
-		{"a JSON selector and an exclusion", scaler.Config{Selector: `{"matchLabels":{"pool":"b"}}`, ExcludeSelectors: []string{"pool=b"}}, nil},
+		{"every namespace", listener{}, []string{"team-a/ci", "team-b/all", "team-b/app"}},
+		{"one namespace", listener{namespaces: []string{"team-b"}}, []string{"team-b/all", "team-b/app"}},
+		{"a selector", listener{selector: "pool=a"}, []string{"team-a/ci"}},
+		{"a JSON selector and an exclusion", listener{selector: `{"matchLabels":{"pool":"b"}}`, excludes: []string{"pool=b"}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, names(Rows(selection(t, tt.cfg), now)))
+			assert.Equal(t, tt.want, names(Rows(selected(t, tt.l), now)))
 		})
 	}
 }
 
 func TestRowsCarryTheRecordedStatus(t *testing.T) {
-	rows := Rows(selection(t, scaler.Config{}), now)
+	rows := Rows(selected(t, listener{}), now)
 	require.Len(t, rows, 3)
 	ci, all, app := rows[0], rows[1], rows[2]
 
@@ -136,7 +146,7 @@ func TestRowsCarryTheRecordedStatus(t *testing.T) {
 
 func TestTableHasOneLinePerGroup(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, Write(&buf, Rows(selection(t, scaler.Config{}), now), FormatTable))
+	require.NoError(t, Write(&buf, Rows(selected(t, listener{}), now), FormatTable))
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
 	require.Len(t, lines, 4)
 	assert.Regexp(t, `^RUNNERGROUP\s+SCOPE\s+QUEUED\s+BLOCKED\s+RUNNING\s+ACTIVE/MAX\s+IDLE/WARM\s+LAST PASS\s+READY\s+SCALING$`, lines[0])
@@ -152,7 +162,7 @@ func TestTableSaysWhenNothingIsSelected(t *testing.T) {
 }
 
 func TestJSONAndYAMLCarryTheSameRows(t *testing.T) {
-	rows := Rows(selection(t, scaler.Config{}), now)
+	rows := Rows(selected(t, listener{}), now)
 	var j, y bytes.Buffer
 	require.NoError(t, Write(&j, rows, FormatJSON))
 	require.NoError(t, Write(&y, rows, FormatYAML))
@@ -184,7 +194,7 @@ func TestWriteRefusesAnUnknownFormat(t *testing.T) {
 
 func TestUnreadableGroupGetsALineWithItsError(t *testing.T) {
 	var buf bytes.Buffer
-	sel := scaler.Selection{Broken: []runnergroups.Broken{{Namespace: "x", Name: "bad", Err: assert.AnError}}}
+	sel := selection.Listed{Broken: []runnergroups.Broken{{Namespace: "x", Name: "bad", Err: assert.AnError}}}
 	require.NoError(t, Write(&buf, Rows(sel, now), FormatTable))
 	assert.Contains(t, buf.String(), "x/bad")
 	assert.Contains(t, buf.String(), "unreadable: "+assert.AnError.Error())

@@ -34,7 +34,7 @@ func (w *world) annotateNamespace(t *testing.T, ann map[string]string) {
 // group the pass refuses before it reads the token (a Gitea URL the
 // allowed list does not admit, a namespace that is not enabled or whose
 // grant does not cover the group) is refused by why through the same
-// rule (scaler.TokenRefusal): no Gitea client is made with its token, the
+// rule (tokenrule.Refusal): no Gitea client is made with its token, the
 // report names the rule and where it is set, and why still answers from
 // what it sees without Gitea (the job's runner Job, its pod).
 func TestExplainSendsNoTokenWhereAPassWouldNot(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,9 +25,13 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerpod"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tokenrule"
 )
 
 // Verdicts: the one-word answer, for scripts (-o json).
@@ -45,12 +50,16 @@ const (
 	// VerdictLabelsNotOffered: groups contain the repository but none
 	// offers every runs-on label.
 	VerdictLabelsNotOffered = "LabelsNotOffered"
-	// VerdictGroupPaused: the assigned group has maxActiveRunners 0.
+	// VerdictGroupPaused: the assigned group's last pass recorded it
+	// paused (ScalingActive reason Paused: maxActiveRunners 0 or
+	// spec.suspend).
 	VerdictGroupPaused = "GroupPaused"
 	// VerdictGroupFailing: the assigned group's last pass failed (its
 	// Ready condition says why).
 	VerdictGroupFailing = "GroupFailing"
-	// VerdictAtCapacity: the assigned group runs its maximum of runners.
+	// VerdictAtCapacity: the assigned group runs its maximum of runners,
+	// as its last pass recorded (ScalingActive reason AtCapacity, or its
+	// active runners at the cap of the spec it read).
 	VerdictAtCapacity = "AtCapacity"
 	// VerdictRunnerPending: the job's runner Job exists, its pod has not
 	// started (the pod's reason says why).
@@ -82,12 +91,33 @@ const (
 	StatusNotAsked = "not asked"
 )
 
+// Config is what why takes from the listener's settings (run's flags of
+// the same names), so that its answer is the one the listener's passes
+// give.
+type Config struct {
+	// Namespaces, Selector and ExcludeSelectors pick the groups whose
+	// tokens may ask Gitea (package selection).
+	Namespaces       []string
+	Selector         string
+	ExcludeSelectors []string
+	// DefaultLabels are the scaler's default runner labels; empty means
+	// runnerjob's.
+	DefaultLabels []string
+	// AssignmentHold is the listeners' --assignment-hold; 0 means
+	// assign.DefaultHold.
+	AssignmentHold time.Duration
+	// AllowedGiteaURLs and Tenancy are the settings of the rule a pass
+	// applies before it sends a group's token (tokenrule.Refusal).
+	AllowedGiteaURLs *giteaurl.Policy
+	Tenancy          tenancy.Names
+}
+
 // Deps are the clients why reads with: the user's own, so it can see no
 // more than the user may.
 type Deps struct {
 	Kube   kubernetes.Interface
-	Groups scaler.GroupClient
-	Gitea  scaler.GiteaFactory
+	Groups selection.Lister
+	Gitea  gitea.Factory
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -108,7 +138,7 @@ type Report struct {
 	// Explanation says it in sentences.
 	Explanation []string `json:"explanation"`
 	// NotAsked are the groups whose API token why did not send to Gitea
-	// because a pass would not (scaler.TokenRefusal), with the pass's
+	// because a pass would not (tokenrule.Refusal), with the pass's
 	// reason and message.
 	NotAsked []NotAsked `json:"notAsked,omitempty"`
 	// Notes are caveats: groups whose token could not be used, a partial
@@ -158,30 +188,35 @@ type Runner struct {
 // to ask Gitea (the namespaces and selectors of the `run` flags) and gives
 // the scaler's default runner labels. The assignment is computed over
 // every RunnerGroup the user can list, as the passes compute it.
-func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, error) {
+func Explain(ctx context.Context, d Deps, cfg Config, ref Ref) (*Report, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	sel, err := scaler.Selected(ctx, d.Groups, cfg)
+	listener, err := selection.New(cfg.Namespaces, cfg.Selector, cfg.ExcludeSelectors)
 	if err != nil {
 		return nil, err
 	}
+	sel, err := selection.List(ctx, d.Groups, listener, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	selected := sel.Served
 	rep := &Report{Job: JobInfo{ID: ref.JobID, Gitea: ref.Base, Repo: ref.Repository()}}
 	for _, ns := range sel.FailedNamespaces {
 		rep.note("the RunnerGroups of namespace %s could not be listed", ns)
 	}
-	all, _, err := d.Groups.List(ctx, metav1.NamespaceAll, "")
+	all, _, err := selection.ListShared(ctx, d.Groups, metav1.NamespaceAll, "")
 	if err != nil {
 		// The rule's answer then holds among the selected groups only.
-		all = sel.Groups
+		all = selected
 		rep.note("cannot list the RunnerGroups of every namespace (%v): the answer weighs only the selected groups", err)
 	}
-	defaults := cfg.Runner.DefaultLabels
+	defaults := cfg.DefaultLabels
 	if len(defaults) == 0 {
 		defaults = runnerjob.DefaultOptions().DefaultLabels
 	}
 
-	found, err := findJob(ctx, d, cfg, sel.Groups, ref, rep)
+	found, err := findJob(ctx, d, cfg, selected, ref, rep)
 	if err != nil {
 		return nil, err
 	}
@@ -190,12 +225,12 @@ func Explain(ctx context.Context, d Deps, cfg scaler.Config, ref Ref) (*Report, 
 	}
 	hold := cfg.AssignmentHold
 	if hold == 0 {
-		hold = scaler.DefaultAssignmentHold
+		hold = assign.DefaultHold
 	}
-	rule := scaler.AssignmentRule(all, scaler.RuleOptions{DefaultLabels: defaults, Hold: hold, Now: d.Now})
+	rule := assign.FromGroups(all, assign.Options{DefaultLabels: defaults, Hold: hold, Now: d.Now}, nil)
 	byKey := map[string]*v1alpha1.RunnerGroup{}
-	for i := range all {
-		byKey[all[i].Key()] = &all[i]
+	for _, rg := range all {
+		byKey[rg.Key()] = rg
 	}
 	rep.explain(ctx, d, rule, byKey, found)
 	return rep, nil
@@ -217,15 +252,15 @@ type foundJob struct {
 // running listings is reported as not found: the scaler never sees it.
 //
 // A group's token is read and sent only where a pass would send it: a
-// group scaler.TokenRefusal refuses (its Gitea URL not allowed, its
+// group tokenrule.Refusal refuses (its Gitea URL not allowed, its
 // namespace not enabled or not granted that URL and target) is not asked,
 // and the report says why (NotAsked). When no group may ask, the report
 // says what is seen without Gitea.
-func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1.RunnerGroup, ref Ref, rep *Report) (*foundJob, error) {
+func findJob(ctx context.Context, d Deps, cfg Config, selected []*v1alpha1.RunnerGroup, ref Ref, rep *Report) (*foundJob, error) {
 	var inScope map[string]bool
 	if ref.Base != "" {
 		sameInstance, anyInstance := map[string]bool{}, map[string]bool{}
-		rule := scaler.AssignmentRule(selected, scaler.RuleOptions{})
+		rule := assign.FromGroups(selected, assign.Options{}, nil)
 		for _, v := range rule.Explain(ref.Base, assign.Job{Repo: ref.Repository()}) {
 			sameInstance[v.Key] = v.SameInstance && v.InScope
 			anyInstance[v.Key] = v.InScope
@@ -243,9 +278,8 @@ func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1
 	var tried []string
 	var failures []error
 	var refused []*v1alpha1.RunnerGroup
-	facts := map[string]scaler.NamespaceFacts{}
-	for i := range selected {
-		rg := &selected[i]
+	facts := map[string]tokenrule.NamespaceFacts{}
+	for _, rg := range selected {
 		key := rg.Key()
 		if rg.Spec.Validate() != nil || (inScope != nil && !inScope[key]) {
 			continue
@@ -257,12 +291,12 @@ func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1
 			f = namespaceFacts(ctx, d, cfg, rg.Namespace)
 			facts[rg.Namespace] = f
 		}
-		if err := scaler.TokenRefusal(cfg, rg, f); err != nil {
+		if err := tokenrule.Refusal(cfg.AllowedGiteaURLs, cfg.Tenancy, rg, f); err != nil {
 			rep.notAsked(key, err)
 			refused = append(refused, rg)
 			continue
 		}
-		target := scaler.TargetOf(&rg.Spec)
+		target := gitea.TargetOf(&rg.Spec)
 		base := rg.Spec.Gitea.URL
 		if ref.Base != "" {
 			target = gitea.Target{Scope: gitea.ScopeRepo, Owner: ref.Owner, Repo: ref.Repo}
@@ -272,7 +306,7 @@ func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1
 			continue
 		}
 		asked[ask] = true
-		token, err := scaler.APIToken(ctx, d.Kube, rg)
+		token, err := tokenrule.APIToken(ctx, d.Kube, rg)
 		if err != nil {
 			failures = append(failures, fmt.Errorf("group %s: %w", key, err))
 			continue
@@ -335,11 +369,11 @@ func findJob(ctx context.Context, d Deps, cfg scaler.Config, selected []v1alpha1
 }
 
 // namespaceFacts are what why can tell of a namespace, with its user's
-// rights, for scaler.TokenRefusal: whether the scaler holds its rights
+// rights, for tokenrule.Refusal: whether the scaler holds its rights
 // there (asked for the scaler's ServiceAccount, cfg.Tenancy), and the
 // Namespace object with its grant. What cannot be told refuses the group.
-func namespaceFacts(ctx context.Context, d Deps, cfg scaler.Config, name string) scaler.NamespaceFacts {
-	var f scaler.NamespaceFacts
+func namespaceFacts(ctx context.Context, d Deps, cfg Config, name string) tokenrule.NamespaceFacts {
+	var f tokenrule.NamespaceFacts
 	if cfg.Tenancy.ServiceAccount == "" {
 		f.ReviewErr = fmt.Errorf("why cannot tell whether namespace %s is enabled for the scaler: give the scaler's ServiceAccount with --service-account (SCALER_SERVICE_ACCOUNT, namespace:name, set in the listener's environment by the chart)", name)
 		return f
@@ -362,12 +396,12 @@ func namespaceFacts(ctx context.Context, d Deps, cfg scaler.Config, name string)
 
 // notAsked records a group whose token why does not send, and why.
 func (rep *Report) notAsked(key string, err error) {
-	reason, msg := scaler.ReasonOf(err), err.Error()
-	if reason == v1alpha1.ReasonGiteaURLNotAllowed {
+	why, msg := reason.Of(err), err.Error()
+	if why == v1alpha1.ReasonGiteaURLNotAllowed {
 		msg += "; why takes that list from --allowed-gitea-urls (SCALER_ALLOWED_GITEA_URLS), which should be the listener's"
 	}
-	rep.NotAsked = append(rep.NotAsked, NotAsked{Group: key, Reason: reason, Message: msg})
-	rep.note("did not ask Gitea with the API token of %s: a pass refuses that group too (%s): %s", key, reason, msg)
+	rep.NotAsked = append(rep.NotAsked, NotAsked{Group: key, Reason: why, Message: msg})
+	rep.note("did not ask Gitea with the API token of %s: a pass refuses that group too (%s): %s", key, why, msg)
 }
 
 // withoutGitea answers when every group that could have asked Gitea is
@@ -522,32 +556,77 @@ func (rep *Report) queued(ctx context.Context, d Deps, rg *v1alpha1.RunnerGroup,
 		rep.say("Runner Job %s/%s was started for it, but its runner took job %d instead (Gitea gives a queued job to any idle runner whose labels fit), so this one waits for another runner.", j.Namespace, j.Name, other)
 	}
 
+	// The verdict is the one the group's last pass recorded (its Ready and
+	// ScalingActive conditions and counts), not one derived again from
+	// the spec: a spec changed since is said to be news to the passes.
 	ready := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionReady)
+	scaling := meta.FindStatusCondition(rg.Status.Conditions, v1alpha1.ConditionScalingActive)
+	changed := rg.Status.ObservedGeneration != rg.Generation
+	pass := lastPass(rg, d.Now())
 	switch {
 	case rg.Status.IdleRunners > 0:
 		rep.Verdict = VerdictIdleRunner
 		rep.say("At its last pass %s had %d idle runner(s) (%d kept by its warm pool): Gitea gives a queued job to an idle runner whose labels fit when that runner next asks, so this job needs no new runner.", key, rg.Status.IdleRunners, rg.Status.WarmRunners)
-	case rg.Spec.Paused():
+	case isFalse(scaling, v1alpha1.ReasonPaused) && changed:
 		rep.Verdict = VerdictGroupPaused
-		how := "maxActiveRunners: 0"
-		if rg.Spec.Suspend {
-			how = "spec.suspend: true"
-		}
-		rep.say("%s is paused (%s) and is the only group that can run it, so it waits until the group is resumed.", key, how)
+		rep.say("%s was paused when %s recorded it (%s); its spec has changed since (generation %d), so its next pass serves it by the new spec: %s.", key, pass, scaling.Message, rg.Generation, pausedBy(&rg.Spec))
+	case isFalse(scaling, v1alpha1.ReasonPaused):
+		rep.Verdict = VerdictGroupPaused
+		rep.say("%s is paused (%s) and is the only group that can run it, so it waits until the group is resumed.", key, pausedBy(&rg.Spec))
+		rep.say("%s recorded it.", capitalized(pass))
 	case ready != nil && ready.Status == metav1.ConditionFalse:
 		rep.Verdict = VerdictGroupFailing
 		rep.say("%s's last pass failed: %s: %s. Fix that and the next pass starts a runner (see `status` and the troubleshooting table, charts/gitea-runner-operator/docs/troubleshooting.md).", key, ready.Reason, ready.Message)
-	case rg.Status.ActiveRunners >= rg.Spec.MaxActiveRunners:
+	case isFalse(scaling, v1alpha1.ReasonAtCapacity), !changed && rg.Status.LastCheckTime != nil && rg.Status.ActiveRunners >= rg.Spec.MaxActiveRunners:
+		// Without the condition the pass saw no queued job, but its count
+		// of active runners already filled the cap of the spec it read.
 		rep.Verdict = VerdictAtCapacity
 		rep.say("%s is at capacity: %d of %d runners active. The job gets a runner when one of them finishes, or when maxActiveRunners is raised.", key, rg.Status.ActiveRunners, rg.Spec.MaxActiveRunners)
+		rep.say("%s recorded it.", capitalized(pass))
 	default:
 		rep.Verdict = VerdictWaitingForPass
-		if rg.Status.LastCheckTime == nil {
+		switch {
+		case rg.Status.LastCheckTime == nil:
 			rep.say("%s has room but no pass has served it yet: is a listener serving namespace %s (helm values watchNamespaces and listeners)?", key, rg.Namespace)
-		} else {
+		case changed:
+			rep.say("%s has no runner Job for it yet, and its spec has changed since %s (generation %d): its next pass reads the new spec and decides.", key, pass, rg.Generation)
+		default:
 			rep.say("%s has room (%d of %d runners active) and no runner Job for it yet; its next pass starts one (last pass %s ago).", key, rg.Status.ActiveRunners, rg.Spec.MaxActiveRunners, d.Now().Sub(rg.Status.LastCheckTime.Time).Round(time.Second))
 		}
 	}
+}
+
+// isFalse says whether c is False for reason.
+func isFalse(c *metav1.Condition, reason string) bool {
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason
+}
+
+// lastPass names the pass that recorded the group's status: how long ago,
+// and the generation of the spec it read.
+func lastPass(rg *v1alpha1.RunnerGroup, now time.Time) string {
+	if rg.Status.LastCheckTime == nil {
+		return fmt.Sprintf("its last pass (at generation %d)", rg.Status.ObservedGeneration)
+	}
+	return fmt.Sprintf("its last pass (%s ago, at generation %d)", now.Sub(rg.Status.LastCheckTime.Time).Round(time.Second), rg.Status.ObservedGeneration)
+}
+
+// capitalized is s with its first letter upper-cased, to start a sentence.
+func capitalized(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// pausedBy says which field pauses a spec, or that none does.
+func pausedBy(spec *v1alpha1.RunnerGroupSpec) string {
+	switch {
+	case spec.Suspend:
+		return "spec.suspend: true"
+	case spec.MaxActiveRunners == 0:
+		return "maxActiveRunners: 0"
+	}
+	return fmt.Sprintf("not paused, maxActiveRunners: %d", spec.MaxActiveRunners)
 }
 
 // runnerJob explains a queued job that has its runner Job.
@@ -559,11 +638,11 @@ func (rep *Report) runnerJob(ctx context.Context, d Deps, key string, j *batchv1
 	case err != nil:
 		r.Reason, r.Message = "Unknown", fmt.Sprintf("cannot list its pods: %v", err)
 	case len(pods.Items) == 0:
-		r.Reason, r.Message = scaler.FailedCreate(ctx, d.Kube, j)
+		r.Reason, r.Message = runnerpod.FailedCreate(ctx, d.Kube, j)
 	default:
 		p := newestPod(pods.Items)
 		r.Pod = p.Name
-		r.Started, r.Reason, r.Message = scaler.PodStart(p)
+		r.Started, r.Reason, r.Message = runnerpod.Started(p)
 	}
 	if r.Started {
 		rep.Verdict = VerdictRunnerStarting

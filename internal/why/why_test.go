@@ -28,7 +28,6 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -64,7 +63,7 @@ type world struct {
 	groups map[string]*v1alpha1.RunnerGroup
 	// cfg is the listener's configuration why is given: the fake Gitea's
 	// URL allowed, the scaler's ServiceAccount named.
-	cfg scaler.Config
+	cfg Config
 	// notEnabled are namespaces where the scaler lacks its rights.
 	notEnabled map[string]bool
 	// tokens are the tokens Gitea clients were made with.
@@ -83,12 +82,17 @@ func newWorld(t *testing.T) *world {
 	w := &world{srv: srv, groups: map[string]*v1alpha1.RunnerGroup{}, notEnabled: map[string]bool{}}
 	allowed, err := giteaurl.Parse([]string{srv.URL})
 	require.NoError(t, err)
-	w.cfg = scaler.Config{Namespaces: []string{ns}, AllowedGiteaURLs: allowed,
+	w.cfg = Config{Namespaces: []string{ns}, AllowedGiteaURLs: allowed,
 		Tenancy: tenancy.Names{TenantClusterRole: "gitea-runner-operator-tenant", ServiceAccount: scalerSA}}
 	lastPass := metav1.NewTime(now.Add(-42 * time.Second))
 	plain := group("plain", 3, nil, v1alpha1.RunnerGroupStatus{LastCheckTime: &lastPass, ObservedGeneration: 2}, srv.URL)
-	gpu := group("gpu", 1, []string{"gpu"}, v1alpha1.RunnerGroupStatus{ActiveRunners: 1, LastCheckTime: &lastPass, ObservedGeneration: 2}, srv.URL)
-	arm := group("arm", 0, []string{"arm"}, v1alpha1.RunnerGroupStatus{ObservedGeneration: 2}, srv.URL)
+	// The verdicts their last passes recorded, as record.go words them.
+	gpu := group("gpu", 1, []string{"gpu"}, v1alpha1.RunnerGroupStatus{ActiveRunners: 1, QueuedJobs: 1, LastCheckTime: &lastPass, ObservedGeneration: 2, Conditions: []metav1.Condition{{
+		Type: v1alpha1.ConditionScalingActive, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAtCapacity, Message: "1 of 1 runners active; queued jobs wait for a free slot",
+	}}}, srv.URL)
+	arm := group("arm", 0, []string{"arm"}, v1alpha1.RunnerGroupStatus{ObservedGeneration: 2, Conditions: []metav1.Condition{{
+		Type: v1alpha1.ConditionScalingActive, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPaused, Message: "maxActiveRunners is 0: the group starts no runners",
+	}}}, srv.URL)
 	big := group("big", 2, []string{"big"}, v1alpha1.RunnerGroupStatus{ObservedGeneration: 2, Conditions: []metav1.Condition{{
 		Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonSecretNotFound, Message: "spec.registrationToken: Secret ci/big-tokens not found",
 	}}}, srv.URL)
@@ -243,6 +247,24 @@ func TestExplainSaysWhyAJobHasOrHasNotGotARunner(t *testing.T) {
 	}
 }
 
+// why tells what the group's last pass recorded, and says so when the
+// spec has changed since: a group just unpaused is still paused by its
+// record until a pass serves it.
+func TestExplainReadsTheRecordedVerdictAndSaysWhenTheSpecChangedSince(t *testing.T) {
+	w := newWorld(t)
+	arm := w.groups["arm"].DeepCopy()
+	arm.Generation, arm.Spec.MaxActiveRunners = 3, 2
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(arm)
+	require.NoError(t, err)
+	_, err = w.deps.Groups.(runnergroups.Client).Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Update(context.Background(), &unstructured.Unstructured{Object: m}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	rep := w.explain(t, fmt.Sprintf("%s/acme/web/actions/runs/3/jobs/108", w.srv.URL))
+	assert.Equal(t, VerdictGroupPaused, rep.Verdict, "the record's verdict until a pass reads the new spec")
+	assert.Equal(t, "ci/arm", rep.Assigned)
+	assert.Contains(t, rep.Explanation, "ci/arm was paused when its last pass (at generation 2) recorded it (maxActiveRunners is 0: the group starts no runners); its spec has changed since (generation 3), so its next pass serves it by the new spec: not paused, maxActiveRunners: 2.")
+}
+
 func TestExplainPrefersTheRuleOverOtherGroupsThatCanRunIt(t *testing.T) {
 	w := newWorld(t)
 	// A second group that offers gpu too, with room: the rule still gives
@@ -255,6 +277,7 @@ func TestExplainPrefersTheRuleOverOtherGroupsThatCanRunIt(t *testing.T) {
 
 	rep := w.explain(t, "102")
 	assert.Equal(t, VerdictAtCapacity, rep.Verdict)
+	assert.Contains(t, rep.Explanation, "Its last pass (42s ago, at generation 2) recorded it.", "why names the pass that recorded the verdict")
 	assert.Equal(t, "ci/gpu", rep.Assigned)
 	assert.Equal(t, []string{"ci/gpu", "ci/gpu-big"}, rep.CouldServe)
 	assert.Contains(t, rep.Explanation[1], "Groups that can run it: ci/gpu, ci/gpu-big; the assignment rule gives it to ci/gpu")
