@@ -104,10 +104,7 @@ type RunCmd struct {
 	WebhookAddr           string `env:"SCALER_WEBHOOK_ADDR" placeholder:"HOST:PORT" help:"With --loop, accept Gitea's workflow_job webhook at POST /webhook on this address (e.g. ':8080'): a queued job starts a pass at once. Needs a secret."`
 	WebhookSecret         string `env:"SCALER_WEBHOOK_SECRET" placeholder:"SECRET" help:"The webhook's secret (as set in Gitea); prefer the env var or --webhook-secret-file over the flag, which shows in the process list."`
 	WebhookSecretFile     string `env:"SCALER_WEBHOOK_SECRET_FILE" placeholder:"PATH" help:"A file holding the webhook's secret (surrounding whitespace is trimmed)."`
-	// The benchmark (make bench) runs the same binary both ways, to print
-	// the naive design's numbers beside the shared ones.
-	BenchNaive bool `env:"SCALER_BENCH_NAIVE" hidden:"" help:"Benchmark only: turn off what a pass shares between RunnerGroups and ask Gitea one status per request."`
-	// And to tell where a pass's memory goes (issue 23).
+	// The benchmark (make bench) tells where a pass's memory goes.
 	BenchHeapProfile string `env:"SCALER_BENCH_HEAP_PROFILE" hidden:"" placeholder:"DIR" help:"Benchmark only: after each pass write the heap profile to DIR/heap-<pass>.pprof and log the runtime's memory figures."`
 
 	// The runner lifecycle: idle surplus runners, runner Jobs that never
@@ -460,7 +457,7 @@ func (r *RunCmd) run(streams IO) int {
 	if r.BenchHeapProfile != "" {
 		deps.Observer = &heapProfiler{Metrics: m, dir: r.BenchHeapProfile, log: log}
 	}
-	if r.Loop && !r.BenchNaive {
+	if r.Loop {
 		stop := watchCaches(&deps, kube, dyn, log, r.ClusterWideReads)
 		defer stop()
 	}
@@ -564,7 +561,6 @@ func (r *RunCmd) giteaFactory(m *metrics.Metrics) (scaler.GiteaFactory, error) {
 	}
 	return giteaClients(r.allowedGiteaURLs(), base, wrap, gitea.Options{
 		Timeout: r.GiteaTimeout, MaxResponseBytes: r.GiteaMaxResponseBytes, UserAgent: userAgent(),
-		OneStatusPerRequest: r.BenchNaive,
 	}), nil
 }
 
@@ -582,7 +578,7 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		Namespaces: r.Namespace, Selector: r.Selector, ExcludeSelectors: r.ExcludeSelector,
 		DryRun: r.DryRun, SpawnTTL: r.SpawnTTL, Workers: r.Workers, GroupTimeout: r.GroupTimeout, Runner: opts,
 		RunnerIdleTimeout: r.RunnerIdleTimeout, RunnerStartTimeout: r.RunnerStartTimeout,
-		GiteaConcurrency: r.GiteaConcurrency, Naive: r.BenchNaive,
+		GiteaConcurrency:          r.GiteaConcurrency,
 		AllowedGiteaURLs:          r.allowedGiteaURLs(),
 		Tenancy:                   tenancy.Names{TenantClusterRole: r.TenantClusterRole, ServiceAccount: r.ServiceAccount},
 		TrustUnlabelledNamespaces: r.TrustUnlabelledNamespaces,

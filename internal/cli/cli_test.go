@@ -230,13 +230,6 @@ func TestRobustnessFlagsFromEnvironment(t *testing.T) {
 	cfg, err := r.scalerConfig()
 	require.NoError(t, err)
 	assert.Equal(t, 9, cfg.GiteaConcurrency, "the scaler gets the listings' bound")
-	assert.False(t, cfg.Naive, "sharing is on unless the benchmark turns it off")
-
-	naive, err := parse(t, "--bench-naive")
-	require.NoError(t, err)
-	naiveCfg, err := naive.scalerConfig()
-	require.NoError(t, err)
-	assert.True(t, naiveCfg.Naive)
 
 	assert.Equal(t, 45*time.Second, r.GroupTimeout)
 	assert.EqualValues(t, 1<<20, r.GiteaMaxResponseBytes)

@@ -142,11 +142,6 @@ type Config struct {
 	// (one per distinct Gitea URL, API token and target); less than 1
 	// means DefaultGiteaConcurrency.
 	GiteaConcurrency int
-	// Naive turns off what a pass shares between groups: each group lists
-	// its own runner Jobs, pods and Gitea jobs. It exists for the
-	// benchmark's side-by-side numbers (with gitea.Options
-	// OneStatusPerRequest it is the design before sharing).
-	Naive bool
 	// AllowedGiteaURLs are where a group's API token may go; nil is the
 	// empty list (any host but loopback, link-local and metadata ones).
 	// The Gitea factory's HTTP client must apply the same policy at dial
