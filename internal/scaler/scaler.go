@@ -101,7 +101,7 @@ type Deps struct {
 	NewJobName func(group string) string
 	// Observer hears about each finished pass (the metrics endpoint);
 	// Requests counts the requests to Gitea and Kubernetes for each pass's
-	// summary line. Both may be nil.
+	// summary line. Nil hears nothing and counts none.
 	Observer passreport.Observer
 	Requests passreport.RequestCounter
 	// Cache is a loop's watch caches (see Cache); nil reads the API
@@ -297,6 +297,12 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 	}
 	if s.newJobName == nil {
 		s.newJobName = runnerjob.NewName
+	}
+	if s.observer == nil {
+		s.observer = unobserved{}
+	}
+	if s.requests == nil {
+		s.requests = uncounted{}
 	}
 	return s, nil
 }
