@@ -347,6 +347,25 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 	}
 }
 
+// A command line with errors in several groups of flags gets them all in
+// one answer, not one group per attempt.
+func TestBadFlagsOfSeveralGroupsAreReportedTogether(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main([]string{"run", "--spawn-ttl", "0s", "--kube-qps", "0", "--webhook-addr", ":8080", "--runner-cache-url", "x",
+		"--group-timeout", "1s"}, IO{Out: &out, Err: &errb})
+	assert.Equal(t, ExitUsage, code)
+	for _, want := range []string{
+		"--spawn-ttl must be positive",
+		"--kube-qps must be positive",
+		"--webhook-addr needs --loop",
+		"--webhook-addr needs a secret",
+		"--runner-cache-url \"x\": must be an http or https URL",
+		"--group-timeout (1s) must be longer than --gitea-timeout (10s)",
+	} {
+		assert.Contains(t, errb.String(), want)
+	}
+}
+
 // writeFile writes content to a file in a fresh temporary directory and
 // returns its path.
 func writeFile(t *testing.T, content string) string {
@@ -473,22 +492,28 @@ func TestVersionAndHelp(t *testing.T) {
 // lists a name no flag has.
 func TestChartReservedEnvMatchesScalerFlags(t *testing.T) {
 	var flagEnv []string
-	typ := reflect.TypeOf(RunCmd{})
-	for i := range typ.NumField() {
-		if !typ.Field(i).IsExported() {
-			continue // not a flag
+	var walk func(typ reflect.Type)
+	walk = func(typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			switch _, embedded := f.Tag.Lookup("embed"); {
+			case !f.IsExported():
+				continue // not a flag
+			case f.Type == reflect.TypeOf(KubeFlags{}):
+				// client-go's loading rules read KUBECONFIG; --context is
+				// for a terminal (kubectl has no variable for it either),
+				// never for the chart.
+				flagEnv = append(flagEnv, "KUBECONFIG")
+			case embedded:
+				walk(f.Type) // a group of flags
+			default:
+				env := f.Tag.Get("env")
+				require.NotEmpty(t, env, "flag %s has no env var", f.Name)
+				flagEnv = append(flagEnv, env)
+			}
 		}
-		if typ.Field(i).Type == reflect.TypeOf(KubeFlags{}) {
-			// client-go's loading rules read KUBECONFIG; --context is for
-			// a terminal (kubectl has no variable for it either), never
-			// for the chart.
-			flagEnv = append(flagEnv, "KUBECONFIG")
-			continue
-		}
-		env := typ.Field(i).Tag.Get("env")
-		require.NotEmpty(t, env, "flag %s has no env var", typ.Field(i).Name)
-		flagEnv = append(flagEnv, env)
 	}
+	walk(reflect.TypeOf(RunCmd{}))
 
 	// The file's format, as the chart reads it: one name per line; blank
 	// lines and lines starting with # are ignored.
