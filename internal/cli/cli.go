@@ -3,15 +3,29 @@
 // validation, logging, and the wiring of real clients into the scaler,
 // whose Run makes the passes.
 //
-// The run command's flags come in groups, one file each, that validate
-// themselves (kong calls Validate on every embedded group): where the
-// cluster is (kubeconfig.go) and how it is read (kubeclient.go), the groups
-// served (groupselection.go), a pass (pass.go), the loop and its endpoints
-// (loop.go, webhook.go), logs (observability.go), Gitea (gitea.go), the
-// runner pods (runner.go, runnercache.go), their lifecycle and clean-up
-// (lifecycle.go) and tenancy (tenancy.go). run.go holds the command and the
-// rules that tie two groups; wiring.go builds the clients and the scaler's
-// Config and Deps; servers.go serves the loop's HTTP endpoints.
+// The run command's flags come in groups, a file each, that check their
+// own flags (TestTheFileMapNamesEveryFile keeps this map whole):
+//
+//	cli.go        the root command, Main, the exit codes
+//	run.go        `run`: its groups, the rules that tie two, runWith
+//	kubeconfig.go where the cluster is, for every command
+//	kubeclient.go how fast and how widely run reads it
+//	groupselection.go  the RunnerGroups a listener serves
+//	pass.go       one pass: dry run, spawn TTL, workers, group timeout
+//	loop.go       --loop, its interval and the endpoints only a loop serves
+//	webhook.go    Gitea's webhook: address and secret
+//	observability.go  logs, and the benchmark's heap profile
+//	heapprofile.go  the pass observer that writes it
+//	gitea.go      the bounds of the requests to Gitea
+//	giteapolicy.go  where a group's API token may be sent (run and why)
+//	runner.go     the runner pods: image, labels, template, config layers
+//	runnercache.go  the shared cache, and the runner pods' init command
+//	lifecycle.go  when runners go: idle, never started, deleted namespaces
+//	tenancy.go    what a RunnerGroup's writer may make the scaler do
+//	wiring.go     the real clients, the scaler's Config and Deps
+//	servers.go    the loop's HTTP endpoints: metrics, /healthz, webhook
+//	status.go     `status`, and the selection the read-only commands share
+//	why.go        `why`
 package cli
 
 import (
