@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
@@ -26,9 +27,9 @@ type RunCmd struct {
 
 // Validate runs at parse time, so bad values exit with ExitUsage before
 // anything talks to a cluster. Each group checks its own flags, and every
-// error is reported at once. (The groups' methods are lowercase because
-// kong would otherwise call each on its own and stop at the first group
-// that fails.)
+// error is reported at once: a new group with checks joins this list.
+// (The groups' methods are lowercase because kong would otherwise call
+// each on its own and stop at the first group that fails.)
 func (r *RunCmd) Validate() error {
 	return errors.Join(
 		r.GroupSelectionFlags.validate(),
@@ -73,7 +74,7 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 		deps.Log.Error("invalid configuration", "error", err)
 		return ExitUsage
 	}
-	r.logStart(deps, cfg)
+	r.logStart(deps.Log, cfg)
 	if r.WebhookAddr != "" {
 		stop, err := r.serveWebhook(sc, deps)
 		if err != nil {
@@ -90,8 +91,8 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 
 // logStart logs the settings a scaler starts with (never a secret: the
 // sweep's token only as set or not).
-func (r *RunCmd) logStart(deps scaler.Deps, cfg scaler.Config) {
-	deps.Log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
+func (r *RunCmd) logStart(log *slog.Logger, cfg scaler.Config) {
+	log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
 		"groupTimeout", r.GroupTimeout, "giteaCAFile", r.GiteaCAFile, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,
@@ -100,6 +101,6 @@ func (r *RunCmd) logStart(deps scaler.Deps, cfg scaler.Config) {
 		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces, "clusterWideReads", r.ClusterWideReads,
 		"deletedNamespacesMirror", r.DeletedNamespacesMirror, "deletedNamespacesGiteaURL", r.DeletedNamespacesGiteaURL, "deletedNamespacesToken", r.DeletedNamespacesToken != "")
 	if len(r.AllowedGiteaURLs) == 0 {
-		deps.Log.Warn("no allowed Gitea URLs: a RunnerGroup may send its API token to any host but loopback, link-local and metadata addresses; set --allowed-gitea-urls")
+		log.Warn("no allowed Gitea URLs: a RunnerGroup may send its API token to any host but loopback, link-local and metadata addresses; set --allowed-gitea-urls")
 	}
 }
