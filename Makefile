@@ -197,13 +197,13 @@ test-e2e: testbed-up ## End-to-end tests against the test bed.
 BENCH_TIMEOUT ?= 180m
 
 .PHONY: bench
-bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea and Kubernetes requests, peak RSS; shared design against naive, by groups, targets and namespaces.
+bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea and Kubernetes requests, peak RSS, by groups, targets and namespaces.
 	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmark(Scale|Namespaces)$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/bench.log ; \
 	  exit $${PIPESTATUS[0]}
 
 # The namespace matrix alone; BENCH_NS=5000/500,500/10 picks cases (G/N).
 .PHONY: bench-namespaces
-bench-namespaces: testbed-up ## Scale benchmark by namespaces only: CronJob and loop mode against naive (BENCH_NS=G/N,... picks cases).
+bench-namespaces: testbed-up ## Scale benchmark by namespaces only: CronJob and loop mode (BENCH_NS=G/N,... picks cases).
 	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmarkNamespaces$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/bench-namespaces.log ; \
 	  exit $${PIPESTATUS[0]}
 

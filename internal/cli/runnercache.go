@@ -12,31 +12,48 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
-// validateCache checks the shared cache's flags: an http(s) URL without
+// RunnerCacheFlags give each served namespace's runners the shared cache
+// (the chart's runnerCache).
+type RunnerCacheFlags struct {
+	RunnerCacheURL        string `env:"SCALER_RUNNER_CACHE_URL" placeholder:"URL" help:"Base URL of each namespace's gitea-runner cache-server, {namespace} replaced by the group's namespace, e.g. http://gitea-runner-cache.{namespace}.svc:8088/; runners get it as cache.external_server. Empty: no shared cache, the runners' cache is off."`
+	RunnerCacheSecretName string `env:"SCALER_RUNNER_CACHE_SECRET_NAME" default:"gitea-runner-cache" placeholder:"NAME" help:"Secret, in each group's namespace, whose key external_secret is the cache server's shared secret; runner pods read it by secretKeyRef. A namespace without it gets runners with the cache off."`
+	RunnerConfigImage     string `env:"SCALER_RUNNER_CONFIG_IMAGE" placeholder:"IMAGE" help:"Image of the runner pods' init container that writes the runner config with the cache secret (this scaler's image; its render-runner-config command). Needed with --runner-cache-url."`
+}
+
+// validate checks the shared cache's flags: an http(s) URL without
 // credentials (it is written into every runner's config and handed to
 // jobs as ACTIONS_CACHE_URL), a Secret name, and the init container's
 // image.
-func (r *RunCmd) validateCache() []error {
-	if r.RunnerCacheURL == "" {
+func (f *RunnerCacheFlags) validate() error {
+	if f.RunnerCacheURL == "" {
 		return nil
 	}
 	var errs []error
-	u, err := url.Parse(strings.ReplaceAll(r.RunnerCacheURL, "{namespace}", "ns"))
+	u, err := url.Parse(strings.ReplaceAll(f.RunnerCacheURL, "{namespace}", "ns"))
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		errs = append(errs, fmt.Errorf("--runner-cache-url %q: must be an http or https URL, e.g. http://gitea-runner-cache.{namespace}.svc:8088/", r.RunnerCacheURL))
+		errs = append(errs, fmt.Errorf("--runner-cache-url %q: must be an http or https URL, e.g. http://gitea-runner-cache.{namespace}.svc:8088/", f.RunnerCacheURL))
 	case u.User != nil:
 		errs = append(errs, errors.New("--runner-cache-url must not carry credentials: the runners send the cache secret themselves"))
 	}
-	if msgs := validation.IsDNS1123Subdomain(r.RunnerCacheSecretName); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("--runner-cache-secret-name %q is not a Secret name: %s", r.RunnerCacheSecretName, strings.Join(msgs, "; ")))
+	if msgs := validation.IsDNS1123Subdomain(f.RunnerCacheSecretName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--runner-cache-secret-name %q is not a Secret name: %s", f.RunnerCacheSecretName, strings.Join(msgs, "; ")))
 	}
-	if r.RunnerConfigImage == "" {
+	if f.RunnerConfigImage == "" {
 		errs = append(errs, errors.New("--runner-cache-url needs --runner-config-image (the scaler's own image): runner pods write their config with the cache secret in an init container of it"))
 	}
-	return errs
+	return errors.Join(errs...)
+}
+
+// cacheOptions are the runner Jobs' cache settings; none without a URL.
+func (f *RunnerCacheFlags) cacheOptions() runnerjob.CacheOptions {
+	if f.RunnerCacheURL == "" {
+		return runnerjob.CacheOptions{}
+	}
+	return runnerjob.CacheOptions{URL: cacheURL(f.RunnerCacheURL), SecretName: f.RunnerCacheSecretName, Image: f.RunnerConfigImage}
 }
 
 // cacheURL ends the URL with a slash: the runner hands it to jobs as

@@ -1,13 +1,12 @@
 //go:build e2e
 
 // The namespace dimension of the scale benchmark (issue 23): G groups
-// spread over N namespaces, each with its token Secret, served three ways
-// on the bed's real API server through the counting proxy:
+// spread over N namespaces, each with its token Secret, served two ways
+// on the bed's real API server through the counting proxy (the figures
+// measured against the naive design, before its code path was removed,
+// stay in the reliability docs):
 //
-//   - naive:   a single pass (the CronJob) with --bench-naive, each group
-//     reading its own (only up to benchNaiveMaxGroups groups: beyond, a
-//     pass takes many minutes);
-//   - cronjob: a single pass, the shared design;
+//   - cronjob: a single pass;
 //   - loop:    one `run --loop` process (the Deployment), with its watch
 //     caches; its first pass includes starting them.
 //   - cronjob-wide, loop-wide: the same with --cluster-wide-reads (the
@@ -62,9 +61,6 @@ type nsCase struct{ groups, namespaces int }
 
 func (c nsCase) String() string { return fmt.Sprintf("G=%d N=%d", c.groups, c.namespaces) }
 
-// benchNaiveMaxGroups is the largest case the naive design runs in.
-const benchNaiveMaxGroups = 500
-
 // nsBenchTargets and nsBenchJobs are the Gitea side, the same in every
 // case: 10 orgs, 100 queued jobs no group can run.
 const nsBenchTargets, nsBenchJobs = 10, 100
@@ -88,13 +84,13 @@ func nsMatrix(full bool) []nsCase {
 	return []nsCase{{500, 1}, {500, 10}, {500, 100}, {500, 500}, {5000, 10}, {5000, 100}, {5000, 500}}
 }
 
-// nsModes are the modes a case runs in: naive, cronjob and loop, or
-// those BENCH_NS_MODES=mode,mode picks (cronjob-wide and loop-wide too).
+// nsModes are the modes a case runs in: cronjob and loop, or those
+// BENCH_NS_MODES=mode,mode picks (cronjob-wide and loop-wide too).
 func nsModes() []string {
 	if pick := os.Getenv("BENCH_NS_MODES"); pick != "" {
 		return strings.Split(pick, ",")
 	}
-	return []string{"naive", "cronjob", "loop"}
+	return []string{"cronjob", "loop"}
 }
 
 // nsBenchEnv is what the scaler processes of the benchmark get: with
@@ -203,14 +199,8 @@ func TestBenchmarkNamespaces(t *testing.T) {
 	var report []string
 	for _, c := range nsMatrix(full) {
 		for _, mode := range nsModes() {
-			if mode == "naive" && c.groups > benchNaiveMaxGroups {
-				continue
-			}
 			namespaces := nsBenchScene(ctx, t, kube, dyn, gt.URL, token, c)
 			args := []string{"--gitea-timeout", "10s", "--allowed-gitea-urls", gt.URL}
-			if mode == "naive" {
-				args = append(args, "--bench-naive")
-			}
 			if strings.HasSuffix(mode, "-wide") {
 				args = append(args, "--cluster-wide-reads")
 			}

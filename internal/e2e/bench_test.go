@@ -4,14 +4,14 @@
 // the bed's real API server, through a proxy that counts their requests,
 // and a counting Gitea stand-in (internal/gitea/giteatest, whose answers
 // are checked against Gitea 1.26's recordings in internal/gitea) serving
-// thousands of jobs. Each case runs the shared design and the naive one
-// (--bench-naive: a listing per group, one status per request, per-group
-// Job and pod lists) and prints both with their ratio.
+// thousands of jobs. Each case prints a first and a steady pass. (The
+// figures measured against the naive design, before its code path was
+// removed, stay in the reliability docs.)
 //
 // `make bench` runs the full matrix (BENCH=full); the e2e suite runs a
 // small one so the harness cannot rot. Nothing here asserts a time: the
-// machines are shared. It fails when the shared design's request counts or
-// a steady pass's writes exceed their goals.
+// machines are shared. It fails when a pass's request counts or a steady
+// pass's writes exceed their goals.
 
 package e2e
 
@@ -124,16 +124,9 @@ func (p benchPass) String() string {
 		p.wall.Seconds(), p.gitea, p.reads, p.writes, p.statuses, p.changed, p.configMaps, p.events, p.jobsMade, float64(p.rss)/(1<<20), p.exit)
 }
 
-func ratio(naive, shared float64) string {
-	if shared == 0 {
-		return "  -  "
-	}
-	return fmt.Sprintf("%5.1fx", naive/shared)
-}
-
-// TestBenchmarkScale runs the matrix and prints, per case and design, the
-// first pass (which writes each group's empty state ConfigMap) and a
-// steady pass (nothing to create), then the naive/shared ratios.
+// TestBenchmarkScale runs the matrix and prints, per case, the first pass
+// (which writes each group's empty state ConfigMap) and a steady pass
+// (nothing to create).
 func TestBenchmarkScale(t *testing.T) {
 	full := os.Getenv("BENCH") == "full"
 	b := getBed(t)
@@ -150,76 +143,59 @@ func TestBenchmarkScale(t *testing.T) {
 	var report []string
 	for _, c := range benchMatrix(full) {
 		loadBenchScene(t, gt, c)
-		var shared, naive []benchPass
-		for _, design := range []string{"shared", "naive"} {
-			ns := b.namespace(ctx, t, "e2e-bench", nil)
-			b.benchGroups(ctx, t, ns, gt.URL, token, c)
-			args := []string{"--gitea-timeout", "10s"}
-			if design == "naive" {
-				args = append(args, "--bench-naive")
-			}
-			var passes []benchPass
-			before := b.groupStatuses(ctx, t, ns)
-			for range 2 {
-				gt.ResetRequests()
-				kc.reset()
-				res := b.pass(ctx, t, passOpts{namespaces: []string{ns}, kubeconfig: api.kubeconfig, args: args, deadline: 20 * time.Minute})
-				asked := gt.Requests()
-				p := benchPass{wall: res.took, exit: res.exit, gitea: len(asked), giteaAsked: asked, log: res.log,
-					reads: kc.reads.Load(), writes: kc.writes.Load(), events: kc.events.Load(), configMaps: kc.configMaps.Load(),
-					statuses: kc.statuses.Load(), jobsMade: kc.jobs.Load(), rss: res.peakRSS}
-				after := b.groupStatuses(ctx, t, ns)
-				for name, st := range after {
-					if st != before[name] {
-						p.changed++
-					}
-				}
-				before = after
-				passes = append(passes, p)
-				if design == "shared" && res.exit != 0 {
-					t.Errorf("%s shared: the pass failed (exit %d)\n%s", c, res.exit, redact(tail(res.log, 20)))
+		ns := b.namespace(ctx, t, "e2e-bench", nil)
+		b.benchGroups(ctx, t, ns, gt.URL, token, c)
+		args := []string{"--gitea-timeout", "10s"}
+		var passes []benchPass
+		before := b.groupStatuses(ctx, t, ns)
+		for range 2 {
+			gt.ResetRequests()
+			kc.reset()
+			res := b.pass(ctx, t, passOpts{namespaces: []string{ns}, kubeconfig: api.kubeconfig, args: args, deadline: 20 * time.Minute})
+			asked := gt.Requests()
+			p := benchPass{wall: res.took, exit: res.exit, gitea: len(asked), giteaAsked: asked, log: res.log,
+				reads: kc.reads.Load(), writes: kc.writes.Load(), events: kc.events.Load(), configMaps: kc.configMaps.Load(),
+				statuses: kc.statuses.Load(), jobsMade: kc.jobs.Load(), rss: res.peakRSS}
+			after := b.groupStatuses(ctx, t, ns)
+			for name, st := range after {
+				if st != before[name] {
+					p.changed++
 				}
 			}
-			if design == "shared" {
-				shared = passes
-			} else {
-				naive = passes
+			before = after
+			passes = append(passes, p)
+			if res.exit != 0 {
+				t.Errorf("%s: the pass failed (exit %d)\n%s", c, res.exit, redact(tail(res.log, 20)))
 			}
-			b.dropNamespace(ctx, t, ns)
 		}
+		b.dropNamespace(ctx, t, ns)
 		for i, kind := range []string{"first ", "steady"} {
-			report = append(report,
-				fmt.Sprintf("%-18s %s shared %s", c, kind, shared[i]),
-				fmt.Sprintf("%-18s %s naive  %s", c, kind, naive[i]),
-				fmt.Sprintf("%-18s %s naive/shared: wall %s gitea %s kube-reads %s kube-writes %s rss %s", c, kind,
-					ratio(naive[i].wall.Seconds(), shared[i].wall.Seconds()), ratio(float64(naive[i].gitea), float64(shared[i].gitea)),
-					ratio(float64(naive[i].reads), float64(shared[i].reads)), ratio(float64(naive[i].writes), float64(shared[i].writes)),
-					ratio(float64(naive[i].rss), float64(shared[i].rss))))
+			report = append(report, fmt.Sprintf("%-18s %s %s", c, kind, passes[i]))
 		}
-		checkBenchGoals(t, c, shared)
+		checkBenchGoals(t, c, passes)
 	}
 	t.Log("scale benchmark (" + map[bool]string{true: "full", false: "smoke"}[full] + "):\n" + strings.Join(report, "\n"))
 }
 
-// checkBenchGoals fails the benchmark when the shared design costs more
-// requests than its goal: Gitea requests per pass = distinct targets ×
+// checkBenchGoals fails the benchmark when a pass costs more requests
+// than its goal: Gitea requests per pass = distinct targets ×
 // pages (one listing of all statuses per page, plus the runners listing of
 // the lifecycle per target, plus the registration token's check per
 // distinct target and tokens, which a pass in a process of its own makes
 // every time); a steady pass writes no Event, no ConfigMap, no Job and at
 // most one status patch per group whose status changed.
-func checkBenchGoals(t *testing.T, c benchCase, shared []benchPass) {
+func checkBenchGoals(t *testing.T, c benchCase, passes []benchPass) {
 	t.Helper()
 	perTarget := c.jobs / c.targets
 	pages := max(1, (perTarget+gitea.DefaultPageSize-1)/gitea.DefaultPageSize)
 	goal := c.targets * (pages + 2)
-	for i, p := range shared {
+	for i, p := range passes {
 		if p.gitea > goal {
 			t.Errorf("%s pass %d: %d Gitea requests, over the goal of %d (%d targets × (%d pages + 1 runners listing + 1 registration token check)); asked:\n%s\nthe pass's log:\n%s",
 				c, i+1, p.gitea, goal, c.targets, pages, strings.Join(p.giteaAsked[:min(len(p.giteaAsked), 40)], "\n"), redact(tail(p.log, 40)))
 		}
 	}
-	steady := shared[1]
+	steady := passes[1]
 	assert.Zero(t, steady.events, "%s: a steady pass records no Event", c)
 	assert.Zero(t, steady.configMaps, "%s: a steady pass writes no ConfigMap", c)
 	assert.Zero(t, steady.jobsMade, "%s: a steady pass creates no Job", c)

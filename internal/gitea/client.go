@@ -31,7 +31,8 @@ const (
 var statusRank = map[string]int{statusBlocked: 0, statusQueued: 1, statusRunning: 2}
 
 // allStatuses are the three filters, asked together in one request per
-// page unless Options.OneStatusPerRequest.
+// page: Gitea 1.26 ORs repeated status parameters (the recording
+// org-jobs-queued-inprogress.json).
 var allStatuses = []string{statusQueued, statusBlocked, statusRunning}
 
 // statusOfJob places a job from a listing that asked for several statuses
@@ -55,8 +56,8 @@ func statusOfJob(s string) (string, bool) {
 }
 
 // maxConcurrentListings bounds the requests one Snapshot has in flight: the
-// user scope (a listing per repository) or OneStatusPerRequest (three per
-// source) queue behind it, so one target cannot flood Gitea.
+// user scope's listings (one per repository) queue behind it, so one target
+// cannot flood Gitea.
 const maxConcurrentListings = 3
 
 // client implements Client. It holds no mutable state: every request builds
@@ -203,10 +204,8 @@ type listing struct {
 	statuses []string
 }
 
-func (c *client) listingsFor(src jobSource) []listing {
-	if c.opts.OneStatusPerRequest {
-		return []listing{{src, []string{statusQueued}}, {src, []string{statusBlocked}}, {src, []string{statusRunning}}}
-	}
+// allStatusesOf is a source's one listing of the three statuses.
+func allStatusesOf(src jobSource) []listing {
 	return []listing{{src, allStatuses}}
 }
 
@@ -216,24 +215,21 @@ func (c *client) listingsFor(src jobSource) []listing {
 // ceil(jobs/P) (at least 1), the three statuses asked together; user makes
 // ceil(repos/P) repository pages plus that per non-empty repository. A
 // listing whose last page is full costs no extra request, because Gitea's
-// Link header says there is no next page. With OneStatusPerRequest each
-// status is its own listing: three times the requests when few jobs wait.
+// Link header says there is no next page.
 //
 // The user scope lists /users/{user}/repos and then each repository's jobs:
 // Gitea 1.26 has no /users/{user}/actions/jobs (404), and /user/actions/jobs
 // covers only the token's own user.
 //
 // A job ID that turns up more than once (on two pages, because the list
-// shifted while we paged, or in two status listings, because it moved) is
-// kept once, in its latest state. A job is classified by the listing that
-// returned it when that listing asked for one status, else by its status
-// field (statusOfJob).
+// shifted while we paged) is kept once, in its latest state. A job is
+// classified by its status field (statusOfJob).
 func (c *client) Snapshot(ctx context.Context, t Target) (Snapshot, error) {
 	ctx = WithTarget(ctx, t)
 	if err := t.validate(); err != nil {
 		return Snapshot{}, err
 	}
-	ls, _, err := c.targetListings(ctx, t, c.listingsFor)
+	ls, _, err := c.targetListings(ctx, t, allStatusesOf)
 	if err != nil {
 		return Snapshot{}, err
 	}

@@ -18,11 +18,6 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 )
 
-// jobsReq is the request a listing makes for one page with one status.
-func jobsReq(path string, page, limit int, status string) string {
-	return fmt.Sprintf("GET /api/v1%s?limit=%d&page=%d&status=%s", path, limit, page, status)
-}
-
 // allReq is the request for one page of all three statuses at once.
 func allReq(path string, page, limit int) string {
 	return fmt.Sprintf("GET /api/v1%s?limit=%d&page=%d&status=queued&status=waiting&status=in_progress", path, limit, page)
@@ -32,16 +27,6 @@ func allReq(path string, page, limit int) string {
 // the three statuses.
 func statusReqs(path string, limit int) []string {
 	return []string{allReq(path, 1, limit)}
-}
-
-// oneStatusReqs are the page-1 listings of one job source with
-// OneStatusPerRequest: one per status.
-func oneStatusReqs(path string, limit int) []string {
-	return []string{
-		jobsReq(path, 1, limit, "queued"),
-		jobsReq(path, 1, limit, "waiting"),
-		jobsReq(path, 1, limit, "in_progress"),
-	}
 }
 
 // TestSnapshotScopes reads every scope of the recordings' scene and pins the
@@ -120,10 +105,10 @@ func TestSnapshotScopes(t *testing.T) {
 	}
 }
 
-// TestSnapshotOneRequestSeesWhatThreeSee compares the two ways of asking on
-// every scope of the recordings' scene with a running job: the same
-// snapshot, one request per job source instead of three.
-func TestSnapshotOneRequestSeesWhatThreeSee(t *testing.T) {
+// TestSnapshotAsksOnceForTheThreeStatuses: on every scope of the
+// recordings' scene with a running job, one request per job source reads
+// its jobs.
+func TestSnapshotAsksOnceForTheThreeStatuses(t *testing.T) {
 	targets := []struct {
 		target Target
 		token  string
@@ -142,12 +127,6 @@ func TestSnapshotOneRequestSeesWhatThreeSee(t *testing.T) {
 			one, err := newTestClient(t, f.URL, tt.token, Options{}).Snapshot(t.Context(), tt.target)
 			require.NoError(t, err)
 			assert.Equal(t, statusReqs(tt.path, 50), f.Requests())
-			f.ResetRequests()
-			three, err := newTestClient(t, f.URL, tt.token, Options{OneStatusPerRequest: true}).Snapshot(t.Context(), tt.target)
-			require.NoError(t, err)
-			assert.ElementsMatch(t, oneStatusReqs(tt.path, 50), f.Requests())
-
-			assert.Equal(t, three, one)
 			assert.NotEmpty(t, append(append(one.Queued, one.Blocked...), one.Running...))
 		})
 	}
@@ -231,7 +210,6 @@ func TestSnapshotPaginates(t *testing.T) {
 		name       string
 		scene      giteatest.Scene
 		pageSize   int
-		oneStatus  bool
 		wantQueued []int64
 		wantReqs   []string
 	}{
@@ -257,51 +235,11 @@ func TestSnapshotPaginates(t *testing.T) {
 				allReq("/admin/actions/jobs", 3, 3),
 			},
 		},
-		{
-			name:       "one status per request: recorded admin pages: 4 queued in pages of 2, last page full",
-			scene:      fixtureScene(),
-			pageSize:   2,
-			oneStatus:  true,
-			wantQueued: []int64{2, 3, 4, 5},
-			wantReqs: []string{
-				jobsReq("/admin/actions/jobs", 1, 2, "queued"),
-				jobsReq("/admin/actions/jobs", 2, 2, "queued"),
-				jobsReq("/admin/actions/jobs", 1, 2, "waiting"),
-				jobsReq("/admin/actions/jobs", 1, 2, "in_progress"),
-			},
-		},
-		{
-			name:       "one status per request: 7 queued in pages of 3, last page partial",
-			scene:      sevenQueued,
-			pageSize:   3,
-			oneStatus:  true,
-			wantQueued: []int64{10, 11, 12, 13, 14, 15, 16},
-			wantReqs: []string{
-				jobsReq("/admin/actions/jobs", 1, 3, "queued"),
-				jobsReq("/admin/actions/jobs", 2, 3, "queued"),
-				jobsReq("/admin/actions/jobs", 3, 3, "queued"),
-				jobsReq("/admin/actions/jobs", 1, 3, "waiting"),
-				jobsReq("/admin/actions/jobs", 1, 3, "in_progress"),
-			},
-		},
-		{
-			name:       "one status per request: page size above Gitea's maximum is capped by Gitea, Link still leads",
-			scene:      giteatest.Scene{Users: []string{"root"}, Repos: []giteatest.Repo{{Owner: "root", Name: "big"}}, Jobs: manyJobs("root", "big", 1, 60, giteatest.StatusQueued)},
-			pageSize:   100,
-			oneStatus:  true,
-			wantQueued: seq(1, 60),
-			wantReqs: []string{
-				jobsReq("/admin/actions/jobs", 1, 100, "queued"),
-				jobsReq("/admin/actions/jobs", 2, 100, "queued"),
-				jobsReq("/admin/actions/jobs", 1, 100, "waiting"),
-				jobsReq("/admin/actions/jobs", 1, 100, "in_progress"),
-			},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake(t, tt.scene)
-			c := newTestClient(t, f.URL, adminToken, Options{PageSize: tt.pageSize, OneStatusPerRequest: tt.oneStatus})
+			c := newTestClient(t, f.URL, adminToken, Options{PageSize: tt.pageSize})
 
 			snap, err := c.Snapshot(t.Context(), Target{Scope: ScopeGlobal})
 			require.NoError(t, err)
@@ -309,14 +247,6 @@ func TestSnapshotPaginates(t *testing.T) {
 			assert.ElementsMatch(t, tt.wantReqs, f.Requests())
 		})
 	}
-}
-
-func seq(from, to int64) []int64 {
-	var out []int64
-	for i := from; i <= to; i++ {
-		out = append(out, i)
-	}
-	return out
 }
 
 // TestSnapshotUserScopeAcrossRepoPages reads every page of the user's
@@ -574,20 +504,30 @@ func TestSnapshotConcurrentUse(t *testing.T) {
 	assert.Zero(t, failures.Load())
 }
 
-// TestSnapshotSendsTokenAndUserAgent checks the headers and that
-// Options.HTTPClient is the one used.
-func TestSnapshotSendsTokenAndUserAgent(t *testing.T) {
+// TestRequestsSendTokenAndUserAgent checks the headers and that
+// Options.HTTPClient is the one used, on both ways a request is sent:
+// around the SDK (a Snapshot's listing of three statuses) and through it
+// (InProgress's listing of one).
+func TestRequestsSendTokenAndUserAgent(t *testing.T) {
+	snapshot := func(ctx context.Context, c Client) error {
+		_, err := c.Snapshot(ctx, Target{Scope: ScopeGlobal})
+		return err
+	}
+	inProgress := func(ctx context.Context, c Client) error {
+		_, err := c.(Runners).InProgress(ctx, Target{Scope: ScopeGlobal})
+		return err
+	}
 	tests := []struct {
-		name      string
-		ua        string
-		oneStatus bool
-		wantUA    string
-		wantReqs  int
+		name     string
+		ua       string
+		read     func(context.Context, Client) error
+		wantUA   string
+		wantReqs int
 	}{
-		{name: "default user agent, one request around the SDK", wantUA: DefaultUserAgent, wantReqs: 1},
-		{name: "custom user agent, one request around the SDK", ua: "scaler/1.2.3", wantUA: "scaler/1.2.3", wantReqs: 1},
-		{name: "default user agent, three requests through the SDK", oneStatus: true, wantUA: DefaultUserAgent, wantReqs: 3},
-		{name: "custom user agent, three requests through the SDK", ua: "scaler/1.2.3", oneStatus: true, wantUA: "scaler/1.2.3", wantReqs: 3},
+		{name: "default user agent, one request around the SDK", read: snapshot, wantUA: DefaultUserAgent, wantReqs: 1},
+		{name: "custom user agent, one request around the SDK", ua: "scaler/1.2.3", read: snapshot, wantUA: "scaler/1.2.3", wantReqs: 1},
+		{name: "default user agent, one request through the SDK", read: inProgress, wantUA: DefaultUserAgent, wantReqs: 1},
+		{name: "custom user agent, one request through the SDK", ua: "scaler/1.2.3", read: inProgress, wantUA: "scaler/1.2.3", wantReqs: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -603,10 +543,9 @@ func TestSnapshotSendsTokenAndUserAgent(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			rt := &countingTransport{next: http.DefaultTransport}
-			c := newTestClient(t, srv.URL, adminToken, Options{UserAgent: tt.ua, HTTPClient: &http.Client{Transport: rt}, OneStatusPerRequest: tt.oneStatus})
+			c := newTestClient(t, srv.URL, adminToken, Options{UserAgent: tt.ua, HTTPClient: &http.Client{Transport: rt}})
 
-			_, err := c.Snapshot(t.Context(), Target{Scope: ScopeGlobal})
-			require.NoError(t, err)
+			require.NoError(t, tt.read(t.Context(), c))
 			assert.Equal(t, int32(tt.wantReqs), rt.n.Load(), "requests went through Options.HTTPClient")
 			var wantAuths, wantUAs []string
 			for range tt.wantReqs {

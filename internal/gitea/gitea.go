@@ -204,13 +204,6 @@ type Options struct {
 	HTTPClient *http.Client
 	// UserAgent is sent with every request. Default "gitea-runner-operator".
 	UserAgent string
-	// OneStatusPerRequest lists queued, blocked and running jobs in three
-	// requests per page instead of one. Gitea 1.26 ORs repeated status
-	// parameters (the recording org-jobs-queued-inprogress.json), so the
-	// default asks once; this is the older, naive way, kept for the
-	// benchmark's side-by-side numbers and for a Gitea or proxy that
-	// drops repeated parameters.
-	OneStatusPerRequest bool
 	// MaxResponseBytes bounds each answer's body. A larger one fails its
 	// request (ErrBadResponse, or the error status's kind) instead of
 	// being read whole, so a runaway listing or a proxy's endless page

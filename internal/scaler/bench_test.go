@@ -18,20 +18,15 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkPass -benchmem ./internal/scaler/
 //
-// Each size runs twice: shared (the default) and naive (Config.Naive and
-// one status per Gitea request), so the two can be compared in one run.
 // make bench measures the same on the real API server.
 func BenchmarkPass(b *testing.B) {
-	for _, design := range []string{"shared", "naive"} {
-		for _, groups := range []int{1, 10, 50} {
-			benchmarkPass(b, design, groups)
-		}
+	for _, groups := range []int{1, 10, 50} {
+		benchmarkPass(b, groups)
 	}
 }
 
-func benchmarkPass(b *testing.B, design string, groups int) {
-	naive := design == "naive"
-	b.Run(fmt.Sprintf("%s/steady/groups=%d/queued=20", design, groups), func(b *testing.B) {
+func benchmarkPass(b *testing.B, groups int) {
+	b.Run(fmt.Sprintf("steady/groups=%d/queued=20", groups), func(b *testing.B) {
 		srv := giteatest.New()
 		defer srv.Close()
 		srv.AddToken(secretToken, "admin", true)
@@ -59,10 +54,10 @@ func benchmarkPass(b *testing.B, design string, groups int) {
 		e := newEnv(b, rgs...)
 		sc := e.scaler(func(d *Deps, c *Config) {
 			d.Gitea = func(url, token string) (gitea.Client, error) {
-				return gitea.NewClient(url, token, gitea.Options{Timeout: 5 * time.Second, OneStatusPerRequest: naive})
+				return gitea.NewClient(url, token, gitea.Options{Timeout: 5 * time.Second})
 			}
 			d.Log = nil
-			c.Workers, c.Naive = 4, naive
+			c.Workers = 4
 		})
 		if sum, err := sc.Pass(context.Background()); err != nil || sum.Created != 20*groups {
 			b.Fatalf("first pass: %+v %v", sum, err)

@@ -86,12 +86,7 @@ type sharedListing struct {
 // then Gitea. A runner Job seen finished had its Gitea job finished before the
 // listing, so no listing shows as queued a job whose runner is gone; and
 // the state is written back only if no pass changed it since it was read.
-//
-// It returns nil with Config.Naive, and each group then reads its own.
 func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
-	if s.cfg.Naive {
-		return nil
-	}
 	out := &gathered{namespaces: map[string]*namespaceView{}, listings: map[listingKey]*sharedListing{}}
 	clients := map[listingKey]gitea.Client{}
 	var keys []listingKey
@@ -264,19 +259,16 @@ func (s *Scaler) readNamespace(ctx context.Context, namespace string) *namespace
 
 // servingOrder delivers the indexes of runs as workers take them: each
 // time, the first group in the order of runs that waits for no listing
-// (its own is in, it failed to validate, or the pass did not gather), so
+// (its own is in, or it failed to validate), so
 // the pass's rotated order holds among the groups that can go, and no
 // group waits behind another's slow listing. When none can go, it waits
 // for the next listing. The channel is closed after the last group.
 func (d *gathered) servingOrder(runs []*groupRun) <-chan int {
 	order := make(chan int)
-	var arrived chan listingKey
-	if d != nil {
-		arrived = d.ready
-	}
+	arrived := d.ready
 	canGo := func(i int) bool {
 		g := runs[i]
-		if d == nil || g.invalid != nil || d.listings[g.key] == nil {
+		if g.invalid != nil || d.listings[g.key] == nil {
 			return true
 		}
 		select {
@@ -310,7 +302,7 @@ func (d *gathered) servingOrder(runs []*groupRun) <-chan int {
 }
 
 // namespace is the pass's view of a namespace, nil when the pass did not
-// gather (Config.Naive) or the namespace was not gathered.
+// gather (a group served on its own) or the namespace was not gathered.
 func (d *gathered) namespace(ns string) *namespaceView {
 	if d == nil {
 		return nil
@@ -420,14 +412,6 @@ func forEach(n, limit int, fn func(i int)) {
 // passSecrets holds the Secrets a pass has read, by namespace and name.
 type passSecrets struct {
 	once shareOnce[types.NamespacedName, *corev1.Secret]
-}
-
-// passSecrets is a pass's Secret cache, nil with Config.Naive.
-func (s *Scaler) passSecrets() *passSecrets {
-	if s.cfg.Naive {
-		return nil
-	}
-	return &passSecrets{}
 }
 
 // preload puts the named Secrets of namespace into read, each read from

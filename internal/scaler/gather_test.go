@@ -63,8 +63,6 @@ func (e *env) withListingLog(log *listingLog) setup {
 	}
 }
 
-func naive(_ *Deps, c *Config) { c.Naive = true }
-
 func addSecret(t *testing.T, e *env, namespace, name, value string) {
 	t.Helper()
 	_, err := e.kube.CoreV1().Secrets(namespace).Create(context.Background(), &corev1.Secret{
@@ -87,8 +85,7 @@ func inNamespace(namespace string) func(*v1alpha1.RunnerGroup) {
 
 // TestGroupsOfOneGiteaTokenAndTargetShareOneListing: groups share a
 // listing when Gitea URL, API token (by content, whatever Secret holds it,
-// in whichever namespace) and target are the same, and only then; the
-// naive design lists once per group.
+// in whichever namespace) and target are the same, and only then.
 func TestGroupsOfOneGiteaTokenAndTargetShareOneListing(t *testing.T) {
 	groups := []*v1alpha1.RunnerGroup{
 		newGroup("a", 5),
@@ -103,54 +100,26 @@ func TestGroupsOfOneGiteaTokenAndTargetShareOneListing(t *testing.T) {
 		}),
 	}
 	u := "https://gitea.example.com"
-	tests := []struct {
-		name  string
-		setup setup
-		want  []string
-	}{
-		{
-			name:  "shared",
-			setup: func(*Deps, *Config) {},
-			want: []string{
-				"https://other.example.com " + secretToken + " org acme",
-				u + " other-token-value org acme",
-				u + " " + secretToken + " org acme",
-				u + " " + secretToken + " org beta",
-				u + " " + secretToken + " repo acme/app",
-			},
-		},
-		{
-			name:  "naive",
-			setup: naive,
-			want: []string{
-				"https://other.example.com " + secretToken + " org acme",
-				u + " other-token-value org acme",
-				u + " " + secretToken + " org acme",
-				u + " " + secretToken + " org acme",
-				u + " " + secretToken + " org acme",
-				u + " " + secretToken + " org acme",
-				u + " " + secretToken + " org beta",
-				u + " " + secretToken + " repo acme/app",
-			},
-		},
+	want := []string{
+		"https://other.example.com " + secretToken + " org acme",
+		u + " other-token-value org acme",
+		u + " " + secretToken + " org acme",
+		u + " " + secretToken + " org beta",
+		u + " " + secretToken + " repo acme/app",
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, groups...)
-			addSecret(t, e, ns, "api-copy", secretToken)
-			addSecret(t, e, ns, "api-other", "other-token-value")
-			addSecret(t, e, "team2", "api", secretToken)
-			addSecret(t, e, "team2", "reg", "reg")
-			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
-			log := &listingLog{}
+	e := newEnv(t, groups...)
+	addSecret(t, e, ns, "api-copy", secretToken)
+	addSecret(t, e, ns, "api-other", "other-token-value")
+	addSecret(t, e, "team2", "api", secretToken)
+	addSecret(t, e, "team2", "reg", "reg")
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}}
+	log := &listingLog{}
 
-			sum := e.pass(e.withListingLog(log), tt.setup)
+	sum := e.pass(e.withListingLog(log))
 
-			assert.Empty(t, sum.Failed)
-			assert.ElementsMatch(t, tt.want, log.sorted())
-			assert.NotContains(t, e.logs.String(), secretToken, "the token is compared, never logged")
-		})
-	}
+	assert.Empty(t, sum.Failed)
+	assert.ElementsMatch(t, want, log.sorted())
+	assert.NotContains(t, e.logs.String(), secretToken, "the token is compared, never logged")
 }
 
 // kubeCalls counts the Kubernetes requests of a pass by verb and resource.
@@ -164,114 +133,83 @@ func kubeCalls(e *env) map[string]int {
 
 // TestPassReadsEachNamespaceOnce: state ConfigMaps, runner Jobs and pods
 // are listed once per namespace and a Secret that several groups name is
-// read once; the naive design reads all of it per group.
+// read once.
 func TestPassReadsEachNamespaceOnce(t *testing.T) {
 	var groups []*v1alpha1.RunnerGroup
 	for i := range 3 {
 		groups = append(groups, newGroup(fmt.Sprintf("g%d", i), 5))
 		groups = append(groups, newGroup(fmt.Sprintf("h%d", i), 5, inNamespace("team2")))
 	}
-	tests := []struct {
-		name  string
-		setup setup
-		want  map[string]int
-	}{
-		{name: "shared", setup: func(*Deps, *Config) {}, want: map[string]int{
-			"list jobs": 2, "list pods": 2, "get secrets": 4, "list configmaps": 2, "get configmaps": 0,
-		}},
-		{name: "naive", setup: naive, want: map[string]int{
-			"list jobs": 6, "list pods": 6, "get secrets": 12, "list configmaps": 0, "get configmaps": 6,
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, groups...)
-			addSecret(t, e, "team2", "api", secretToken)
-			addSecret(t, e, "team2", "reg", "reg")
-			e.kube.ClearActions()
+	want := map[string]int{"list jobs": 2, "list pods": 2, "get secrets": 4, "list configmaps": 2, "get configmaps": 0}
+	e := newEnv(t, groups...)
+	addSecret(t, e, "team2", "api", secretToken)
+	addSecret(t, e, "team2", "reg", "reg")
+	e.kube.ClearActions()
 
-			sum := e.pass(tt.setup)
+	sum := e.pass()
 
-			require.Empty(t, sum.Failed)
-			got := kubeCalls(e)
-			for k, n := range tt.want {
-				assert.Equal(t, n, got[k], k)
-			}
-		})
+	require.Empty(t, sum.Failed)
+	got := kubeCalls(e)
+	for k, n := range want {
+		assert.Equal(t, n, got[k], k)
 	}
 }
 
 // TestSteadyPassWritesNoEventNoConfigMapNoJob: once every queued job has
 // its runner, a pass creates no Job, writes no state ConfigMap and records
-// no Event, shared or not; a failure that repeats records its Event once.
+// no Event; a failure that repeats records its Event once.
 func TestSteadyPassWritesNoEventNoConfigMapNoJob(t *testing.T) {
-	for _, mode := range []struct {
-		name  string
-		setup setup
-	}{{"shared", func(*Deps, *Config) {}}, {"naive", naive}} {
-		t.Run(mode.name, func(t *testing.T) {
-			e := newEnv(t, newGroup("a", 5), newGroup("b", 5, withLabels("gpu")))
-			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest"), queued(2, "gpu")}}
-			require.Equal(t, 2, e.pass(mode.setup).Created)
-			// The next pass sees the runner Jobs and drops their claims
-			// from the state: a write, once.
-			require.Zero(t, e.pass(mode.setup).Created)
+	e := newEnv(t, newGroup("a", 5), newGroup("b", 5, withLabels("gpu")))
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest"), queued(2, "gpu")}}
+	require.Equal(t, 2, e.pass().Created)
+	// The next pass sees the runner Jobs and drops their claims
+	// from the state: a write, once.
+	require.Zero(t, e.pass().Created)
 
-			writes := func() map[string]int {
-				out := map[string]int{}
-				for _, a := range e.kube.Actions() {
-					if a.GetResource().Resource == "selfsubjectrulesreviews" {
-						continue // a question to the API server, which stores nothing
-					}
-					switch a.GetVerb() {
-					case "create", "update", "patch", "delete":
-						out[a.GetVerb()+" "+a.GetResource().Resource]++
-					}
-				}
-				return out
+	writes := func() map[string]int {
+		out := map[string]int{}
+		for _, a := range e.kube.Actions() {
+			if a.GetResource().Resource == "selfsubjectrulesreviews" {
+				continue // a question to the API server, which stores nothing
 			}
-			e.kube.ClearActions()
-			assert.Zero(t, e.pass(mode.setup).Created)
-			assert.Empty(t, writes(), "a steady pass")
-
-			e.gitea.err = &gitea.APIError{Kind: gitea.ErrServer, Status: 502, URL: "/api/v1/orgs/acme/actions/jobs"}
-			e.kube.ClearActions()
-			e.pass(mode.setup)
-			assert.Equal(t, map[string]int{"create events": 2}, writes(), "the failure is news: one Event per group")
-			e.kube.ClearActions()
-			e.pass(mode.setup)
-			assert.Empty(t, writes(), "the same failure again: no Event")
-		})
+			switch a.GetVerb() {
+			case "create", "update", "patch", "delete":
+				out[a.GetVerb()+" "+a.GetResource().Resource]++
+			}
+		}
+		return out
 	}
+	e.kube.ClearActions()
+	assert.Zero(t, e.pass().Created)
+	assert.Empty(t, writes(), "a steady pass")
+
+	e.gitea.err = &gitea.APIError{Kind: gitea.ErrServer, Status: 502, URL: "/api/v1/orgs/acme/actions/jobs"}
+	e.kube.ClearActions()
+	e.pass()
+	assert.Equal(t, map[string]int{"create events": 2}, writes(), "the failure is news: one Event per group")
+	e.kube.ClearActions()
+	e.pass()
+	assert.Empty(t, writes(), "the same failure again: no Event")
 }
 
 // TestGroupsOfOneListingShareTheRunnersListing: the lifecycle lists the
 // runners of a scope once for the groups that share its listing.
 func TestGroupsOfOneListingShareTheRunnersListing(t *testing.T) {
-	for _, tt := range []struct {
-		name  string
-		setup setup
-		want  int
-	}{{"shared", func(*Deps, *Config) {}, 1}, {"naive", naive, 3}} {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, newGroup("a", 5), newGroup("b", 5), newGroup("c", 5, withLabels("gpu")))
-			rg := &runnersGitea{fakeGitea: e.gitea}
-			sum := e.pass(tt.setup, func(d *Deps, c *Config) {
-				d.Gitea = func(string, string) (gitea.Client, error) { return rg, nil }
-				c.RunnerIdleTimeout = time.Minute
-			})
-			require.Empty(t, sum.Failed)
-			assert.Len(t, rg.calls, tt.want)
-		})
-	}
+	e := newEnv(t, newGroup("a", 5), newGroup("b", 5), newGroup("c", 5, withLabels("gpu")))
+	rg := &runnersGitea{fakeGitea: e.gitea}
+	sum := e.pass(func(d *Deps, c *Config) {
+		d.Gitea = func(string, string) (gitea.Client, error) { return rg, nil }
+		c.RunnerIdleTimeout = time.Minute
+	})
+	require.Empty(t, sum.Failed)
+	assert.Len(t, rg.calls, 1)
 }
 
 // TestASteadyPassReadsTheLedgerFromTheStateList: the registrations ledger
 // comes with the one list of a namespace's state ConfigMaps, so a steady
 // pass reads it with no request of its own. A namespace without a ledger
 // gets an empty one, and a ledger from before its RunnerGroup label gets
-// the label, once, in the first pass (not in a dry run); the naive design
-// reads it each pass.
+// the label, once, in the first pass (not in a dry run).
 func TestASteadyPassReadsTheLedgerFromTheStateList(t *testing.T) {
 	old := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ledger.ConfigMapName, Namespace: ns,
 		Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}}}
@@ -286,7 +224,6 @@ func TestASteadyPassReadsTheLedgerFromTheStateList(t *testing.T) {
 		{"no ledger yet", nil, func(*Deps, *Config) {}, map[string]int{"get": 2, "create": 1}, 0, true},
 		{"a ledger from before its label", []runtime.Object{old}, func(*Deps, *Config) {}, map[string]int{"get": 2, "update": 1}, 0, true},
 		{"a dry run writes nothing", nil, func(_ *Deps, c *Config) { c.DryRun = true }, map[string]int{"get": 1}, 1, false},
-		{"naive", nil, naive, map[string]int{"get": 2, "create": 1}, 1, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -167,13 +167,11 @@ func (s *Scaler) loggedPass(ctx context.Context) (passreport.Summary, error) {
 // loggedPassOf is loggedPass over the groups keep accepts (see passOf).
 func (s *Scaler) loggedPassOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bool) (passreport.Summary, error) {
 	start := time.Now()
-	g0, k0 := s.requestCounts()
+	g0, k0 := s.requests.Requests()
 	sum, err := s.passOf(ctx, keep)
 	took := time.Since(start)
-	if s.observer != nil {
-		s.observer.ObservePass(sum, took, err)
-	}
-	g1, k1 := s.requestCounts()
+	s.observer.ObservePass(sum, took, err)
+	g1, k1 := s.requests.Requests()
 	attrs := summaryAttrs(sum, took, g1-g0, k1-k0)
 	switch {
 	case err != nil:
@@ -187,13 +185,17 @@ func (s *Scaler) loggedPassOf(ctx context.Context, keep func(*v1alpha1.RunnerGro
 	return sum, nil
 }
 
-// requestCounts are the requests sent so far, zero without a counter.
-func (s *Scaler) requestCounts() (gitea, kube int64) {
-	if s.requests == nil {
-		return 0, 0
-	}
-	return s.requests.Requests()
-}
+// unobserved is the Observer of a scaler given none: a pass's numbers
+// are in its "pass finished" line all the same.
+type unobserved struct{}
+
+func (unobserved) ObservePass(passreport.Summary, time.Duration, error) {}
+
+// uncounted is the RequestCounter of a scaler given none: its passes
+// report zero requests.
+type uncounted struct{}
+
+func (uncounted) Requests() (gitea, kube int64) { return 0, 0 }
 
 // DefaultFollowUp is the delay of the first follow-up pass: a genuinely
 // idle act_runner asks Gitea for a task every fetch_interval (2s by

@@ -57,7 +57,7 @@ func (n *namespaces) listConfigMaps(namespace string, listed state.Listed) {
 
 // listedConfigMap is the ConfigMap name of namespace as the pass listed
 // it, nil when the list lacked it; ok is false when the pass did not list
-// the namespace's ConfigMaps (a failed list, Config.Naive).
+// the namespace's ConfigMaps (a failed list, or a group served on its own).
 func (n *namespaces) listedConfigMap(namespace, name string) (cm *corev1.ConfigMap, ok bool) {
 	if n == nil {
 		return nil, false

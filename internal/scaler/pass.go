@@ -63,7 +63,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	// Validate every group first, so the assignment rule knows which of the
 	// groups this pass serves can serve, before any of them plans.
 	runs := make([]*groupRun, len(groups))
-	secrets, nss := s.passSecrets(), newNamespaces()
+	secrets, nss := &passSecrets{}, newNamespaces()
 	s.verdicts.turn()
 	s.configs.turn()
 	s.forEachGroup(len(groups), func(i int) {
@@ -87,9 +87,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 			sum.Failed = append(sum.Failed, runs[i].rg.Key())
 		}
 	})
-	if shared != nil {
-		shared.wait.Wait()
-	}
+	shared.wait.Wait()
 	// A full pass only: a webhook's pass is for speed, and serves some
 	// groups only.
 	if keep == nil && s.cfg.DeletedNamespaces != nil {

@@ -93,7 +93,7 @@ type Deps struct {
 	NewJobName func(group string) string
 	// Observer hears about each finished pass (the metrics endpoint);
 	// Requests counts the requests to Gitea and Kubernetes for each pass's
-	// summary line. Both may be nil.
+	// summary line. Nil hears nothing and counts none.
 	Observer passreport.Observer
 	Requests passreport.RequestCounter
 	// Cache is a loop's watch caches (see Cache); nil reads the API
@@ -134,11 +134,6 @@ type Config struct {
 	// (one per distinct Gitea URL, API token and target); less than 1
 	// means DefaultGiteaConcurrency.
 	GiteaConcurrency int
-	// Naive turns off what a pass shares between groups: each group lists
-	// its own runner Jobs, pods and Gitea jobs. It exists for the
-	// benchmark's side-by-side numbers (with gitea.Options
-	// OneStatusPerRequest it is the design before sharing).
-	Naive bool
 	// AllowedGiteaURLs are where a group's API token may go; nil is the
 	// empty list (any host but loopback, link-local and metadata ones).
 	// The Gitea factory's HTTP client must apply the same policy at dial
@@ -289,6 +284,12 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 	}
 	if s.newJobName == nil {
 		s.newJobName = runnerjob.NewName
+	}
+	if s.observer == nil {
+		s.observer = unobserved{}
+	}
+	if s.requests == nil {
+		s.requests = uncounted{}
 	}
 	return s, nil
 }

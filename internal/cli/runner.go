@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+)
+
+// RunnerFlags shape every runner pod: the built-in pod's settings, the
+// install-wide template and runner config layers over it.
+type RunnerFlags struct {
+	RunnerImage   string   `env:"SCALER_RUNNER_IMAGE" default:"gitea/runner:1.0.8-dind-rootless" help:"Image of the runner container in the built-in runner pod (a runner template may set another)."`
+	DefaultLabels []string `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"Labels every group gets unless it sets a label of the same name (comma-separated). Default: act_runner's defaults (ubuntu-latest, ubuntu-24.04, ubuntu-22.04)."`
+	RunnerJobTTL  int32    `env:"SCALER_RUNNER_JOB_TTL" default:"600" help:"ttlSecondsAfterFinished of runner Jobs."`
+	// runnerjob.DefaultTerminationGracePeriodSeconds: the runner's 3h job
+	// timeout and 2 minutes to report.
+	RunnerTerminationGracePeriod int64 `env:"SCALER_RUNNER_TERMINATION_GRACE_PERIOD" default:"10920" placeholder:"SECONDS" help:"terminationGracePeriodSeconds of the built-in runner pod: how long a runner may finish its job after SIGTERM (a drain, an eviction, a deleted Job); keep it above the runner's shutdown_timeout. runnerTemplate and a group's spec.template may set another."`
+	// The install-wide runner pod template (the chart's runnerTemplate,
+	// mounted from a ConfigMap) and the fields groups may not change.
+	RunnerTemplate       string   `env:"SCALER_RUNNER_TEMPLATE" placeholder:"PATH" type:"path" help:"YAML file with a pod template (metadata and spec) merged over the built-in runner pod and under each group's spec.template; empty for none."`
+	RunnerTemplatePinned []string `env:"SCALER_RUNNER_TEMPLATE_PINNED" placeholder:"FIELD" help:"Fields a group's spec.template may not set, spec.<pod field> or runner.<container field>, e.g. spec.runtimeClassName,runner.image (repeat, or comma-separated)."`
+	// The install-wide layers of every group's runner config (the chart's
+	// runnerConfig.defaults and runnerConfig.pinned), as JSON or YAML text.
+	RunnerConfigDefaults string `env:"SCALER_RUNNER_CONFIG_DEFAULTS" placeholder:"YAML" help:"Runner config (gitea/runner's keys, the subset of spec.runnerConfig) merged under each group's spec.runnerConfig; empty for none."`
+	RunnerConfigPinned   string `env:"SCALER_RUNNER_CONFIG_PINNED" placeholder:"YAML" help:"Runner config merged over each group's spec.runnerConfig; a group that sets one of its fields fails with InvalidRunnerConfig; empty for none."`
+}
+
+// validate checks the built-in pod's settings and the default labels, and
+// reads the template and the runner config layers as a pass would.
+func (f *RunnerFlags) validate() error {
+	var errs []error
+	if strings.TrimSpace(f.RunnerImage) == "" {
+		errs = append(errs, errors.New("--runner-image must not be empty"))
+	}
+	for _, l := range f.DefaultLabels {
+		if strings.TrimSpace(l) == "" || strings.ContainsAny(l, " \t") || runnerlabels.Name(l) == "" {
+			errs = append(errs, fmt.Errorf("--default-labels: invalid label %q", l))
+		}
+	}
+	if f.RunnerJobTTL < 0 {
+		errs = append(errs, fmt.Errorf("--runner-job-ttl must be 0 or more, got %d", f.RunnerJobTTL))
+	}
+	if f.RunnerTerminationGracePeriod < 1 {
+		errs = append(errs, fmt.Errorf("--runner-termination-grace-period must be at least 1 second, got %d: a runner pod killed at once cannot report its job to Gitea", f.RunnerTerminationGracePeriod))
+	}
+	if _, err := f.runnerOptions(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// runnerOptions are the runner Jobs' settings from the flags (the shared
+// cache's apart: RunnerCacheFlags), with the runner template read and
+// checked: strictly decoded (a misplaced key such as tolerations under a
+// container is an error, not silently dropped), nothing reserved, and a
+// runner pod that Build accepts.
+func (f *RunnerFlags) runnerOptions() (runnerjob.Options, error) {
+	opts := runnerjob.DefaultOptions()
+	opts.Image = f.RunnerImage
+	opts.TTLSecondsAfterFinished = f.RunnerJobTTL
+	opts.TerminationGracePeriodSeconds = f.RunnerTerminationGracePeriod
+	if len(f.DefaultLabels) > 0 {
+		opts.DefaultLabels = f.DefaultLabels
+	}
+	pinned, err := podtemplate.ParsePinned(f.RunnerTemplatePinned)
+	if err != nil {
+		return opts, fmt.Errorf("--runner-template-pinned: %w", err)
+	}
+	opts.Pinned = pinned
+	if opts.Config.Defaults, err = runnerconfig.ParseLayer([]byte(f.RunnerConfigDefaults), "--runner-config-defaults"); err != nil {
+		return opts, err
+	}
+	if opts.Config.Pinned, err = runnerconfig.ParseLayer([]byte(f.RunnerConfigPinned), "--runner-config-pinned"); err != nil {
+		return opts, err
+	}
+	if f.RunnerTemplate == "" {
+		return opts, nil
+	}
+	raw, err := os.ReadFile(f.RunnerTemplate)
+	if err != nil {
+		return opts, fmt.Errorf("--runner-template: %w", err)
+	}
+	var tmpl corev1.PodTemplateSpec
+	if err := yaml.UnmarshalStrict(raw, &tmpl); err != nil {
+		return opts, fmt.Errorf("--runner-template %s: not a pod template (metadata, spec): %w", f.RunnerTemplate, err)
+	}
+	opts.Template = &tmpl
+	if err := runnerjob.CheckInstallTemplate(opts); err != nil {
+		return opts, fmt.Errorf("--runner-template %s: %w", f.RunnerTemplate, err)
+	}
+	return opts, nil
+}
