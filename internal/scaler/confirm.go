@@ -3,7 +3,10 @@ package scaler
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
@@ -34,12 +37,12 @@ type confirmation struct {
 
 // confirm reads the confirmation of one place. An error means nothing
 // there may be deleted.
-func (s *Scaler) confirm(ctx context.Context, runners gitea.Runners, t gitea.Target) (*confirmation, error) {
-	jobs, err := runners.InProgress(ctx, t)
+func (r reaper) confirm(ctx context.Context, t gitea.Target) (*confirmation, error) {
+	jobs, err := r.runners.InProgress(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the running jobs of %s: %w", t, err)
 	}
-	all, err := runners.ListRunners(ctx, t)
+	all, err := r.runners.ListRunners(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the runners of %s again: %w", t, err)
 	}
@@ -64,4 +67,25 @@ func (c *confirmation) keeps(name string, unregistered bool) string {
 		return "it is registered after all"
 	}
 	return ""
+}
+
+// reaper deletes runner Jobs and removes registrations through one Gitea
+// runners client (a group's API token, or the platform's for the sweep of
+// deleted namespaces); a dry run only says what it would delete.
+type reaper struct {
+	runners gitea.Runners
+	kube    kubernetes.Interface
+	dryRun  bool
+	out     io.Writer
+}
+
+// reaperWith is the pass's reaper through runners.
+func (s *Scaler) reaperWith(runners gitea.Runners) reaper {
+	return reaper{runners: runners, kube: s.kube, dryRun: s.cfg.DryRun, out: s.out}
+}
+
+// reaperOf is the pass's reaper through the group's Gitea client.
+func (s *Scaler) reaperOf(g *groupRun) reaper {
+	runners, _ := g.gitea.(gitea.Runners)
+	return s.reaperWith(runners)
 }

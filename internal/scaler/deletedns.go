@@ -321,7 +321,7 @@ func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, 
 			mark(passreport.LeftFailed)
 			continue
 		}
-		sw, err := s.sweepLeftBehind(ctx, runners, t, plan.LeftBehindInput{Regs: namedRegistrations(all, ""), Recorded: recorded}, leftBehindActions{
+		sw, err := s.reaperWith(runners).sweepLeftBehind(ctx, t, plan.LeftBehindInput{Regs: namedRegistrations(all, ""), Recorded: recorded}, leftBehindActions{
 			dryRun: func(r plan.Registration, group string) string {
 				return fmt.Sprintf("namespace %s of RunnerGroup %s that registered it is gone", c.Namespace, group)
 			},

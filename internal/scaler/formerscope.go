@@ -130,6 +130,7 @@ func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gite
 // says nothing of the group is left there.
 func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea.Runners, p ledger.Place, jobs []*batchv1.Job, obs *observation, rep *lifecycleReport) (done bool, errs []error) {
 	t := targetOf(p)
+	rp := s.reaperWith(runners)
 	all, _, err := s.registrationsAt(ctx, g, p)
 	if err != nil {
 		return false, []error{fmt.Errorf("cannot list the runners of the group's former scope %s, so none of its runners there is reaped: %w", t, err)}
@@ -152,7 +153,7 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 			fmt.Fprintf(s.out, "  would reap runner Job %s: %s (%s)\n", j.Name, whyFormerScope, t)
 			continue
 		}
-		if err := s.disable(ctx, runners, t, mine); err != nil {
+		if err := rp.disable(ctx, t, mine); err != nil {
 			errs = append(errs, fmt.Errorf("cannot disable the runner of %s in the group's former scope %s: %w", j.Name, t, err))
 			continue
 		}
@@ -173,7 +174,7 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 	var removed []int64
 	kept := len(reap) < len(jobs) // a Job not reaped may still register there
 	if len(reap) > 0 || len(orphans) > 0 {
-		c, err := s.confirm(ctx, runners, t)
+		c, err := rp.confirm(ctx, t)
 		if err != nil {
 			return false, append(errs, fmt.Errorf("cannot confirm that the runners in the group's former scope %s run no job, so none is deleted: %w", t, err))
 		}
@@ -184,7 +185,7 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 				kept = true
 				continue
 			}
-			if gone, err := s.deleteJob(ctx, j); err != nil || gone {
+			if gone, err := rp.deleteJob(ctx, j); err != nil || gone {
 				if err != nil {
 					errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
 					kept = true

@@ -85,7 +85,7 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 		}
 	}
 	var errs []error
-	sw, err := s.sweepLeftBehind(ctx, runners, t, plan.LeftBehindInput{Regs: named, Recorded: recorded, Live: live}, leftBehindActions{
+	sw, err := s.reaperWith(runners).sweepLeftBehind(ctx, t, plan.LeftBehindInput{Regs: named, Recorded: recorded, Live: live}, leftBehindActions{
 		dryRun: func(r plan.Registration, group string) string {
 			return fmt.Sprintf("RunnerGroup %s/%s that registered it is gone", ns, group)
 		},
@@ -187,11 +187,11 @@ type leftBehindSweep struct {
 // of them runs a job: the one mechanism for the registrations of deleted
 // groups and of deleted namespaces. An error means the confirmation
 // failed and nothing was removed.
-func (s *Scaler) sweepLeftBehind(ctx context.Context, runners gitea.Runners, t gitea.Target, in plan.LeftBehindInput, do leftBehindActions) (leftBehindSweep, error) {
+func (rp reaper) sweepLeftBehind(ctx context.Context, t gitea.Target, in plan.LeftBehindInput, do leftBehindActions) (leftBehindSweep, error) {
 	sw := leftBehindSweep{failed: map[string]bool{}}
 	remove, _ := plan.LeftBehind(in)
 	if len(remove) > 0 {
-		conf, err := s.confirm(ctx, runners, t)
+		conf, err := rp.confirm(ctx, t)
 		if err != nil {
 			return sw, err
 		}
@@ -202,18 +202,18 @@ func (s *Scaler) sweepLeftBehind(ctx context.Context, runners gitea.Runners, t g
 	}
 	for _, r := range remove {
 		group, _, tag, _ := runnerjob.SplitRunnerName(r.Name)
-		if s.cfg.DryRun {
-			fmt.Fprintf(s.out, "  would remove runner %s (ID %d) from Gitea: %s\n", r.Name, r.ID, do.dryRun(r, group))
+		if rp.dryRun {
+			fmt.Fprintf(rp.out, "  would remove runner %s (ID %d) from Gitea: %s\n", r.Name, r.ID, do.dryRun(r, group))
 			continue
 		}
-		if err := runners.DeleteRunner(ctx, t, r.ID); err != nil {
+		if err := rp.runners.DeleteRunner(ctx, t, r.ID); err != nil {
 			do.failed(r, group, err)
 			sw.failed[tag] = true
 			continue
 		}
 		do.removed(r, group)
 	}
-	if s.cfg.DryRun {
+	if rp.dryRun {
 		return sw, nil
 	}
 	// What is left after the removals decides which tags to forget.

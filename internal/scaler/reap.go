@@ -57,7 +57,7 @@ func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*
 			rep.stuck = append(rep.stuck, st)
 			continue
 		}
-		if gone, err := s.deleteJob(ctx, j); err != nil || gone {
+		if gone, err := s.reaperOf(g).deleteJob(ctx, j); err != nil || gone {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cannot delete runner Job %s that did not start: %w", j.Name, err))
 			}
@@ -165,7 +165,7 @@ func (s *Scaler) deleteSpent(ctx context.Context, g *groupRun, spent []*batchv1.
 			fmt.Fprintf(s.out, "  would delete runner Job %s: %s\n", j.Name, whySpent)
 			continue
 		}
-		if gone, err := s.deleteJob(ctx, j); err != nil || gone {
+		if gone, err := s.reaperOf(g).deleteJob(ctx, j); err != nil || gone {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cannot delete spent runner Job %s: %w", j.Name, err))
 			}
@@ -231,6 +231,7 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 		}
 		return nil
 	}
+	rp := s.reaperWith(runners)
 	type candidate struct {
 		job  *batchv1.Job
 		idle bool
@@ -253,7 +254,7 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 	for _, name := range reap {
 		j := byName[name]
 		p, regs := where(j)
-		if err := s.disable(ctx, runners, targetOf(p), regs); err != nil {
+		if err := rp.disable(ctx, targetOf(p), regs); err != nil {
 			errs = append(errs, fmt.Errorf("cannot disable the runner of %s in Gitea: %w", name, err))
 			continue
 		}
@@ -266,7 +267,7 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 	for _, p := range places {
 		t := targetOf(p)
 		todo := cands[p]
-		conf, err := s.confirm(ctx, runners, t)
+		conf, err := rp.confirm(ctx, t)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("cannot confirm that the runners to reap run no job, so none is deleted: %w", err))
 			continue
@@ -278,7 +279,7 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 				g.log.Info("a runner to reap is left alone", "job", j.Name, "runner", runnerName, "why", why)
 				continue
 			}
-			if gone, err := s.deleteJob(ctx, j); err != nil || gone {
+			if gone, err := rp.deleteJob(ctx, j); err != nil || gone {
 				if err != nil {
 					errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
 				}
@@ -308,12 +309,12 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 // disable makes every registration of one runner take no more work. A
 // Gitea without the disable endpoint (405) gets the registration deleted
 // instead; one that is gone already is fine.
-func (s *Scaler) disable(ctx context.Context, runners gitea.Runners, t gitea.Target, regs []gitea.Runner) error {
-	for _, r := range regs {
-		err := runners.DisableRunner(ctx, t, r.ID)
+func (r reaper) disable(ctx context.Context, t gitea.Target, regs []gitea.Runner) error {
+	for _, reg := range regs {
+		err := r.runners.DisableRunner(ctx, t, reg.ID)
 		var ae *gitea.APIError
 		if errors.As(err, &ae) && ae.Status == http.StatusMethodNotAllowed {
-			err = runners.DeleteRunner(ctx, t, r.ID)
+			err = r.runners.DeleteRunner(ctx, t, reg.ID)
 		}
 		if err != nil && !errors.Is(err, gitea.ErrNotFound) {
 			return err
@@ -342,7 +343,7 @@ func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.R
 	if len(orphans) == 0 {
 		return nil
 	}
-	conf, err := s.confirm(ctx, runners, t)
+	conf, err := s.reaperWith(runners).confirm(ctx, t)
 	if err != nil {
 		return []error{fmt.Errorf("cannot confirm that the orphan runners run no job, so none is removed: %w", err)}
 	}
@@ -378,9 +379,9 @@ func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.R
 // (same UID), with its pods. gone says it was not there to delete: a
 // racing pass deleted it first, and that pass counts it, says so in an
 // event and removes its registration, so this one does none of that.
-func (s *Scaler) deleteJob(ctx context.Context, j *batchv1.Job) (gone bool, err error) {
+func (r reaper) deleteJob(ctx context.Context, j *batchv1.Job) (gone bool, err error) {
 	bg := metav1.DeletePropagationBackground
-	err = s.kube.BatchV1().Jobs(j.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{
+	err = r.kube.BatchV1().Jobs(j.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: &j.UID},
 		PropagationPolicy: &bg,
 	})
