@@ -17,6 +17,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -321,15 +322,15 @@ func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, 
 			mark(passreport.LeftFailed)
 			continue
 		}
-		sw, err := s.reaperWith(runners).sweepLeftBehind(ctx, t, plan.LeftBehindInput{Regs: namedRegistrations(all, ""), Recorded: recorded}, leftBehindActions{
-			dryRun: func(r plan.Registration, group string) string {
+		sw, err := s.reaperWith(runners).SweepLeftBehind(ctx, t, plan.LeftBehindInput{Regs: reaper.NamedRegistrations(all, ""), Recorded: recorded}, reaper.LeftBehindActions{
+			DryRun: func(r plan.Registration, group string) string {
 				return fmt.Sprintf("namespace %s of RunnerGroup %s that registered it is gone", c.Namespace, group)
 			},
-			removed: func(r plan.Registration, group string) {
+			Removed: func(r plan.Registration, group string) {
 				rep.Removed++
 				log.Info("removed a registration of a deleted namespace", "runner", r.Name, "id", r.ID, "deletedGroup", group, "scope", t.String())
 			},
-			failed: func(r plan.Registration, _ string, err error) {
+			Failed: func(r plan.Registration, _ string, err error) {
 				log.Error("cannot remove a runner of a deleted namespace from Gitea", "runner", r.Name, "id", r.ID, "error", err)
 			},
 		})
@@ -341,13 +342,13 @@ func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, 
 		if s.cfg.DryRun {
 			continue
 		}
-		left.Forget(p, sw.forget)
-		forgets = append(forgets, forgotten{p, sw.forget})
+		left.Forget(p, sw.Forget)
+		forgets = append(forgets, forgotten{p, sw.Forget})
 		for tag := range recorded {
 			switch {
-			case sw.failed[tag]:
+			case sw.Failed[tag]:
 				why[tag] = passreport.LeftFailed
-			case !slices.Contains(sw.forget, tag):
+			case !slices.Contains(sw.Forget, tag):
 				why[tag] = passreport.LeftRunning
 			}
 		}

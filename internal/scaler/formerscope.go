@@ -153,7 +153,7 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 			fmt.Fprintf(s.out, "  would reap runner Job %s: %s (%s)\n", j.Name, whyFormerScope, t)
 			continue
 		}
-		if err := rp.disable(ctx, t, mine); err != nil {
+		if err := rp.Disable(ctx, t, mine); err != nil {
 			errs = append(errs, fmt.Errorf("cannot disable the runner of %s in the group's former scope %s: %w", j.Name, t, err))
 			continue
 		}
@@ -174,18 +174,18 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 	var removed []int64
 	kept := len(reap) < len(jobs) // a Job not reaped may still register there
 	if len(reap) > 0 || len(orphans) > 0 {
-		c, err := rp.confirm(ctx, t)
+		c, err := rp.Confirm(ctx, t)
 		if err != nil {
 			return false, append(errs, fmt.Errorf("cannot confirm that the runners in the group's former scope %s run no job, so none is deleted: %w", t, err))
 		}
 		for _, j := range reap {
 			name := runnerjob.RunnerNameOf(j)
-			if why := c.keeps(name, unregistered[j.Name]); why != "" {
+			if why := c.Keeps(name, unregistered[j.Name]); why != "" {
 				g.log.Info("a runner to reap in the group's former scope is left alone", "job", j.Name, "runner", name, "scope", t.String(), "why", why)
 				kept = true
 				continue
 			}
-			if gone, err := rp.deleteJob(ctx, j); err != nil || gone {
+			if gone, err := rp.DeleteJob(ctx, j); err != nil || gone {
 				if err != nil {
 					errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
 					kept = true
@@ -205,7 +205,7 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s (%s)", j.Name, whyFormerScope, t))
 		}
 		for _, o := range orphans {
-			if c.keeps(o.Name, false) != "" {
+			if c.Keeps(o.Name, false) != "" {
 				continue
 			}
 			if _, err := s.kube.BatchV1().Jobs(g.rg.Namespace).Get(ctx, o.Job, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

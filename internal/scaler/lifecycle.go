@@ -18,6 +18,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -132,15 +133,6 @@ func allDisabled(regs []gitea.Runner) bool {
 	return true
 }
 
-// byRunnerName groups registrations by runner name.
-func byRunnerName(all []gitea.Runner) map[string][]gitea.Runner {
-	out := map[string][]gitea.Runner{}
-	for _, r := range all {
-		out[r.Name] = append(out[r.Name], r)
-	}
-	return out
-}
-
 // listedRunners is one place's runners listing within a group's pass,
 // with its registrations by runner name (made once: every runner Job of
 // the group looks itself up in it).
@@ -164,7 +156,7 @@ func (s *Scaler) registrationsAt(ctx context.Context, g *groupRun, p ledger.Plac
 	l, ok := g.regs[p]
 	if !ok {
 		l.all, l.err = s.listRunners(ctx, g, runners, targetOf(p))
-		l.byName = byRunnerName(l.all)
+		l.byName = reaper.ByRunnerName(l.all)
 		g.regs[p] = l
 	}
 	return l.all, l.err == nil, l.err
@@ -189,7 +181,7 @@ func (s *Scaler) registrationsOf(ctx context.Context, g *groupRun, p ledger.Plac
 // Nothing here deletes a runner on the pass's first reading alone: a
 // runner Job that did not start is read again just before it is deleted
 // (recheckStuck), and a runner is reaped or its registration removed only
-// after the confirmation (confirm.go), read afresh in the place it
+// after the confirmation (reaper.Confirm), read afresh in the place it
 // registered in, says it runs no job and Gitea does not call it busy. Any
 // doubt keeps the runner.
 func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) error {

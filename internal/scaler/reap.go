@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
@@ -57,7 +57,7 @@ func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*
 			rep.stuck = append(rep.stuck, st)
 			continue
 		}
-		if gone, err := s.reaperOf(g).deleteJob(ctx, j); err != nil || gone {
+		if gone, err := s.reaperOf(g).DeleteJob(ctx, j); err != nil || gone {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cannot delete runner Job %s that did not start: %w", j.Name, err))
 			}
@@ -165,7 +165,7 @@ func (s *Scaler) deleteSpent(ctx context.Context, g *groupRun, spent []*batchv1.
 			fmt.Fprintf(s.out, "  would delete runner Job %s: %s\n", j.Name, whySpent)
 			continue
 		}
-		if gone, err := s.reaperOf(g).deleteJob(ctx, j); err != nil || gone {
+		if gone, err := s.reaperOf(g).DeleteJob(ctx, j); err != nil || gone {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cannot delete spent runner Job %s: %w", j.Name, err))
 			}
@@ -212,7 +212,7 @@ func (s *Scaler) holdDemand(ctx context.Context, g *groupRun, freed []*batchv1.J
 // after the disable, or unregistered). In each place the runners register
 // in, it first makes each idle one unable to take work in Gitea (disabled,
 // or deleted where Gitea cannot disable), then reads the confirmation
-// (confirm.go), and deletes the runner Job, and then the registration, of
+// (reaper.Confirm), and deletes the runner Job, and then the registration, of
 // each it does not keep. A runner that took a job in between is left
 // alone: ephemeral, it exits after that job, and being disabled it takes
 // no other. When the confirmation cannot be read, nothing there is
@@ -254,7 +254,7 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 	for _, name := range reap {
 		j := byName[name]
 		p, regs := where(j)
-		if err := rp.disable(ctx, targetOf(p), regs); err != nil {
+		if err := rp.Disable(ctx, targetOf(p), regs); err != nil {
 			errs = append(errs, fmt.Errorf("cannot disable the runner of %s in Gitea: %w", name, err))
 			continue
 		}
@@ -267,7 +267,7 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 	for _, p := range places {
 		t := targetOf(p)
 		todo := cands[p]
-		conf, err := rp.confirm(ctx, t)
+		conf, err := rp.Confirm(ctx, t)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("cannot confirm that the runners to reap run no job, so none is deleted: %w", err))
 			continue
@@ -275,11 +275,11 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 		for _, c := range todo {
 			j := c.job
 			runnerName := runnerjob.RunnerNameOf(j)
-			if why := conf.keeps(runnerName, obs.unavailable[j.Name] == whyUnregistered); why != "" {
+			if why := conf.Keeps(runnerName, obs.unavailable[j.Name] == whyUnregistered); why != "" {
 				g.log.Info("a runner to reap is left alone", "job", j.Name, "runner", runnerName, "why", why)
 				continue
 			}
-			if gone, err := rp.deleteJob(ctx, j); err != nil || gone {
+			if gone, err := rp.DeleteJob(ctx, j); err != nil || gone {
 				if err != nil {
 					errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
 				}
@@ -306,23 +306,6 @@ func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Run
 	return errs
 }
 
-// disable makes every registration of one runner take no more work. A
-// Gitea without the disable endpoint (405) gets the registration deleted
-// instead; one that is gone already is fine.
-func (r reaper) disable(ctx context.Context, t gitea.Target, regs []gitea.Runner) error {
-	for _, reg := range regs {
-		err := r.runners.DisableRunner(ctx, t, reg.ID)
-		var ae *gitea.APIError
-		if errors.As(err, &ae) && ae.Status == http.StatusMethodNotAllowed {
-			err = r.runners.DeleteRunner(ctx, t, reg.ID)
-		}
-		if err != nil && !errors.Is(err, gitea.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
-}
-
 // removeOrphans deletes the group's ephemeral registrations whose runner
 // Job is gone (plan.Orphans), each after asking Gitea's sound listing
 // which runners run a job and the API server for the Job by name: a runner
@@ -343,13 +326,13 @@ func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.R
 	if len(orphans) == 0 {
 		return nil
 	}
-	conf, err := s.reaperWith(runners).confirm(ctx, t)
+	conf, err := s.reaperWith(runners).Confirm(ctx, t)
 	if err != nil {
 		return []error{fmt.Errorf("cannot confirm that the orphan runners run no job, so none is removed: %w", err)}
 	}
 	var errs []error
 	for _, o := range orphans {
-		if conf.keeps(o.Name, false) != "" {
+		if conf.Keeps(o.Name, false) != "" {
 			continue
 		}
 		_, err := s.kube.BatchV1().Jobs(g.rg.Namespace).Get(ctx, o.Job, metav1.GetOptions{})
@@ -375,22 +358,6 @@ func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.R
 	return errs
 }
 
-// deleteJob deletes one runner Job, only if it is still the one listed
-// (same UID), with its pods. gone says it was not there to delete: a
-// racing pass deleted it first, and that pass counts it, says so in an
-// event and removes its registration, so this one does none of that.
-func (r reaper) deleteJob(ctx context.Context, j *batchv1.Job) (gone bool, err error) {
-	bg := metav1.DeletePropagationBackground
-	err = r.kube.BatchV1().Jobs(j.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{
-		Preconditions:     &metav1.Preconditions{UID: &j.UID},
-		PropagationPolicy: &bg,
-	})
-	if apierrors.IsNotFound(err) {
-		return true, nil
-	}
-	return false, err
-}
-
 // joinCauses is one error of several, each still testable with errors.Is.
 func joinCauses(errs []error) error {
 	format := strings.TrimSuffix(strings.Repeat("%w; ", len(errs)), "; ")
@@ -399,4 +366,15 @@ func joinCauses(errs []error) error {
 		args[i] = e
 	}
 	return fmt.Errorf(format, args...)
+}
+
+// reaperWith is the pass's reaper through runners.
+func (s *Scaler) reaperWith(runners gitea.Runners) reaper.Reaper {
+	return reaper.Reaper{Runners: runners, Kube: s.kube, DryRun: s.cfg.DryRun, Out: s.out}
+}
+
+// reaperOf is the pass's reaper through the group's Gitea client.
+func (s *Scaler) reaperOf(g *groupRun) reaper.Reaper {
+	runners, _ := g.gitea.(gitea.Runners)
+	return s.reaperWith(runners)
 }

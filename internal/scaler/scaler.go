@@ -37,7 +37,6 @@
 //	runnerconfig.go  the runner config ConfigMap, a key per pod grace
 //	lifecycle.go  the runner Jobs' pods, and the lifecycle decisions on them
 //	place.go    where each runner registers (its registration token's scope)
-//	confirm.go  the confirmation every deletion of a runner goes through
 //	reap.go     runner Jobs that never started, idle surplus runners, orphan
 //	            registrations: deleted safely
 //	formerscope.go  runners left where the group no longer is
