@@ -6,8 +6,11 @@
 //
 // The files (TestTheFileMapNamesEveryFile keeps this map whole):
 //
-//	reaper.go     the Reaper, a runner Job's deletion and a runner's disable
+//	reaper.go     the Reaper, the group it works for and its tally, a runner
+//	              Job's deletion and a runner's disable
 //	confirm.go    the confirmation every deletion of a runner goes through
+//	idle.go       idle surplus runners, and runners that can take no work
+//	orphans.go    registrations whose runner Job is gone
 //	leftbehind.go the registrations deleted groups or namespaces left
 //	              behind, removed once confirmed
 package reaper
@@ -16,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -23,7 +27,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 )
 
 // Reaper deletes runner Jobs (Kube) and registrations (Runners). With
@@ -33,6 +40,41 @@ type Reaper struct {
 	Kube    kubernetes.Interface
 	DryRun  bool
 	Out     io.Writer
+}
+
+// Group is the RunnerGroup whose runners a reap removes: where it logs,
+// says so in events, and counts what it removed.
+type Group struct {
+	RG  *v1alpha1.RunnerGroup
+	Log *slog.Logger
+	// Event records an event on the group; a dry run records none.
+	Event func(ctx context.Context, typ, reason, message string)
+	// Where is where a runner Job's runner registers and its registrations
+	// there, as the pass's listings say.
+	Where func(ctx context.Context, j *batchv1.Job) (ledger.Place, []gitea.Runner)
+	Tally *Tally
+}
+
+// Tally is what the group's lifecycle step saw and did, for its status and
+// the pass's summary.
+type Tally struct {
+	// Idle and Starting count the active runner Jobs whose runner runs no
+	// job, by whether their pod has run, less those this step deleted.
+	Idle, Starting int
+	// Stuck are the runner Jobs deleted (or, in a dry run, that would be)
+	// because their pod did not start in time.
+	Stuck []plan.Stuck
+	// Reaped counts idle runner Jobs deleted and orphan registrations
+	// removed; Orphans counts the latter alone.
+	Reaped, Orphans int
+	// DeletedJobs counts the runner Jobs this step deleted, which the
+	// listing still showed as active.
+	DeletedJobs int
+}
+
+// target is the Gitea target of a place.
+func target(p ledger.Place) gitea.Target {
+	return gitea.Target{Scope: gitea.Scope(p.Scope), Owner: p.Owner, Repo: p.Repo}
 }
 
 // DeleteJob deletes one runner Job, only if it is still the one listed

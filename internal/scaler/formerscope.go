@@ -15,6 +15,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -76,7 +77,7 @@ func scopeOfPlace(p ledger.Place) string { return runnerjob.Scope(p.URL, p.Scope
 // A scope that cannot be listed or confirmed deletes nothing there. Runner
 // Jobs of a place the group cannot reach (another Gitea URL, or a place
 // the ledger does not name) are left to end by themselves.
-func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gitea.Runners, formerJobs []*batchv1.Job, obs *observation, rep *lifecycleReport) []error {
+func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gitea.Runners, formerJobs []*batchv1.Job, obs *observation, rep *reaper.Tally) []error {
 	ns := g.rg.Namespace
 	own := runnerjob.OwnerTag(g.rg.UID)
 	here := g.registersIn()
@@ -128,7 +129,7 @@ func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gite
 
 // reapFormerScope does reapFormerScopes' work in one former place; done
 // says nothing of the group is left there.
-func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea.Runners, p ledger.Place, jobs []*batchv1.Job, obs *observation, rep *lifecycleReport) (done bool, errs []error) {
+func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea.Runners, p ledger.Place, jobs []*batchv1.Job, obs *observation, rep *reaper.Tally) (done bool, errs []error) {
 	t := targetOf(p)
 	rp := s.reaperWith(runners)
 	all, _, err := s.registrationsAt(ctx, g, p)
@@ -160,10 +161,7 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 		reap = append(reap, j)
 	}
 	// Registrations of the group whose runner Job is gone.
-	listed := make(map[string]bool, len(obs.jobs))
-	for i := range obs.jobs {
-		listed[obs.jobs[i].Name] = true
-	}
+	listed := obs.listedJobs()
 	var named []plan.Registration
 	for _, r := range all {
 		if job, ok := runnerjob.JobOfRunner(g.rg, r.Name); ok {
@@ -199,8 +197,8 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 				}
 				removed = append(removed, r.ID)
 			}
-			rep.reaped++
-			rep.deletedJobs++
+			rep.Reaped++
+			rep.DeletedJobs++
 			g.log.Info("reaped a runner of the group's former scope", "job", j.Name, "runner", name, "scope", t.String())
 			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s (%s)", j.Name, whyFormerScope, t))
 		}
@@ -223,8 +221,8 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 				continue
 			}
 			removed = append(removed, o.ID)
-			rep.reaped++
-			rep.orphans++
+			rep.Reaped++
+			rep.Orphans++
 			g.log.Info("removed an orphan runner registration from the group's former scope", "runner", o.Name, "id", o.ID, "scope", t.String())
 			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea (the group's former scope %s): its runner Job %s is gone and it ran no job", o.Name, t, o.Job))
 		}

@@ -40,7 +40,7 @@ func (s *Scaler) recordOwner(ctx context.Context, g *groupRun) {
 // owner tags were this namespace's groups', the namespace's groups which
 // of those are gone, and Gitea's sound in_progress listing that none of
 // them runs a job. Tags with no registration left are forgotten.
-func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gitea.Runners, all []gitea.Runner, rep *lifecycleReport) []error {
+func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gitea.Runners, all []gitea.Runner, rep *reaper.Tally) []error {
 	named := reaper.NamedRegistrations(all, runnerjob.OwnerTag(g.rg.UID))
 	if len(named) == 0 {
 		return nil
@@ -91,8 +91,8 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 			return fmt.Sprintf("RunnerGroup %s/%s that registered it is gone", ns, group)
 		},
 		Removed: func(r plan.Registration, group string) {
-			rep.reaped++
-			rep.orphans++
+			rep.Reaped++
+			rep.Orphans++
 			g.log.Info("removed a registration of a deleted group", "runner", r.Name, "id", r.ID, "deletedGroup", group)
 			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea: RunnerGroup %s/%s that registered it is gone, and it ran no job", r.Name, ns, group))
 		},

@@ -22,22 +22,6 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
-// lifecycleReport is what the lifecycle step saw and did, for record.
-type lifecycleReport struct {
-	// idle and starting count the active runner Jobs whose runner runs no
-	// job, by whether their pod has run, less those this step deleted.
-	idle, starting int
-	// stuck are the runner Jobs deleted (or, in a dry run, that would be)
-	// because their pod did not start in time.
-	stuck []plan.Stuck
-	// reaped counts idle runner Jobs deleted and orphan registrations
-	// removed; orphans counts the latter alone.
-	reaped, orphans int
-	// deletedJobs counts the runner Jobs this step deleted, which the
-	// listing still showed as active.
-	deletedJobs int
-}
-
 // podView is what the lifecycle needs of a runner Job's pods.
 type podView struct {
 	started         bool
@@ -191,7 +175,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		// the status keeps their last values.
 		return newGroupError(v1alpha1.ReasonRunnerReapFailed, "cannot list runner pods: %w", err)
 	}
-	rep := &lifecycleReport{}
+	rep := &reaper.Tally{}
 	obs.lifecycle = rep
 	runners, _ := g.gitea.(gitea.Runners)
 	here := g.registersIn()
@@ -226,7 +210,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		reg, _ := s.registrationsOf(ctx, g, p, j)
 		registered := len(reg) > 0
 		if pv.started {
-			rep.idle++
+			rep.Idle++
 			// A runner Gitea calls busy runs no job the listings show,
 			// but may still be cleaning up after a cancelled one (see
 			// gitea.Runners): it waits for a later pass.
@@ -235,7 +219,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			}
 			continue
 		}
-		rep.starting++
+		rep.Starting++
 		starting = append(starting, plan.StartingRunner{Job: j.Name, Created: j.CreationTimestamp.Time,
 			Registered: registered, Reason: pv.reason, Message: pv.message})
 	}
@@ -249,8 +233,18 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	case listed:
 		reap := plan.ReapIdle(plan.IdleInput{Now: s.now(), Timeout: s.cfg.RunnerIdleTimeout,
 			Surplus: obs.surplus, MinIdle: int(g.rg.Spec.WarmPool()), Demand: len(obs.queued), Runners: idle})
-		errs = append(errs, s.reapRunners(ctx, g, runners, byName, reap, unable, obs, rep)...)
-		errs = append(errs, s.removeOrphans(ctx, g, runners, all, obs, rep)...)
+		rp, rg := s.reaperWith(runners), s.reapGroup(g, rep)
+		idleJobs := make([]*batchv1.Job, 0, len(reap))
+		for _, name := range reap {
+			idleJobs = append(idleJobs, byName[name])
+		}
+		unables := make([]reaper.Unable, 0, len(unable))
+		for _, j := range unable {
+			why := obs.unavailable[j.Name]
+			unables = append(unables, reaper.Unable{Job: j, Why: why, Unregistered: why == whyUnregistered})
+		}
+		errs = append(errs, rp.ReapRunners(ctx, rg, s.cfg.RunnerIdleTimeout, idleJobs, unables)...)
+		errs = append(errs, rp.RemoveOrphans(ctx, rg, targetOf(here), all, obs.listedJobs(), obs.busy)...)
 		errs = append(errs, s.removeLeftBehind(ctx, g, runners, all, rep)...)
 	}
 	if runners != nil && s.cfg.RunnerIdleTimeout > 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -49,7 +50,7 @@ type observation struct {
 	surplus int
 	// lifecycle is what the lifecycle step saw and did; nil when it did
 	// not run.
-	lifecycle *lifecycleReport
+	lifecycle *reaper.Tally
 }
 
 // observe lists the group's runner Jobs and then asks Gitea for the jobs of
@@ -323,4 +324,14 @@ func TargetOf(spec *v1alpha1.RunnerGroupSpec) gitea.Target {
 		t.Owner = ""
 	}
 	return t
+}
+
+// listedJobs names the group's runner Jobs the pass listed: a registration
+// whose Job is not among them may be an orphan's.
+func (o *observation) listedJobs() map[string]bool {
+	listed := make(map[string]bool, len(o.jobs))
+	for i := range o.jobs {
+		listed[o.jobs[i].Name] = true
+	}
+	return listed
 }
