@@ -11,6 +11,8 @@
 //	confirm.go    the confirmation every deletion of a runner goes through
 //	idle.go       idle surplus runners, and runners that can take no work
 //	orphans.go    registrations whose runner Job is gone
+//	deletedns.go  whether a recorded namespace is gone, and the
+//	              registrations a gone namespace's groups left
 //	leftbehind.go the registrations deleted groups or namespaces left
 //	              behind, removed once confirmed
 package reaper
