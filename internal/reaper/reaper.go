@@ -11,6 +11,7 @@
 //	confirm.go    the confirmation every deletion of a runner goes through
 //	idle.go       idle surplus runners, and runners that can take no work
 //	orphans.go    registrations whose runner Job is gone
+//	former.go     the group's runners in a place that no longer serves it
 //	deletedns.go  whether a recorded namespace is gone, and the
 //	              registrations a gone namespace's groups left
 //	leftbehind.go the registrations deleted groups or namespaces left
