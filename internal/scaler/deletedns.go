@@ -3,20 +3,15 @@ package scaler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"reflect"
 	"slices"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -62,15 +57,6 @@ const DefaultDeletedNamespacesPerPass = 4
 // about for the sweep (records of namespaces it did not serve): one GET
 // each.
 const maxNamespaceChecks = 64
-
-// nsState is what the API server says of a recorded namespace.
-type nsState int
-
-const (
-	nsLive        nsState = iota // the same namespace, not being deleted
-	nsTerminating                // being deleted: its pods may still run
-	nsGone                       // 404, or another UID: every pod of it is gone
-)
 
 // sweepDeletedNamespaces mirrors what the pass's namespaces registered,
 // then removes the registrations of recorded namespaces that are gone.
@@ -128,16 +114,16 @@ func (s *Scaler) sweepDeletedNamespaces(ctx context.Context, runs []*groupRun, t
 			continue
 		}
 		checks++
-		state, err := s.namespaceState(ctx, c.Namespace, c.UID)
+		state, err := s.reaperWith(nil).NamespaceState(ctx, c.Namespace, c.UID)
 		switch {
 		case err != nil:
 			s.log.Warn("cannot tell whether a recorded namespace is gone; its registrations are looked at in a later pass", "namespace", c.Namespace, "error", err)
 			rep.Left[passreport.LeftFailed] += len(c.Groups)
 			continue
-		case state == nsTerminating:
+		case state == reaper.NamespaceTerminating:
 			rep.Waiting++
 			continue
-		case state == nsLive:
+		case state == reaper.NamespaceLive:
 			continue // no longer served, or served by no group now: its runners may still run
 		}
 		switch {
@@ -236,35 +222,9 @@ func (s *Scaler) mirrorServed(ctx context.Context, runs []*groupRun, cur ledger.
 	return out, current
 }
 
-// namespaceState asks the API server (not a loop's cache, which may lag)
-// about a recorded namespace. Only a 404, or the name holding another
-// namespace (another UID: deleted and made again), means every pod of the
-// recorded one is gone, so none of its runners can run again. A namespace
-// being deleted may still have runner pods finishing their jobs; one that
-// exists and is no longer served may have runners that run.
-func (s *Scaler) namespaceState(ctx context.Context, name string, uid types.UID) (nsState, error) {
-	n, err := s.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nsGone, nil
-	case err != nil:
-		return nsLive, err
-	case n.UID != uid:
-		return nsGone, nil
-	case n.DeletionTimestamp != nil:
-		return nsTerminating, nil
-	}
-	return nsLive, nil
-}
-
-// sweepNamespace removes, with the platform's token, the registrations
-// a gone namespace's recorded groups left, place by place, as
-// removeLeftBehind does for a deleted group (plan.LeftBehind, with no
-// group living): ephemeral, offline, running no job (Gitea's in_progress
-// jobs read soundly), named with a recorded owner tag under its recorded
-// group's name. It returns the edit of the record: the tags of which
-// nothing is left at a place are forgotten there, and the record goes
-// once no tag is left.
+// sweepNamespace sweeps, with the platform's token, the registrations a
+// gone namespace's recorded groups left (reaper.SweepNamespace), and
+// returns the edit of its record in the mirror.
 func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, rep *passreport.DeletedNamespacesReport) func(ledger.Copies) bool {
 	d := s.cfg.DeletedNamespaces
 	log := s.log.With("deletedNamespace", c.Namespace)
@@ -281,108 +241,5 @@ func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, 
 	if !ok {
 		return fail("cannot sweep deleted namespaces", errors.New("this Gitea client has no runners API"))
 	}
-	home := assign.Instance(d.GiteaURL)
-	var places []ledger.Place
-	for _, e := range c.Groups {
-		for _, p := range e.Places() {
-			if !slices.Contains(places, p) {
-				places = append(places, p)
-			}
-		}
-	}
-	slices.SortFunc(places, func(a, b ledger.Place) int { return cmpPlace(a, b) })
-	left := maps.Clone(c.Groups)
-	why := map[string]string{}
-	type forgotten struct {
-		p    ledger.Place
-		tags []string
-	}
-	var forgets []forgotten
-	for _, p := range places {
-		recorded := map[string]string{}
-		for tag, e := range c.Groups {
-			if slices.Contains(e.Places(), p) {
-				recorded[tag] = e.Group
-			}
-		}
-		mark := func(reason string) {
-			for tag := range recorded {
-				why[tag] = reason
-			}
-		}
-		if p.URL != home {
-			mark(passreport.LeftOtherGitea)
-			continue
-		}
-		t := gitea.Target{Scope: gitea.Scope(p.Scope), Owner: p.Owner, Repo: p.Repo}
-		all, err := runners.ListRunners(ctx, t)
-		if err != nil {
-			log.Error("cannot list the runners of a deleted namespace's groups", "scope", t.String(), "error", err)
-			mark(passreport.LeftFailed)
-			continue
-		}
-		sw, err := s.sweepLeftBehind(ctx, runners, t, plan.LeftBehindInput{Regs: namedRegistrations(all, ""), Recorded: recorded}, leftBehindActions{
-			dryRun: func(r plan.Registration, group string) string {
-				return fmt.Sprintf("namespace %s of RunnerGroup %s that registered it is gone", c.Namespace, group)
-			},
-			removed: func(r plan.Registration, group string) {
-				rep.Removed++
-				log.Info("removed a registration of a deleted namespace", "runner", r.Name, "id", r.ID, "deletedGroup", group, "scope", t.String())
-			},
-			failed: func(r plan.Registration, _ string, err error) {
-				log.Error("cannot remove a runner of a deleted namespace from Gitea", "runner", r.Name, "id", r.ID, "error", err)
-			},
-		})
-		if err != nil {
-			log.Error("cannot confirm that the runners of a deleted namespace run no job, so none is removed", "scope", t.String(), "error", err)
-			mark(passreport.LeftFailed)
-			continue
-		}
-		if s.cfg.DryRun {
-			continue
-		}
-		left.Forget(p, sw.forget)
-		forgets = append(forgets, forgotten{p, sw.forget})
-		for tag := range recorded {
-			switch {
-			case sw.failed[tag]:
-				why[tag] = passreport.LeftFailed
-			case !slices.Contains(sw.forget, tag):
-				why[tag] = passreport.LeftRunning
-			}
-		}
-	}
-	if s.cfg.DryRun {
-		return nil
-	}
-	for tag := range left {
-		rep.Left[why[tag]]++
-	}
-	return func(cs ledger.Copies) bool {
-		cur, ok := cs[key]
-		if !ok {
-			return false
-		}
-		changed := false
-		for _, f := range forgets {
-			changed = cur.Groups.Forget(f.p, f.tags) || changed
-		}
-		if len(cur.Groups) == 0 {
-			delete(cs, key)
-			return true
-		}
-		return changed
-	}
-}
-
-func cmpPlace(a, b ledger.Place) int {
-	for _, x := range [][2]string{{a.URL, b.URL}, {a.Scope, b.Scope}, {a.Owner, b.Owner}, {a.Repo, b.Repo}} {
-		if x[0] != x[1] {
-			if x[0] < x[1] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
+	return s.reaperWith(runners).SweepNamespace(ctx, log, assign.Instance(d.GiteaURL), key, c, rep)
 }

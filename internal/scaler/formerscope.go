@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
@@ -76,7 +72,7 @@ func scopeOfPlace(p ledger.Place) string { return runnerjob.Scope(p.URL, p.Scope
 // A scope that cannot be listed or confirmed deletes nothing there. Runner
 // Jobs of a place the group cannot reach (another Gitea URL, or a place
 // the ledger does not name) are left to end by themselves.
-func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gitea.Runners, formerJobs []*batchv1.Job, obs *observation, rep *lifecycleReport) []error {
+func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gitea.Runners, formerJobs []*batchv1.Job, obs *observation, rep *reaper.Tally) []error {
 	ns := g.rg.Namespace
 	own := runnerjob.OwnerTag(g.rg.UID)
 	here := g.registersIn()
@@ -126,113 +122,24 @@ func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gite
 	return errs
 }
 
-// reapFormerScope does reapFormerScopes' work in one former place; done
-// says nothing of the group is left there.
-func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea.Runners, p ledger.Place, jobs []*batchv1.Job, obs *observation, rep *lifecycleReport) (done bool, errs []error) {
+// reapFormerScope does reapFormerScopes' work in one former place
+// (reaper.ReapFormerPlace); done says nothing of the group is left there.
+func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea.Runners, p ledger.Place, jobs []*batchv1.Job, obs *observation, rep *reaper.Tally) (done bool, errs []error) {
 	t := targetOf(p)
 	all, _, err := s.registrationsAt(ctx, g, p)
 	if err != nil {
 		return false, []error{fmt.Errorf("cannot list the runners of the group's former scope %s, so none of its runners there is reaped: %w", t, err)}
 	}
-	regs := g.regs[p].byName
-	// The runner Jobs to reap: registered there (disabled first), or
-	// registered nowhere long after they started, where the scaler knew
-	// that they register there.
-	var reap []*batchv1.Job
-	unregistered := map[string]bool{}
+	// Only a Job with no registration there can be silent.
+	silent := map[string]bool{}
 	for _, j := range jobs {
-		mine := regs[runnerjob.RunnerNameOf(j)]
-		if len(mine) == 0 {
-			if _, known := placeOfJob(g, j); !known || !s.neverRegistered(j, obs.pods[j.UID]) {
-				continue
-			}
-			unregistered[j.Name] = true
-		}
-		if s.cfg.DryRun {
-			fmt.Fprintf(s.out, "  would reap runner Job %s: %s (%s)\n", j.Name, whyFormerScope, t)
+		if len(g.regs[p].byName[runnerjob.RunnerNameOf(j)]) > 0 {
 			continue
 		}
-		if err := s.disable(ctx, runners, t, mine); err != nil {
-			errs = append(errs, fmt.Errorf("cannot disable the runner of %s in the group's former scope %s: %w", j.Name, t, err))
-			continue
-		}
-		reap = append(reap, j)
-	}
-	// Registrations of the group whose runner Job is gone.
-	listed := make(map[string]bool, len(obs.jobs))
-	for i := range obs.jobs {
-		listed[obs.jobs[i].Name] = true
-	}
-	var named []plan.Registration
-	for _, r := range all {
-		if job, ok := runnerjob.JobOfRunner(g.rg, r.Name); ok {
-			named = append(named, plan.Registration{ID: r.ID, Name: r.Name, Job: job, Ephemeral: r.Ephemeral, Online: r.Online})
+		if _, known := placeOfJob(g, j); known && s.neverRegistered(j, obs.pods[j.UID]) {
+			silent[j.Name] = true
 		}
 	}
-	orphans := plan.Orphans(named, listed)
-	var removed []int64
-	kept := len(reap) < len(jobs) // a Job not reaped may still register there
-	if len(reap) > 0 || len(orphans) > 0 {
-		c, err := s.confirm(ctx, runners, t)
-		if err != nil {
-			return false, append(errs, fmt.Errorf("cannot confirm that the runners in the group's former scope %s run no job, so none is deleted: %w", t, err))
-		}
-		for _, j := range reap {
-			name := runnerjob.RunnerNameOf(j)
-			if why := c.keeps(name, unregistered[j.Name]); why != "" {
-				g.log.Info("a runner to reap in the group's former scope is left alone", "job", j.Name, "runner", name, "scope", t.String(), "why", why)
-				kept = true
-				continue
-			}
-			if gone, err := s.deleteJob(ctx, j); err != nil || gone {
-				if err != nil {
-					errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
-					kept = true
-				}
-				continue
-			}
-			for _, r := range regs[name] {
-				if err := runners.DeleteRunner(ctx, t, r.ID); err != nil {
-					errs = append(errs, fmt.Errorf("cannot remove runner %s from the group's former scope %s: %w", name, t, err))
-					continue
-				}
-				removed = append(removed, r.ID)
-			}
-			rep.reaped++
-			rep.deletedJobs++
-			g.log.Info("reaped a runner of the group's former scope", "job", j.Name, "runner", name, "scope", t.String())
-			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s (%s)", j.Name, whyFormerScope, t))
-		}
-		for _, o := range orphans {
-			if c.keeps(o.Name, false) != "" {
-				continue
-			}
-			if _, err := s.kube.BatchV1().Jobs(g.rg.Namespace).Get(ctx, o.Job, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				if err != nil {
-					errs = append(errs, fmt.Errorf("cannot check runner Job %s of registration %s: %w", o.Job, o.Name, err))
-				}
-				continue
-			}
-			if s.cfg.DryRun {
-				fmt.Fprintf(s.out, "  would remove runner %s (ID %d) from Gitea: its runner Job is gone (the group's former scope %s)\n", o.Name, o.ID, t)
-				continue
-			}
-			if err := runners.DeleteRunner(ctx, t, o.ID); err != nil {
-				errs = append(errs, fmt.Errorf("cannot remove orphan runner %s from the group's former scope %s: %w", o.Name, t, err))
-				continue
-			}
-			removed = append(removed, o.ID)
-			rep.reaped++
-			rep.orphans++
-			g.log.Info("removed an orphan runner registration from the group's former scope", "runner", o.Name, "id", o.ID, "scope", t.String())
-			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea (the group's former scope %s): its runner Job %s is gone and it ran no job", o.Name, t, o.Job))
-		}
-	}
-	// Nothing of the group is left there: no registration of its, and no
-	// runner Job of it that may still register there.
-	left := slices.ContainsFunc(all, func(r gitea.Runner) bool {
-		_, ok := runnerjob.JobOfRunner(g.rg, r.Name)
-		return ok && !slices.Contains(removed, r.ID)
-	})
-	return !left && !kept && len(errs) == 0, errs
+	return s.reaperWith(runners).ReapFormerPlace(ctx, s.reapGroup(g, rep), reaper.FormerPlace{
+		Target: t, Regs: all, Jobs: jobs, Silent: silent, Listed: obs.listedJobs(), Why: whyFormerScope})
 }

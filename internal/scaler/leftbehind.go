@@ -9,6 +9,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
@@ -39,8 +40,8 @@ func (s *Scaler) recordOwner(ctx context.Context, g *groupRun) {
 // owner tags were this namespace's groups', the namespace's groups which
 // of those are gone, and Gitea's sound in_progress listing that none of
 // them runs a job. Tags with no registration left are forgotten.
-func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gitea.Runners, all []gitea.Runner, rep *lifecycleReport) []error {
-	named := namedRegistrations(all, runnerjob.OwnerTag(g.rg.UID))
+func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gitea.Runners, all []gitea.Runner, rep *reaper.Tally) []error {
+	named := reaper.NamedRegistrations(all, runnerjob.OwnerTag(g.rg.UID))
 	if len(named) == 0 {
 		return nil
 	}
@@ -85,25 +86,25 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 		}
 	}
 	var errs []error
-	sw, err := s.sweepLeftBehind(ctx, runners, t, plan.LeftBehindInput{Regs: named, Recorded: recorded, Live: live}, leftBehindActions{
-		dryRun: func(r plan.Registration, group string) string {
+	sw, err := s.reaperWith(runners).SweepLeftBehind(ctx, t, plan.LeftBehindInput{Regs: named, Recorded: recorded, Live: live}, reaper.LeftBehindActions{
+		DryRun: func(r plan.Registration, group string) string {
 			return fmt.Sprintf("RunnerGroup %s/%s that registered it is gone", ns, group)
 		},
-		removed: func(r plan.Registration, group string) {
-			rep.reaped++
-			rep.orphans++
+		Removed: func(r plan.Registration, group string) {
+			rep.Reaped++
+			rep.Orphans++
 			g.log.Info("removed a registration of a deleted group", "runner", r.Name, "id", r.ID, "deletedGroup", group)
 			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea: RunnerGroup %s/%s that registered it is gone, and it ran no job", r.Name, ns, group))
 		},
-		failed: func(r plan.Registration, group string, err error) {
+		Failed: func(r plan.Registration, group string, err error) {
 			errs = append(errs, fmt.Errorf("cannot remove runner %s of deleted RunnerGroup %s/%s from Gitea: %w", r.Name, ns, group, err))
 		},
 	})
 	if err != nil {
 		return []error{fmt.Errorf("cannot confirm that the registrations of deleted groups run no job, so none is removed: %w", err)}
 	}
-	if len(sw.forget) > 0 {
-		if err := (ledger.Store{Client: s.kube}).Forget(ctx, ns, here, sw.forget); err != nil {
+	if len(sw.Forget) > 0 {
+		if err := (ledger.Store{Client: s.kube}).Forget(ctx, ns, here, sw.Forget); err != nil {
 			errs = append(errs, fmt.Errorf("cannot update the registrations ledger: %w", err))
 		}
 	}
@@ -147,94 +148,6 @@ func preloadLedger(ctx context.Context, groups []*groupRun, listed state.Listed)
 	_, _ = groups[0].namespaces.ledgers.get(ctx, groups[0].rg.Namespace, func(context.Context) (ledger.Entries, error) {
 		return entries, nil
 	})
-}
-
-// namedRegistrations is the registrations of a runners listing whose
-// names the scaler made (group, suffix, owner tag), but those of the tag
-// skip (a living group's own).
-func namedRegistrations(all []gitea.Runner, skip string) []plan.Named {
-	var named []plan.Named
-	for _, r := range all {
-		group, _, tag, ok := runnerjob.SplitRunnerName(r.Name)
-		if !ok || tag == skip {
-			continue
-		}
-		named = append(named, plan.Named{Group: group, Tag: tag,
-			Registration: plan.Registration{ID: r.ID, Name: r.Name, Ephemeral: r.Ephemeral, Online: r.Online}})
-	}
-	return named
-}
-
-// leftBehindActions is what a caller of sweepLeftBehind says and counts:
-// the reason a dry run prints for a registration it would remove, and
-// what to do once one is removed or its removal failed.
-type leftBehindActions struct {
-	dryRun  func(r plan.Registration, group string) string
-	removed func(r plan.Registration, group string)
-	failed  func(r plan.Registration, group string, err error)
-}
-
-// leftBehindSweep is what sweepLeftBehind did at one place: the tags of
-// which a removal failed, and those of which nothing is left there (to
-// forget; none in a dry run).
-type leftBehindSweep struct {
-	failed map[string]bool
-	forget []string
-}
-
-// sweepLeftBehind removes at t the registrations plan.LeftBehind picks
-// from in, once Gitea's in_progress jobs, read soundly, confirm that none
-// of them runs a job: the one mechanism for the registrations of deleted
-// groups and of deleted namespaces. An error means the confirmation
-// failed and nothing was removed.
-func (s *Scaler) sweepLeftBehind(ctx context.Context, runners gitea.Runners, t gitea.Target, in plan.LeftBehindInput, do leftBehindActions) (leftBehindSweep, error) {
-	sw := leftBehindSweep{failed: map[string]bool{}}
-	remove, _ := plan.LeftBehind(in)
-	if len(remove) > 0 {
-		conf, err := s.confirm(ctx, runners, t)
-		if err != nil {
-			return sw, err
-		}
-		for i := range in.Regs {
-			in.Regs[i].Busy = conf.keeps(in.Regs[i].Name, false) != ""
-		}
-		remove, _ = plan.LeftBehind(in)
-	}
-	for _, r := range remove {
-		group, _, tag, _ := runnerjob.SplitRunnerName(r.Name)
-		if s.cfg.DryRun {
-			fmt.Fprintf(s.out, "  would remove runner %s (ID %d) from Gitea: %s\n", r.Name, r.ID, do.dryRun(r, group))
-			continue
-		}
-		if err := runners.DeleteRunner(ctx, t, r.ID); err != nil {
-			do.failed(r, group, err)
-			sw.failed[tag] = true
-			continue
-		}
-		do.removed(r, group)
-	}
-	if s.cfg.DryRun {
-		return sw, nil
-	}
-	// What is left after the removals decides which tags to forget.
-	var kept []plan.Named
-	for _, r := range in.Regs {
-		if !removed(remove, r.ID) || sw.failed[r.Tag] {
-			r.Online = true // what is left is not removed again here
-			kept = append(kept, r)
-		}
-	}
-	_, sw.forget = plan.LeftBehind(plan.LeftBehindInput{Regs: kept, Recorded: in.Recorded, Live: in.Live})
-	return sw, nil
-}
-
-func removed(regs []plan.Registration, id int64) bool {
-	for _, r := range regs {
-		if r.ID == id {
-			return true
-		}
-	}
-	return false
 }
 
 // freshLister is a GroupClient whose List may serve from a watch cache

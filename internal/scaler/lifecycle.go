@@ -17,26 +17,11 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerpod"
 )
-
-// lifecycleReport is what the lifecycle step saw and did, for record.
-type lifecycleReport struct {
-	// idle and starting count the active runner Jobs whose runner runs no
-	// job, by whether their pod has run, less those this step deleted.
-	idle, starting int
-	// stuck are the runner Jobs deleted (or, in a dry run, that would be)
-	// because their pod did not start in time.
-	stuck []plan.Stuck
-	// reaped counts idle runner Jobs deleted and orphan registrations
-	// removed; orphans counts the latter alone.
-	reaped, orphans int
-	// deletedJobs counts the runner Jobs this step deleted, which the
-	// listing still showed as active.
-	deletedJobs int
-}
 
 // podView is what the lifecycle needs of a runner Job's pods.
 type podView struct {
@@ -133,15 +118,6 @@ func allDisabled(regs []gitea.Runner) bool {
 	return true
 }
 
-// byRunnerName groups registrations by runner name.
-func byRunnerName(all []gitea.Runner) map[string][]gitea.Runner {
-	out := map[string][]gitea.Runner{}
-	for _, r := range all {
-		out[r.Name] = append(out[r.Name], r)
-	}
-	return out
-}
-
 // listedRunners is one place's runners listing within a group's pass,
 // with its registrations by runner name (made once: every runner Job of
 // the group looks itself up in it).
@@ -165,7 +141,7 @@ func (s *Scaler) registrationsAt(ctx context.Context, g *groupRun, p ledger.Plac
 	l, ok := g.regs[p]
 	if !ok {
 		l.all, l.err = s.listRunners(ctx, g, runners, targetOf(p))
-		l.byName = byRunnerName(l.all)
+		l.byName = reaper.ByRunnerName(l.all)
 		g.regs[p] = l
 	}
 	return l.all, l.err == nil, l.err
@@ -190,7 +166,7 @@ func (s *Scaler) registrationsOf(ctx context.Context, g *groupRun, p ledger.Plac
 // Nothing here deletes a runner on the pass's first reading alone: a
 // runner Job that did not start is read again just before it is deleted
 // (recheckStuck), and a runner is reaped or its registration removed only
-// after the confirmation (confirm.go), read afresh in the place it
+// after the confirmation (reaper.Confirm), read afresh in the place it
 // registered in, says it runs no job and Gitea does not call it busy. Any
 // doubt keeps the runner.
 func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) error {
@@ -200,7 +176,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		// the status keeps their last values.
 		return reason.Errorf(v1alpha1.ReasonRunnerReapFailed, "cannot list runner pods: %w", err)
 	}
-	rep := &lifecycleReport{}
+	rep := &reaper.Tally{}
 	obs.lifecycle = rep
 	runners, _ := g.gitea.(gitea.Runners)
 	here := g.registersIn()
@@ -235,7 +211,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		reg, _ := s.registrationsOf(ctx, g, p, j)
 		registered := len(reg) > 0
 		if pv.started {
-			rep.idle++
+			rep.Idle++
 			// A runner Gitea calls busy runs no job the listings show,
 			// but may still be cleaning up after a cancelled one (see
 			// gitea.Runners): it waits for a later pass.
@@ -244,7 +220,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			}
 			continue
 		}
-		rep.starting++
+		rep.Starting++
 		starting = append(starting, plan.StartingRunner{Job: j.Name, Created: j.CreationTimestamp.Time,
 			Registered: registered, Reason: pv.reason, Message: pv.message})
 	}
@@ -258,8 +234,18 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	case listed:
 		reap := plan.ReapIdle(plan.IdleInput{Now: s.now(), Timeout: s.cfg.RunnerIdleTimeout,
 			Surplus: obs.surplus, MinIdle: int(g.rg.Spec.WarmPool()), Demand: len(obs.queued), Runners: idle})
-		errs = append(errs, s.reapRunners(ctx, g, runners, byName, reap, unable, obs, rep)...)
-		errs = append(errs, s.removeOrphans(ctx, g, runners, all, obs, rep)...)
+		rp, rg := s.reaperWith(runners), s.reapGroup(g, rep)
+		idleJobs := make([]*batchv1.Job, 0, len(reap))
+		for _, name := range reap {
+			idleJobs = append(idleJobs, byName[name])
+		}
+		unables := make([]reaper.Unable, 0, len(unable))
+		for _, j := range unable {
+			why := obs.unavailable[j.Name]
+			unables = append(unables, reaper.Unable{Job: j, Why: why, Unregistered: why == whyUnregistered})
+		}
+		errs = append(errs, rp.ReapRunners(ctx, rg, s.cfg.RunnerIdleTimeout, idleJobs, unables)...)
+		errs = append(errs, rp.RemoveOrphans(ctx, rg, targetOf(here), all, obs.listedJobs(), obs.busy)...)
 		errs = append(errs, s.removeLeftBehind(ctx, g, runners, all, rep)...)
 	}
 	if runners != nil && s.cfg.RunnerIdleTimeout > 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
@@ -50,7 +51,7 @@ type observation struct {
 	surplus int
 	// lifecycle is what the lifecycle step saw and did; nil when it did
 	// not run.
-	lifecycle *lifecycleReport
+	lifecycle *reaper.Tally
 }
 
 // observe lists the group's runner Jobs and then asks Gitea for the jobs of
@@ -314,4 +315,14 @@ func ownJobs(rg *v1alpha1.RunnerGroup, jobs []batchv1.Job) []batchv1.Job {
 		}
 	}
 	return out
+}
+
+// listedJobs names the group's runner Jobs the pass listed: a registration
+// whose Job is not among them may be an orphan's.
+func (o *observation) listedJobs() map[string]bool {
+	listed := make(map[string]bool, len(o.jobs))
+	for i := range o.jobs {
+		listed[o.jobs[i].Name] = true
+	}
+	return listed
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
@@ -28,7 +28,7 @@ import (
 // event. Each is read again first (recheckStuck): the pass's view of
 // pods, registrations and running jobs predates the serving of every
 // group, and a pod that started since may have taken its job.
-func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*batchv1.Job, stuck []plan.Stuck, rep *lifecycleReport) []error {
+func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*batchv1.Job, stuck []plan.Stuck, rep *reaper.Tally) []error {
 	if len(stuck) == 0 {
 		return nil
 	}
@@ -54,10 +54,10 @@ func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*
 		msg := fmt.Sprintf("runner Job %s did not start within %s: %s: %s", j.Name, s.cfg.RunnerStartTimeout, st.Reason, st.Message)
 		if s.cfg.DryRun {
 			fmt.Fprintf(s.out, "  would delete %s\n", msg)
-			rep.stuck = append(rep.stuck, st)
+			rep.Stuck = append(rep.Stuck, st)
 			continue
 		}
-		if gone, err := s.deleteJob(ctx, j); err != nil || gone {
+		if gone, err := s.reaperOf(g).DeleteJob(ctx, j); err != nil || gone {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cannot delete runner Job %s that did not start: %w", j.Name, err))
 			}
@@ -65,9 +65,9 @@ func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*
 		}
 		g.log.Warn("deleted a runner Job that did not start", "job", j.Name, "reason", st.Reason, "message", st.Message)
 		s.event(ctx, g.rg, "Warning", v1alpha1.ReasonRunnerStartTimeout, msg)
-		rep.stuck = append(rep.stuck, st)
-		rep.starting--
-		rep.deletedJobs++
+		rep.Stuck = append(rep.Stuck, st)
+		rep.Starting--
+		rep.DeletedJobs++
 		freed = append(freed, j)
 	}
 	if len(freed) > 0 {
@@ -158,21 +158,21 @@ func (s *Scaler) recheckStuck(ctx context.Context, g *groupRun, jobs []*batchv1.
 // after its job while another container (a regular sidecar) keeps the pod
 // running: deleting the Job ends the pod's other containers. The runner
 // process is gone, so no job of it can be lost; Gitea is not asked.
-func (s *Scaler) deleteSpent(ctx context.Context, g *groupRun, spent []*batchv1.Job, rep *lifecycleReport) []error {
+func (s *Scaler) deleteSpent(ctx context.Context, g *groupRun, spent []*batchv1.Job, rep *reaper.Tally) []error {
 	var errs []error
 	for _, j := range spent {
 		if s.cfg.DryRun {
 			fmt.Fprintf(s.out, "  would delete runner Job %s: %s\n", j.Name, whySpent)
 			continue
 		}
-		if gone, err := s.deleteJob(ctx, j); err != nil || gone {
+		if gone, err := s.reaperOf(g).DeleteJob(ctx, j); err != nil || gone {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cannot delete spent runner Job %s: %w", j.Name, err))
 			}
 			continue
 		}
-		rep.reaped++
-		rep.deletedJobs++
+		rep.Reaped++
+		rep.DeletedJobs++
 		g.log.Info("deleted a spent runner Job", "job", j.Name)
 		s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Deleted runner Job %s: %s; a native sidecar (an init container with restartPolicy Always) ends with the runner by itself", j.Name, whySpent))
 	}
@@ -207,189 +207,6 @@ func (s *Scaler) holdDemand(ctx context.Context, g *groupRun, freed []*batchv1.J
 	})
 }
 
-// reapRunners reaps, safely, the idle surplus runners (reap) and the
-// runners that can take no work (unable: disabled by a reap that stopped
-// after the disable, or unregistered). In each place the runners register
-// in, it first makes each idle one unable to take work in Gitea (disabled,
-// or deleted where Gitea cannot disable), then reads the confirmation
-// (confirm.go), and deletes the runner Job, and then the registration, of
-// each it does not keep. A runner that took a job in between is left
-// alone: ephemeral, it exits after that job, and being disabled it takes
-// no other. When the confirmation cannot be read, nothing there is
-// deleted; a runner left disabled is no supply, and the next pass reaps it.
-func (s *Scaler) reapRunners(ctx context.Context, g *groupRun, runners gitea.Runners, byName map[string]*batchv1.Job,
-	reap []string, unable []*batchv1.Job, obs *observation, rep *lifecycleReport) []error {
-	if len(reap) == 0 && len(unable) == 0 {
-		return nil
-	}
-	if s.cfg.DryRun {
-		for _, name := range reap {
-			fmt.Fprintf(s.out, "  would reap idle runner Job %s (idle for at least %s beyond the demand)\n", name, s.cfg.RunnerIdleTimeout)
-		}
-		for _, j := range unable {
-			fmt.Fprintf(s.out, "  would reap runner Job %s: %s\n", j.Name, obs.unavailable[j.Name])
-		}
-		return nil
-	}
-	type candidate struct {
-		job  *batchv1.Job
-		idle bool
-		regs []gitea.Runner
-	}
-	var errs []error
-	var places []ledger.Place
-	cands := map[ledger.Place][]candidate{}
-	where := func(j *batchv1.Job) (ledger.Place, []gitea.Runner) {
-		p, _, _ := s.runnerPlace(ctx, g, j)
-		regs, _ := s.registrationsOf(ctx, g, p, j)
-		return p, regs
-	}
-	add := func(p ledger.Place, c candidate) {
-		if _, seen := cands[p]; !seen {
-			places = append(places, p)
-		}
-		cands[p] = append(cands[p], c)
-	}
-	for _, name := range reap {
-		j := byName[name]
-		p, regs := where(j)
-		if err := s.disable(ctx, runners, targetOf(p), regs); err != nil {
-			errs = append(errs, fmt.Errorf("cannot disable the runner of %s in Gitea: %w", name, err))
-			continue
-		}
-		add(p, candidate{job: j, idle: true, regs: regs})
-	}
-	for _, j := range unable {
-		p, regs := where(j)
-		add(p, candidate{job: j, regs: regs})
-	}
-	for _, p := range places {
-		t := targetOf(p)
-		todo := cands[p]
-		conf, err := s.confirm(ctx, runners, t)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("cannot confirm that the runners to reap run no job, so none is deleted: %w", err))
-			continue
-		}
-		for _, c := range todo {
-			j := c.job
-			runnerName := runnerjob.RunnerNameOf(j)
-			if why := conf.keeps(runnerName, obs.unavailable[j.Name] == whyUnregistered); why != "" {
-				g.log.Info("a runner to reap is left alone", "job", j.Name, "runner", runnerName, "why", why)
-				continue
-			}
-			if gone, err := s.deleteJob(ctx, j); err != nil || gone {
-				if err != nil {
-					errs = append(errs, fmt.Errorf("cannot delete runner Job %s: %w", j.Name, err))
-				}
-				continue
-			}
-			for _, r := range c.regs {
-				if err := runners.DeleteRunner(ctx, t, r.ID); err != nil {
-					errs = append(errs, fmt.Errorf("cannot remove runner %s from Gitea: %w", runnerName, err))
-				}
-			}
-			rep.reaped++
-			rep.deletedJobs++
-			if c.idle {
-				rep.idle--
-				g.log.Info("reaped an idle runner", "job", j.Name, "runner", runnerName)
-				s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Reaped idle runner Job %s: idle for at least %s while the group had more runners than queued jobs", j.Name, s.cfg.RunnerIdleTimeout))
-				continue
-			}
-			why := obs.unavailable[j.Name]
-			g.log.Info("reaped a runner that can take no work", "job", j.Name, "runner", runnerName, "why", why)
-			s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Reaped runner Job %s: %s", j.Name, why))
-		}
-	}
-	return errs
-}
-
-// disable makes every registration of one runner take no more work. A
-// Gitea without the disable endpoint (405) gets the registration deleted
-// instead; one that is gone already is fine.
-func (s *Scaler) disable(ctx context.Context, runners gitea.Runners, t gitea.Target, regs []gitea.Runner) error {
-	for _, r := range regs {
-		err := runners.DisableRunner(ctx, t, r.ID)
-		var ae *gitea.APIError
-		if errors.As(err, &ae) && ae.Status == http.StatusMethodNotAllowed {
-			err = runners.DeleteRunner(ctx, t, r.ID)
-		}
-		if err != nil && !errors.Is(err, gitea.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
-}
-
-// removeOrphans deletes the group's ephemeral registrations whose runner
-// Job is gone (plan.Orphans), each after asking Gitea's sound listing
-// which runners run a job and the API server for the Job by name: a runner
-// that runs a job, or whose Job exists now, whatever the pass's listings
-// said, is kept.
-func (s *Scaler) removeOrphans(ctx context.Context, g *groupRun, runners gitea.Runners, all []gitea.Runner, obs *observation, rep *lifecycleReport) []error {
-	listed := make(map[string]bool, len(obs.jobs))
-	for i := range obs.jobs {
-		listed[obs.jobs[i].Name] = true
-	}
-	var regs []plan.Registration
-	for _, r := range all {
-		job, _ := runnerjob.JobOfRunner(g.rg, r.Name)
-		regs = append(regs, plan.Registration{ID: r.ID, Name: r.Name, Job: job, Ephemeral: r.Ephemeral, Online: r.Online, Busy: obs.busy[job]})
-	}
-	t := targetOf(g.registersIn())
-	orphans := plan.Orphans(regs, listed)
-	if len(orphans) == 0 {
-		return nil
-	}
-	conf, err := s.confirm(ctx, runners, t)
-	if err != nil {
-		return []error{fmt.Errorf("cannot confirm that the orphan runners run no job, so none is removed: %w", err)}
-	}
-	var errs []error
-	for _, o := range orphans {
-		if conf.keeps(o.Name, false) != "" {
-			continue
-		}
-		_, err := s.kube.BatchV1().Jobs(g.rg.Namespace).Get(ctx, o.Job, metav1.GetOptions{})
-		switch {
-		case err == nil:
-			continue
-		case !apierrors.IsNotFound(err):
-			errs = append(errs, fmt.Errorf("cannot check runner Job %s of registration %s: %w", o.Job, o.Name, err))
-			continue
-		case s.cfg.DryRun:
-			fmt.Fprintf(s.out, "  would remove runner %s (ID %d) from Gitea: its runner Job is gone\n", o.Name, o.ID)
-			continue
-		}
-		if err := runners.DeleteRunner(ctx, t, o.ID); err != nil {
-			errs = append(errs, fmt.Errorf("cannot remove orphan runner %s from Gitea: %w", o.Name, err))
-			continue
-		}
-		rep.reaped++
-		rep.orphans++
-		g.log.Info("removed an orphan runner registration", "runner", o.Name, "id", o.ID)
-		s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea: it registered, but its runner Job %s is gone and it ran no job", o.Name, o.Job))
-	}
-	return errs
-}
-
-// deleteJob deletes one runner Job, only if it is still the one listed
-// (same UID), with its pods. gone says it was not there to delete: a
-// racing pass deleted it first, and that pass counts it, says so in an
-// event and removes its registration, so this one does none of that.
-func (s *Scaler) deleteJob(ctx context.Context, j *batchv1.Job) (gone bool, err error) {
-	bg := metav1.DeletePropagationBackground
-	err = s.kube.BatchV1().Jobs(j.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{
-		Preconditions:     &metav1.Preconditions{UID: &j.UID},
-		PropagationPolicy: &bg,
-	})
-	if apierrors.IsNotFound(err) {
-		return true, nil
-	}
-	return false, err
-}
-
 // joinCauses is one error of several, each still testable with errors.Is.
 func joinCauses(errs []error) error {
 	format := strings.TrimSuffix(strings.Repeat("%w; ", len(errs)), "; ")
@@ -398,4 +215,28 @@ func joinCauses(errs []error) error {
 		args[i] = e
 	}
 	return fmt.Errorf(format, args...)
+}
+
+// reaperWith is the pass's reaper through runners.
+func (s *Scaler) reaperWith(runners gitea.Runners) reaper.Reaper {
+	return reaper.Reaper{Runners: runners, Kube: s.kube, DryRun: s.cfg.DryRun, Out: s.out}
+}
+
+// reaperOf is the pass's reaper through the group's Gitea client.
+func (s *Scaler) reaperOf(g *groupRun) reaper.Reaper {
+	runners, _ := g.gitea.(gitea.Runners)
+	return s.reaperWith(runners)
+}
+
+// reapGroup is what the reaper needs of the group: its log, its events,
+// where its runners register, and its tally.
+func (s *Scaler) reapGroup(g *groupRun, rep *reaper.Tally) reaper.Group {
+	return reaper.Group{RG: g.rg, Log: g.log, Tally: rep,
+		Event: func(ctx context.Context, typ, reason, message string) { s.event(ctx, g.rg, typ, reason, message) },
+		Where: func(ctx context.Context, j *batchv1.Job) (ledger.Place, []gitea.Runner) {
+			p, _, _ := s.runnerPlace(ctx, g, j)
+			regs, _ := s.registrationsOf(ctx, g, p, j)
+			return p, regs
+		},
+	}
 }

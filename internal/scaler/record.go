@@ -150,10 +150,10 @@ func observed(st *v1alpha1.RunnerGroupStatus, obs *observation, created, minIdle
 	st.RunningJobs = int32(obs.running)
 	st.JobsLeftToOtherGroups = int32(obs.leftToOthers)
 	if l := obs.lifecycle; l != nil {
-		st.ActiveRunners -= int32(l.deletedJobs)
-		st.IdleRunners, st.StartingRunners = int32(l.idle), int32(l.starting)
-		st.StuckRunners, st.ReapedRunners = int32(len(l.stuck)), int32(l.reaped)
-		st.WarmRunners = int32(min(minIdle, max(0, l.idle-len(obs.queued))))
+		st.ActiveRunners -= int32(l.DeletedJobs)
+		st.IdleRunners, st.StartingRunners = int32(l.Idle), int32(l.Starting)
+		st.StuckRunners, st.ReapedRunners = int32(len(l.Stuck)), int32(l.Reaped)
+		st.WarmRunners = int32(min(minIdle, max(0, l.Idle-len(obs.queued))))
 	}
 	// Without the lifecycle's counts (its pods could not be listed) the
 	// runner counts keep their last values: not known is not zero.
@@ -190,9 +190,9 @@ func scalingCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, 
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonPaused, "spec.suspend is true: the group starts no runners"
 	case rg.Spec.MaxActiveRunners == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonPaused, "maxActiveRunners is 0: the group starts no runners"
-	case obs != nil && obs.lifecycle != nil && len(obs.lifecycle.stuck) > 0:
+	case obs != nil && obs.lifecycle != nil && len(obs.lifecycle.Stuck) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonRunnerStartTimeout
-		c.Message = cutRunes(stuckMessage(obs.lifecycle.stuck, startTimeout), maxMessageRunes)
+		c.Message = cutRunes(stuckMessage(obs.lifecycle.Stuck, startTimeout), maxMessageRunes)
 	case st.ActiveRunners >= rg.Spec.MaxActiveRunners && st.QueuedJobs > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonAtCapacity
 		c.Message += "; queued jobs wait for a free slot"

@@ -34,9 +34,8 @@
 //	runnerconfig.go  the runner config ConfigMap, a key per pod grace
 //	lifecycle.go  the runner Jobs' pods, and the lifecycle decisions on them
 //	place.go    where each runner registers (its registration token's scope)
-//	confirm.go  the confirmation every deletion of a runner goes through
-//	reap.go     runner Jobs that never started, idle surplus runners, orphan
-//	            registrations: deleted safely
+//	reap.go     runner Jobs that never started or whose runner has ended,
+//	            and the reaper (package reaper) for a group's runners
 //	formerscope.go  runners left where the group no longer is
 //	leftbehind.go  the namespace's ledger, and the registrations deleted
 //	            groups left behind

@@ -20,9 +20,9 @@ func groupStats(rg *v1alpha1.RunnerGroup, obs *observation, created int, failed 
 	}
 	if obs != nil && obs.lifecycle != nil {
 		l := obs.lifecycle
-		gs.StartTimeouts = len(l.stuck)
-		gs.OrphansRemoved = l.orphans
-		gs.IdleReaps = l.reaped - l.orphans
+		gs.StartTimeouts = len(l.Stuck)
+		gs.OrphansRemoved = l.Orphans
+		gs.IdleReaps = l.Reaped - l.Orphans
 	}
 	return gs
 }

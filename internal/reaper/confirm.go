@@ -1,4 +1,4 @@
-package scaler
+package reaper
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
 
-// confirmation is the one rule that every deletion of a runner Job whose
+// Confirmation is the one rule that every deletion of a runner Job whose
 // runner may be registered, and every removal of a registration, goes
-// through (issue 32): it is read afresh in the place the runner registers
+// through: it is read afresh in the place the runner registers
 // in, just before the deletion and after any disable, and says which
 // runners are left alone. Any doubt keeps the runner.
 //
@@ -26,34 +26,34 @@ import (
 //     listing and this one, so one listing that missed a live runner (the
 //     listing is paged by offset and reorders as runners report) deletes
 //     nothing.
-type confirmation struct {
+type Confirmation struct {
 	place   gitea.Target
 	running map[string]bool
 	regs    map[string][]gitea.Runner
 }
 
-// confirm reads the confirmation of one place. An error means nothing
+// Confirm reads the confirmation of one place. An error means nothing
 // there may be deleted.
-func (s *Scaler) confirm(ctx context.Context, runners gitea.Runners, t gitea.Target) (*confirmation, error) {
-	jobs, err := runners.InProgress(ctx, t)
+func (r Reaper) Confirm(ctx context.Context, t gitea.Target) (*Confirmation, error) {
+	jobs, err := r.Runners.InProgress(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the running jobs of %s: %w", t, err)
 	}
-	all, err := runners.ListRunners(ctx, t)
+	all, err := r.Runners.ListRunners(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the runners of %s again: %w", t, err)
 	}
-	c := &confirmation{place: t, running: make(map[string]bool, len(jobs)), regs: byRunnerName(all)}
+	c := &Confirmation{place: t, running: make(map[string]bool, len(jobs)), regs: ByRunnerName(all)}
 	for _, j := range jobs {
 		c.running[j.RunnerName] = true
 	}
 	return c, nil
 }
 
-// keeps says why the runner of that name must be left alone, or "" when
+// Keeps says why the runner of that name must be left alone, or "" when
 // it may go. unregistered says the runner is to go for having no
 // registration: one that has one now is kept.
-func (c *confirmation) keeps(name string, unregistered bool) string {
+func (c *Confirmation) Keeps(name string, unregistered bool) string {
 	regs := c.regs[name]
 	switch {
 	case c.running[name]:
@@ -64,4 +64,13 @@ func (c *confirmation) keeps(name string, unregistered bool) string {
 		return "it is registered after all"
 	}
 	return ""
+}
+
+// ByRunnerName groups registrations by runner name.
+func ByRunnerName(all []gitea.Runner) map[string][]gitea.Runner {
+	out := map[string][]gitea.Runner{}
+	for _, r := range all {
+		out[r.Name] = append(out[r.Name], r)
+	}
+	return out
 }

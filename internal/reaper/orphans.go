@@ -1,0 +1,62 @@
+package reaper
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+)
+
+// RemoveOrphans deletes the group's ephemeral registrations at t (all,
+// the pass's listing) whose runner Job is gone (plan.Orphans: not among
+// listed, the runner Jobs the pass listed; busy names those whose runner
+// runs a job), each after asking Gitea's sound listing which runners run
+// a job and the API server for the Job by name: a runner that runs a job,
+// or whose Job exists now, whatever the pass's listings said, is kept.
+func (r Reaper) RemoveOrphans(ctx context.Context, g Group, t gitea.Target, all []gitea.Runner, listed, busy map[string]bool) []error {
+	var regs []plan.Registration
+	for _, reg := range all {
+		job, _ := runnerjob.JobOfRunner(g.RG, reg.Name)
+		regs = append(regs, plan.Registration{ID: reg.ID, Name: reg.Name, Job: job, Ephemeral: reg.Ephemeral, Online: reg.Online, Busy: busy[job]})
+	}
+	orphans := plan.Orphans(regs, listed)
+	if len(orphans) == 0 {
+		return nil
+	}
+	conf, err := r.Confirm(ctx, t)
+	if err != nil {
+		return []error{fmt.Errorf("cannot confirm that the orphan runners run no job, so none is removed: %w", err)}
+	}
+	var errs []error
+	for _, o := range orphans {
+		if conf.Keeps(o.Name, false) != "" {
+			continue
+		}
+		_, err := r.Kube.BatchV1().Jobs(g.RG.Namespace).Get(ctx, o.Job, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			continue
+		case !apierrors.IsNotFound(err):
+			errs = append(errs, fmt.Errorf("cannot check runner Job %s of registration %s: %w", o.Job, o.Name, err))
+			continue
+		case r.DryRun:
+			fmt.Fprintf(r.Out, "  would remove runner %s (ID %d) from Gitea: its runner Job is gone\n", o.Name, o.ID)
+			continue
+		}
+		if err := r.Runners.DeleteRunner(ctx, t, o.ID); err != nil {
+			errs = append(errs, fmt.Errorf("cannot remove orphan runner %s from Gitea: %w", o.Name, err))
+			continue
+		}
+		g.Tally.Reaped++
+		g.Tally.Orphans++
+		g.Log.Info("removed an orphan runner registration", "runner", o.Name, "id", o.ID)
+		g.Event(ctx, "Normal", v1alpha1.ReasonRunnerReaped, fmt.Sprintf("Removed runner %s from Gitea: it registered, but its runner Job %s is gone and it ran no job", o.Name, o.Job))
+	}
+	return errs
+}
