@@ -233,7 +233,7 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each.
 	  echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; done
 
-test: verify-generated lint test-unit fuzz test-image test-chart testbed-fresh test-e2e test-smoke test-demo test-k8s-versions ## Everything CI runs.
+test: verify-generated lint test-unit fuzz test-image test-chart testbed-fresh test-e2e test-smoke test-demo test-k8s-versions test-gitea-versions ## Everything CI runs.
 
 # make test owns its bed: it starts one from empty data, so whatever make
 # demo or an interrupted earlier run left (releases, namespaces, the CRD's
@@ -290,6 +290,34 @@ test-k8s-versions: ## The focused e2e suite on the chart's lowest and highest su
 	  scripts/testbed down; echo "test-k8s-versions: Kubernetes $$v took $$(( $$(date +%s) - t0 ))s"; \
 	  [ $$rc = 0 ] || { echo "test-k8s-versions: the focused suite failed on Kubernetes $$v (log: $(CACHE)/e2e-k8s-$$v.log)"; exit $$rc; }; \
 	done
+
+# Today's stack beside the default one (Gitea 1.26.0 and gitea-runner 1.0.8):
+# Gitea 1.27.3, built from a writable copy of its module
+# (scripts/tools/gitea/build-copy.sh), with gitea-runner 3.1.0, on a bed of
+# its own data (.testbed/gitea-<version>) after the Kubernetes minors. The
+# focused suite: the quick start as written with the real runner, the
+# lifecycle paths that read Gitea's runner status (idle reaping, orphan
+# registrations, a disabled runner, a cancelled job's runner cleaning up),
+# the webhook (the latency smoke's webhook mode) and `why`. Each version is
+# built once into .cache/gitea/<version> and .cache/gitea-runner/<version>.
+GITEA_STACK_VERSION := v1.27.3
+GITEA_STACK_RUNNER_VERSION := v3.1.0
+GITEA_VERSIONS_RUN := ^(TestQuickStartAsWritten|TestLifecycleIdleRunnerIsReaped|TestLifecycleOrphanRegistrationIsRemoved|TestADisabledRealRunnerTakesNoJobAndIsNotSupply|TestACancelledJobsRunnerFinishesItsCleanupBeforeItsJobGoes|TestScaleUpLatency|TestWhyExplainsServedBlockedUnmatchedAndWaitingJobs)$$
+GITEA_VERSIONS_SKIP := ^TestScaleUpLatency$$/^(chain|loop|cronjob)$$
+
+.PHONY: test-gitea-versions
+test-gitea-versions: ## The focused e2e suite on Gitea $(GITEA_STACK_VERSION) with gitea-runner $(GITEA_STACK_RUNNER_VERSION).
+	scripts/testbed down
+	@export TESTBED_GITEA_VERSION=$(GITEA_STACK_VERSION) TESTBED_RUNNER_VERSION=$(GITEA_STACK_RUNNER_VERSION) \
+	  TESTBED_DIR=$(CURDIR)/.testbed/gitea-$(GITEA_STACK_VERSION); t0=$$(date +%s); rc=0; \
+	echo "test-gitea-versions: Gitea $(GITEA_STACK_VERSION), gitea-runner $(GITEA_STACK_RUNNER_VERSION)"; \
+	if scripts/testbed up --fresh && eval "$$(scripts/testbed env)"; then \
+	  (set +e; go test -count=1 -tags e2e -timeout 15m -run '$(GITEA_VERSIONS_RUN)' -skip '$(GITEA_VERSIONS_SKIP)' -v ./internal/e2e/ 2>&1 | \
+	    tee $(CACHE)/e2e-gitea-$(GITEA_STACK_VERSION).log | \
+	    grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)'; exit $${PIPESTATUS[0]}) || rc=$$?; \
+	else rc=1; fi; \
+	scripts/testbed down; echo "test-gitea-versions: Gitea $(GITEA_STACK_VERSION) took $$(( $$(date +%s) - t0 ))s"; \
+	[ $$rc = 0 ] || { echo "test-gitea-versions: the focused suite failed on Gitea $(GITEA_STACK_VERSION) (log: $(CACHE)/e2e-gitea-$(GITEA_STACK_VERSION).log)"; exit $$rc; }
 
 .PHONY: demo
 demo: ## One command: test bed, Gitea org/repo/workflow, chart install, runners at work.

@@ -57,7 +57,10 @@ const (
 // arise there. Run before that check existed, it showed the runner Job
 // deleted as "not registered in Gitea" about a minute into its run while
 // its runner, unaware of the cancel, still ran the job's steps; its
-// cleanup ran only after the SIGTERM.
+// cleanup ran only after the SIGTERM. On Gitea 1.27.3 with gitea-runner
+// 3.1.0 (make test-gitea-versions) it runs: the runner, told of the
+// cancel, runs the cleanup while Gitea calls it busy, and its runner Job
+// is left alone until it completes.
 func TestACancelledJobsRunnerFinishesItsCleanupBeforeItsJobGoes(t *testing.T) {
 	t.Parallel()
 	b := getBed(t)
@@ -146,19 +149,25 @@ func (b *bed) cancelledJobCleansUp(ctx context.Context, t *testing.T, name strin
 	// after a cancel, until its pod is stopped. The case this test is for
 	// (a registered runner Gitea calls busy while it cleans up) needs a
 	// Gitea with the cancelling state and a runner that declares it.
+	// Gitea 1.27.3 with gitea-runner 3.1.0 (which declares the cancelling
+	// capability) tells the runner: the job stays listed in_progress while
+	// the runner runs its cleanup, so the cleanup's start is an answer too,
+	// and the passes below run while it lasts.
 	var forgotten bool
 	waitUntil(ctx, t, 15*time.Second, "Gitea's answer to the cancel", dump, func(ctx context.Context) (bool, string, error) {
+		if _, err := os.Stat(started); err == nil {
+			return true, "", nil
+		}
 		gj, err := b.giteaJob(ctx, fx.repo, gj.ID)
 		if err != nil || gj.Status != "completed" {
 			return false, fmt.Sprintf("job %s %v", gj.State(), err), nil
 		}
 		_, registered := b.orgRunners(ctx, t, fx.spec.Org)[runnerName]
-		forgotten = !registered
+		_, err = os.Stat(started)
+		forgotten = !registered && os.IsNotExist(err)
 		return true, "", nil
 	})
 	if forgotten {
-		_, err := os.Stat(started)
-		require.True(t, os.IsNotExist(err), "the runner, not told of the cancel, has not started the cleanup")
 		t.Skipf("Gitea deleted the registration of ephemeral runner %s when its job was cancelled, and the runner is not told (Gitea 1.26, gitea-runner 1.0.8): "+
 			"it cannot be a registered runner Gitea calls busy while it cleans up, which this test is for", runnerName)
 	}

@@ -13,13 +13,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// runScript reads scripts/run.sh from the runner source archive the bed builds from.
-func runScript(t *testing.T) []byte {
+// runnerArchives lists the runner source archives the bed builds from (one per
+// version TESTBED_RUNNER_VERSION can pick).
+func runnerArchives(t *testing.T) []string {
 	t.Helper()
 	archives, err := filepath.Glob("../../../gitea-runner/gitea-runner-*.tar.gz")
 	require.NoError(t, err)
-	require.Len(t, archives, 1, "one runner source archive in scripts/tools/gitea-runner")
-	f, err := os.Open(archives[0])
+	require.NotEmpty(t, archives, "runner source archives in scripts/tools/gitea-runner")
+	return archives
+}
+
+// runScript reads scripts/run.sh from a runner source archive.
+func runScript(t *testing.T, archive string) []byte {
+	t.Helper()
+	f, err := os.Open(archive)
 	require.NoError(t, err)
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
@@ -37,17 +44,21 @@ func runScript(t *testing.T) []byte {
 }
 
 func TestPrepareEntrypointRelocatesTheImagesDirectories(t *testing.T) {
-	got, err := PrepareEntrypoint(runScript(t), "/bed/c/data", "/bed/c/tmp")
-	require.NoError(t, err)
-	s := string(got)
-	assert.Contains(t, s, "\ncd /bed/c/data\n")
-	assert.Contains(t, s, "mkdir -p /bed/c/data")
-	assert.Contains(t, s, "tee /bed/c/tmp/reg.log")
-	assert.NotContains(t, s, " /data")
-	assert.NotContains(t, s, " /tmp/")
-	// The contract itself is untouched.
-	for _, kept := range []string{"GITEA_RUNNER_REGISTRATION_TOKEN", "--ephemeral", "exec gitea-runner daemon", "RUNNER_STATE_FILE"} {
-		assert.Contains(t, s, kept)
+	for _, archive := range runnerArchives(t) {
+		t.Run(filepath.Base(archive), func(t *testing.T) {
+			got, err := PrepareEntrypoint(runScript(t, archive), "/bed/c/data", "/bed/c/tmp")
+			require.NoError(t, err)
+			s := string(got)
+			assert.Contains(t, s, "\ncd /bed/c/data\n")
+			assert.Contains(t, s, "mkdir -p /bed/c/data")
+			assert.Contains(t, s, "tee /bed/c/tmp/reg.log")
+			assert.NotContains(t, s, " /data")
+			assert.NotContains(t, s, " /tmp/")
+			// The contract itself is untouched.
+			for _, kept := range []string{"GITEA_RUNNER_REGISTRATION_TOKEN", "--ephemeral", "exec gitea-runner daemon", "RUNNER_STATE_FILE"} {
+				assert.Contains(t, s, kept)
+			}
+		})
 	}
 }
 
