@@ -235,7 +235,7 @@ func (c *client) Snapshot(ctx context.Context, t Target) (Snapshot, error) {
 	}
 	results, _, err := c.runListings(ctx, ls)
 	if err != nil {
-		return Snapshot{}, c.explainNotFound(ctx, err)
+		return Snapshot{}, c.explainFailure(ctx, err)
 	}
 	return buildSnapshot(ls, results), nil
 }

@@ -27,9 +27,12 @@ var (
 	ErrForbidden = errors.New("forbidden")
 	// ErrNotFound: Gitea answered 404 (unknown org, user or repository).
 	ErrNotFound = errors.New("not found")
-	// ErrUnsupportedVersion: Gitea answered 404 for an Actions route and
-	// says it is older than MinVersion, which has none.
+	// ErrUnsupportedVersion: an Actions request failed and Gitea says it
+	// is older than MinVersion, which has no such route.
 	ErrUnsupportedVersion = errors.New("unsupported Gitea version")
+	// ErrUnsupportedServer: an Actions request failed and the server says
+	// it is Forgejo (a version with "+gitea-"), whose Actions API differs.
+	ErrUnsupportedServer = errors.New("unsupported server: Forgejo")
 	// ErrServer: Gitea answered 5xx or another status we do not expect, or
 	// the request failed before any answer (connection refused, DNS).
 	ErrServer = errors.New("server error")

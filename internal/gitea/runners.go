@@ -141,7 +141,7 @@ func (c *client) ListRunners(ctx context.Context, t Target) ([]Runner, error) {
 			return resp, err
 		})
 		if err != nil {
-			return nil, c.explainNotFound(ctx, err)
+			return nil, c.explainFailure(ctx, err)
 		}
 		if res == nil || len(res.Runners) == 0 {
 			return out, nil

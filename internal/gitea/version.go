@@ -21,15 +21,31 @@ const minMajor, minMinor = 1, 26
 // "development", which is no release.
 var releaseVersion = regexp.MustCompile(`^v?(\d{1,4})\.(\d{1,4})\.\d{1,6}(?:[-+][0-9A-Za-z.+-]*)?$`)
 
-// explainNotFound turns a 404 into ErrUnsupportedVersion when Gitea says
-// it is a release older than MinVersion, whose answer to an Actions route
-// is a 404 just like its answer for an unknown org; users would otherwise
-// hunt for a typo. Any other error, and a 404 from a Gitea that is new
-// enough or does not say, is returned as it is. Only the version's numbers
-// reach the message: the rest of Gitea's answer is not ours to print.
-func (c *client) explainNotFound(ctx context.Context, err error) error {
+// compatVersion reads a server that answers with a Gitea compatibility
+// version, as Forgejo does ("11.0.3+gitea-1.22.0"): its own version, then
+// the Gitea release it says it is compatible with.
+var compatVersion = regexp.MustCompile(`^v?(\d{1,4}\.\d{1,4}\.\d{1,6})(?:-[0-9A-Za-z.-]*)?\+gitea-(\d{1,4}\.\d{1,4}\.\d{1,6})`)
+
+// explainFailure turns a failed Actions request into ErrUnsupportedServer
+// when the server says it is Forgejo (or any server with a Gitea
+// compatibility version), and into ErrUnsupportedVersion when it says it
+// is a Gitea release older than MinVersion. Such a server answers an
+// Actions route with a 404 just like its answer for an unknown org, or
+// with something else the scaler cannot read; users would otherwise hunt
+// for a typo. Only failures with an answer are explained (a connection
+// that failed says nothing of the server), and no version is asked while
+// the server works. Any other error, and a failure from a Gitea that is
+// new enough or does not say, is returned as it is. Only the version's
+// numbers reach the message: the rest of the server's answer is not ours
+// to print.
+func (c *client) explainFailure(ctx context.Context, err error) error {
 	var ae *APIError
-	if !errors.As(err, &ae) || ae.Kind != ErrNotFound {
+	if !errors.As(err, &ae) || ae.Status == 0 {
+		return err
+	}
+	switch ae.Kind {
+	case ErrNotFound, ErrBadResponse, ErrServer:
+	default:
 		return err
 	}
 	var v struct {
@@ -37,6 +53,10 @@ func (c *client) explainNotFound(ctx context.Context, err error) error {
 	}
 	if _, verr := c.getJSON(ctx, "/version", nil, &v); verr != nil {
 		return err
+	}
+	if m := compatVersion.FindStringSubmatch(v.Version); m != nil {
+		return &APIError{Method: ae.Method, Kind: ErrUnsupportedServer, URL: ae.URL, Status: ae.Status,
+			Message: fmt.Sprintf("the server is Forgejo %s (compatible with Gitea %s), which the scaler does not support yet: it reads Gitea's Actions jobs and runners API (%s or newer), which Forgejo does not serve; use Gitea", m[1], m[2], MinVersion)}
 	}
 	m := releaseVersion.FindStringSubmatch(v.Version)
 	if m == nil {

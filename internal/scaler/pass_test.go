@@ -149,6 +149,13 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 				Message: "Gitea 1.25 is older than 1.26, the oldest release whose Actions jobs and runners API the scaler reads; upgrade Gitea"},
 			wantReason: v1alpha1.ReasonGiteaVersionUnsupported, wantMsg: "Gitea 1.25 is older than 1.26",
 		},
+		{
+			name:   "the server is Forgejo",
+			broken: newGroup("bad", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "other" }),
+			giteaErr: &gitea.APIError{Kind: gitea.ErrUnsupportedServer, URL: "/api/v1/orgs/other/actions/jobs", Status: 404,
+				Message: "the server is Forgejo 11.0.3 (compatible with Gitea 1.22.0), which the scaler does not support yet"},
+			wantReason: v1alpha1.ReasonForgejoNotSupported, wantMsg: "the server is Forgejo 11.0.3",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

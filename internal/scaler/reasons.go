@@ -119,6 +119,8 @@ func giteaReason(err error) string {
 		return v1alpha1.ReasonGiteaForbidden
 	case errors.Is(err, gitea.ErrUnsupportedVersion):
 		return v1alpha1.ReasonGiteaVersionUnsupported
+	case errors.Is(err, gitea.ErrUnsupportedServer):
+		return v1alpha1.ReasonForgejoNotSupported
 	case errors.Is(err, gitea.ErrNotFound):
 		return v1alpha1.ReasonGiteaNotFound
 	case errors.Is(err, gitea.ErrTimeout):

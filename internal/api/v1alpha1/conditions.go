@@ -59,13 +59,17 @@ const (
 	// ReasonGiteaVersionUnsupported: Gitea answered 404 for an Actions
 	// route and says it is older than gitea.MinVersion.
 	ReasonGiteaVersionUnsupported = "GiteaVersionUnsupported"
-	ReasonGiteaTimeout            = "GiteaTimeout"
-	ReasonGiteaBadResponse        = "GiteaBadResponse"
-	ReasonGiteaUnavailable        = "GiteaUnavailable"
-	ReasonKubernetesError         = "KubernetesError"
-	ReasonGroupTimeout            = "GroupTimeout"
-	ReasonStateConflict           = "StateConflict"
-	ReasonStateNotOwned           = "StateNotOwned"
+	// ReasonForgejoNotSupported: an Actions request failed and the server
+	// says it is Forgejo (a version with "+gitea-"), whose Actions API the
+	// scaler does not read.
+	ReasonForgejoNotSupported = "ForgejoNotSupported"
+	ReasonGiteaTimeout        = "GiteaTimeout"
+	ReasonGiteaBadResponse    = "GiteaBadResponse"
+	ReasonGiteaUnavailable    = "GiteaUnavailable"
+	ReasonKubernetesError     = "KubernetesError"
+	ReasonGroupTimeout        = "GroupTimeout"
+	ReasonStateConflict       = "StateConflict"
+	ReasonStateNotOwned       = "StateNotOwned"
 	// ReasonRegistrationTokenNotOwned: the group has no
 	// spec.registrationToken and a Secret <group>-registration-token
 	// exists that the group does not own, so none is minted.
