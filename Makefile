@@ -176,6 +176,11 @@ test-unit: ## Unit tests (fakes only).
 test-chart: ## helm lint --strict, helm unittest and the chart's checks.
 	$(CHART)/hack/test.sh
 
+# The bed's real node (containerd, runc and a kubelet; scripts/tools/testbed/
+# README.md), for the e2e tests whose pods must run as containers. The
+# other releases of make test-k8s-versions build no kubelet: they run without.
+export TESTBED_REAL_NODE ?= 1
+
 .PHONY: testbed-up
 testbed-up: ## Build the scaler and start etcd, kube-apiserver, controllers, kwok, the agent and Gitea on loopback.
 	scripts/testbed up
@@ -281,7 +286,7 @@ K8S_VERSIONS_RUN := ^(TestQuickStartAsWritten|TestLoopingListenerServesHealthz|T
 test-k8s-versions: ## The focused e2e suite on the chart's lowest and highest supported Kubernetes minors (K8S_VERSIONS).
 	scripts/testbed down
 	@for v in $(K8S_VERSIONS); do \
-	  export TESTBED_K8S_VERSION=$$v TESTBED_DIR=$(CURDIR)/.testbed/k8s-$$v; t0=$$(date +%s); rc=0; \
+	  export TESTBED_K8S_VERSION=$$v TESTBED_REAL_NODE=0 TESTBED_DIR=$(CURDIR)/.testbed/k8s-$$v; t0=$$(date +%s); rc=0; \
 	  echo "test-k8s-versions: Kubernetes $$v"; \
 	  if scripts/testbed up --fresh && eval "$$(scripts/testbed env)"; then \
 	    (set +e; go test -count=1 -tags e2e -timeout 10m -run '$(K8S_VERSIONS_RUN)' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/e2e-k8s-$$v.log | \
@@ -308,7 +313,7 @@ GITEA_VERSIONS_SKIP := ^TestScaleUpLatency$$/^(chain|loop|cronjob)$$
 .PHONY: test-gitea-versions
 test-gitea-versions: ## The focused e2e suite on Gitea $(GITEA_STACK_VERSION) with gitea-runner $(GITEA_STACK_RUNNER_VERSION).
 	scripts/testbed down
-	@export TESTBED_GITEA_VERSION=$(GITEA_STACK_VERSION) TESTBED_RUNNER_VERSION=$(GITEA_STACK_RUNNER_VERSION) \
+	@export TESTBED_GITEA_VERSION=$(GITEA_STACK_VERSION) TESTBED_RUNNER_VERSION=$(GITEA_STACK_RUNNER_VERSION) TESTBED_REAL_NODE=0 \
 	  TESTBED_DIR=$(CURDIR)/.testbed/gitea-$(GITEA_STACK_VERSION); t0=$$(date +%s); rc=0; \
 	echo "test-gitea-versions: Gitea $(GITEA_STACK_VERSION), gitea-runner $(GITEA_STACK_RUNNER_VERSION)"; \
 	if scripts/testbed up --fresh && eval "$$(scripts/testbed env)"; then \
