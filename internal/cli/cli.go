@@ -4,7 +4,7 @@
 // whose Run makes the passes.
 //
 // The run command's flags come in groups, a file each, that check their
-// own flags (TestTheFileMapNamesEveryFile keeps this map whole):
+// own flags (TestEveryFileMapNamesEveryFile keeps this map whole):
 //
 //	cli.go        the root command, Main, the exit codes
 //	run.go        `run`: its groups, the rules that tie two, runWith

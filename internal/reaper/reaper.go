@@ -4,7 +4,7 @@
 // group's API token, or the platform's for the sweep of deleted
 // namespaces); a dry run only says what it would delete.
 //
-// The files (TestTheFileMapNamesEveryFile keeps this map whole):
+// The files (TestEveryFileMapNamesEveryFile keeps this map whole):
 //
 //	reaper.go     the Reaper, the group it works for and its tally, a runner
 //	              Job's deletion and a runner's disable

@@ -8,7 +8,7 @@
 // ConfigMap's resourceVersion before any Job is created, and a pass that
 // loses the race re-reads everything and plans again.
 //
-// The files follow a pass from top to bottom (TestTheFileMapNamesEveryFile
+// The files follow a pass from top to bottom (TestEveryFileMapNamesEveryFile
 // keeps this map whole):
 //
 //	scaler.go   building a Scaler (New)
