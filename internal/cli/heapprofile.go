@@ -18,7 +18,7 @@ import (
 // own, which after each pass also writes the heap profile as
 // heap-<pass>.pprof in dir and logs the runtime's memory figures (and
 // writes them as mem-<pass>.txt), so the
-// benchmark can tell what a pass keeps (issue 23). It embeds the metrics
+// benchmark can tell what a pass keeps. It embeds the metrics
 // so the webhook's counters still reach them.
 type heapProfiler struct {
 	*metrics.Metrics

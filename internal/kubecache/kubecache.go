@@ -58,7 +58,7 @@ type Cache struct {
 // informers.SharedInformerFactory makes) would add a DeltaFIFO, a
 // processor and their goroutines for event handlers the scaler does not
 // have: at 500 namespaces, 1,500 of each, 4,500 goroutines and their
-// stacks fewer (issue 23).
+// stacks fewer.
 type watched struct {
 	stop               chan struct{}
 	jobs, pods, states *reflected

@@ -88,7 +88,7 @@ type Store struct {
 // RunnerGroup label with an empty value (it is no group's): the one list of
 // a namespace's state ConfigMaps by that label, and a loop's watch of them,
 // then hold the ledger too, and a pass needs no request of its own to read
-// it (issue 23). No group is named "", so no group's selector picks it.
+// it. No group is named "", so no group's selector picks it.
 var labels = map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy, v1alpha1.LabelRunnerGroupName: ""}
 
 // Load returns a namespace's ledger; none is an empty one. Entries that

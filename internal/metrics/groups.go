@@ -12,7 +12,7 @@ import (
 // passes' numbers, made into metrics only when scraped. A GaugeVec keeps
 // a series object with its label pairs per group and gauge: at 5,000
 // groups, 30,000 of them, 16 MiB of a loop's live heap, all made again by
-// every full pass (issue 23). Here a group costs its two names and six
+// every full pass. Here a group costs its two names and six
 // numbers.
 type groupGauges struct {
 	descs []*prometheus.Desc

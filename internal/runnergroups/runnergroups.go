@@ -59,8 +59,8 @@ type listPage struct {
 // listPages lists through c.REST, listPageSize groups a request, and
 // decodes each item into a RunnerGroup. The dynamic client would hold a
 // whole list as nested maps, several times the size of the types, before
-// converting: what made a CronJob pass over 5,000 groups peak at 240 MiB
-// (issue 23). managedFields, which a pass never reads, are dropped.
+// converting: what made a CronJob pass over 5,000 groups peak at 240 MiB.
+// managedFields, which a pass never reads, are dropped.
 func (c Client) listPages(ctx context.Context, namespace, selector string) (groups []v1alpha1.RunnerGroup, broken []Broken, err error) {
 	_, err = c.eachListed(ctx, namespace, selector, "", func(rg *v1alpha1.RunnerGroup, raw []byte, err error) {
 		if err != nil {

@@ -150,7 +150,7 @@ func (w *Watched) ListFresh(ctx context.Context, namespace, selector string) ([]
 // ListShared is List without the copies: the groups are the cache's own
 // objects, which the caller must not change, nor anything they point to.
 // A loop's pass reads every group of the cluster and changes none, and
-// copying 5,000 of them was a fifth of what it allocated (issue 23).
+// copying 5,000 of them was a fifth of what it allocated.
 func (w *Watched) ListShared(ctx context.Context, namespace, selector string) ([]*v1alpha1.RunnerGroup, []Broken, error) {
 	sel, err := labels.Parse(selector)
 	if err != nil {

@@ -21,8 +21,8 @@ const whyFormerScope = "its runner is registered in the group's former Gitea sco
 // whyStranded begins the reason of a runner Job registered where the group
 // no longer is, in a place no pass can reach (unreachable): no pass can
 // confirm that it runs no job, so none reaps it, and it holds no slot of
-// maxActiveRunners, or it would keep the group from serving for ever
-// (issue 32.4). Its ephemeral runner ends after the one job it may still
+// maxActiveRunners, or it would keep the group from serving for ever.
+// Its ephemeral runner ends after the one job it may still
 // get there; one that never gets one stays until someone deletes its Job.
 const whyStranded = "its runner is registered where the group no longer is, and the scaler cannot reach that place: "
 
@@ -52,7 +52,7 @@ func (s *Scaler) unreachable(ctx context.Context, g *groupRun, p ledger.Place) s
 func scopeOfPlace(p ledger.Place) string { return runnerjob.Scope(p.URL, p.Scope, p.Owner, p.Repo) }
 
 // reapFormerScopes looks for the group's runners where its spec no longer
-// puts it (issue 25.8): a group moved to another scope (org to repo, another
+// puts it: a group moved to another scope (org to repo, another
 // org, ...) leaves its runners registered in the old one, where the new
 // scope's listings never show them. The places are the former ones the
 // namespace's ledger records for the group's owner tag on the group's own

@@ -228,12 +228,12 @@ func (g *groupRun) serves(j gitea.Job) bool {
 // for this Gitea job within the assignment hold, is still active and its
 // runner free: the job had another owner (this group was paused, failing
 // or not yet served, or the job's turn came), and that runner may take it
-// yet. Starting a second runner for it would leave one idle (issue 25.6).
+// yet. Starting a second runner for it would leave one idle.
 // A runner is not free when Gitea lists it running a job (running: an
 // ephemeral runner takes whichever queued job it is offered, not
 // necessarily the one it was started for) or its runner container has
 // ended after a job: it will not take this one, which would otherwise
-// wait the whole hold for nothing (issue 32.7). Past the hold the other
+// wait the whole hold for nothing. Past the hold the other
 // runner has had its chance, as the assignment rule's turns say. Only the
 // namespaces this pass gathered are seen, and only runners of the group's
 // Gitea count: job IDs are per Gitea.
@@ -262,7 +262,7 @@ func (s *Scaler) startingElsewhere(g *groupRun, id int64, running map[string]boo
 // of the pass on that Gitea whose answer is already in (another group's
 // runner may run a job outside this group's scope). A listing still
 // under way is not waited for: the group is served as soon as its own is
-// in (issue 25.7), and a runner not seen busy counts as free, as before.
+// in, and a runner not seen busy counts as free, as before.
 func (g *groupRun) runningRunners(own gitea.Snapshot) map[string]bool {
 	out := map[string]bool{}
 	for _, j := range own.Running {

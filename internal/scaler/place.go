@@ -11,7 +11,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
-// Where a group's runners register (issue 32.1). A registration token of a
+// Where a group's runners register. A registration token of a
 // scope that contains the group's (its org's, its owner user's, the
 // instance's) registers the runner in that scope: Gitea lists it there, not
 // in the group's own scope, and hands it any queued job of that scope whose

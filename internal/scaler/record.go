@@ -107,7 +107,7 @@ func (s *Scaler) recordStatus(ctx context.Context, g *groupRun, obs *observation
 // group by its UID. Groups first served by one pass (a new install, or the
 // 1,500 new groups a pass serves at most) would otherwise all fall due in
 // the same later pass, and that pass would patch them all, paced by
-// --kube-qps (30 s at 1,500; issue 23); spread, they fall due over a
+// --kube-qps (30 s at 1,500); spread, they fall due over a
 // quarter of the heartbeat, and their periods differ, so they drift
 // further apart. Writes cost G / (7/8 × assign.StatusHeartbeat) per second on
 // average, a seventh more than a fixed heartbeat.

@@ -212,11 +212,8 @@ func keysBeyond(have, want map[string]string) []string {
 // them, and neither builds a runner Job nor renders. A single pass keeps
 // none.
 type renderedConfigs struct {
-	mu sync.Mutex
-	// cur holds what this pass asked for, prev what the last did: what no
-	// pass asked for goes after one more (a deleted group's, an older
-	// generation's).
-	cur, prev map[configKey]configPart
+	mu   sync.Mutex
+	kept passKept[configKey, configPart]
 	// builds and renders count the work done rather than remembered.
 	builds, renders int
 }
@@ -240,7 +237,7 @@ type configPart struct {
 func (r *renderedConfigs) turn() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.prev, r.cur = r.cur, map[configKey]configPart{}
+	r.kept.turn()
 }
 
 // part returns the part key names: remembered, or made, and remembered
@@ -248,12 +245,9 @@ func (r *renderedConfigs) turn() {
 func (r *renderedConfigs) part(key configKey, keep bool, make func() (configPart, error)) (configPart, error) {
 	r.mu.Lock()
 	if keep {
-		for _, m := range []map[configKey]configPart{r.cur, r.prev} {
-			if p, ok := m[key]; ok {
-				r.remember(key, p)
-				r.mu.Unlock()
-				return p, nil
-			}
+		if p, ok := r.kept.get(key, func(configPart) bool { return true }); ok {
+			r.mu.Unlock()
+			return p, nil
 		}
 	}
 	if key.current {
@@ -265,18 +259,10 @@ func (r *renderedConfigs) part(key configKey, keep bool, make func() (configPart
 	p, err := make()
 	if keep && err == nil {
 		r.mu.Lock()
-		r.remember(key, p)
+		r.kept.keep(key, p)
 		r.mu.Unlock()
 	}
 	return p, err
-}
-
-// remember keeps p for this pass and the next. Under mu.
-func (r *renderedConfigs) remember(key configKey, p configPart) {
-	if r.cur == nil {
-		r.cur = map[configKey]configPart{}
-	}
-	r.cur[key] = p
 }
 
 // keepsConfigs says whether the group's runner config parts are

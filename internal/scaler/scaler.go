@@ -46,6 +46,8 @@
 //	            the registrations of namespaces that are gone
 //	reasons.go  the group error, and the condition reason it carries
 //	verdicts.go a loop's verdicts on each group's spec and runner pod
+//	passkept.go what a loop keeps from one pass to the next, by key: the
+//	            verdicts' and the rendered runner configs' store
 //	watched.go  what a loop keeps between passes (its watch caches)
 package scaler
 

@@ -13,17 +13,15 @@ import (
 // spec alone (specChecks) and on the runner pod in its namespace (Pod
 // Security and the runner config's rights; tenantChecks). Both build the
 // group's runner Job, and building 5,000 of them twice was most of what a
-// steady loop pass allocated (issue 23). A verdict holds while the group's
+// steady loop pass allocated. A verdict holds while the group's
 // metadata.generation stays, which the API server moves on every change of
 // the spec and on nothing else (a status patch does not), and for the pod
 // while the namespace's UID and resourceVersion stay. Nothing else goes
 // into a verdict: the scaler's own configuration is fixed for its life. A
 // single pass (the CronJob) keeps none.
 type verdicts struct {
-	mu sync.Mutex
-	// cur holds the verdicts used in this pass, prev those of the last:
-	// a verdict no pass used goes after one more (a deleted group's).
-	cur, prev map[verdictKey]verdict
+	mu   sync.Mutex
+	kept passKept[verdictKey, verdict]
 	// judged counts, per kind, the verdicts made rather than remembered.
 	judged [verdictKinds]int
 }
@@ -54,7 +52,7 @@ type verdict struct {
 func (v *verdicts) turn() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.prev, v.cur = v.cur, map[verdictKey]verdict{}
+	v.kept.turn()
 }
 
 // spec returns the verdict on rg's spec: the one remembered for its
@@ -77,12 +75,8 @@ func (v *verdicts) pod(rg *v1alpha1.RunnerGroup, ns *corev1.Namespace, judge fun
 func (v *verdicts) judge(key verdictKey, on verdict, judge func() error) error {
 	keep := on.generation != 0 && (key.kind != podVerdict || on.nsVersion != "")
 	v.mu.Lock()
-	if v.cur == nil {
-		v.cur = map[verdictKey]verdict{}
-	}
-	for _, m := range []map[verdictKey]verdict{v.cur, v.prev} {
-		if got, ok := m[key]; ok && keep && sameVersions(got, on) {
-			v.cur[key] = got
+	if keep {
+		if got, ok := v.kept.get(key, func(got verdict) bool { return sameVersions(got, on) }); ok {
 			v.mu.Unlock()
 			return got.err
 		}
@@ -92,7 +86,7 @@ func (v *verdicts) judge(key verdictKey, on verdict, judge func() error) error {
 	on.err = judge()
 	if keep {
 		v.mu.Lock()
-		v.cur[key] = on
+		v.kept.keep(key, on)
 		v.mu.Unlock()
 	}
 	return on.err

@@ -18,7 +18,7 @@ const LevelPrivileged = string(psaapi.LevelPrivileged)
 // evaluator holds Pod Security Admission's own checks, as the API server
 // runs them: a hand-written list of what makes a pod dangerous missed
 // hostPath, added capabilities, host ports, unconfined seccomp and
-// AppArmor, unmasked /proc and unsafe sysctls (issue 24), and would miss
+// AppArmor, unmasked /proc and unsafe sysctls, and would miss
 // whatever a later Kubernetes adds to baseline.
 var evaluator = func() policy.Evaluator {
 	e, err := policy.NewEvaluator(policy.DefaultChecks())

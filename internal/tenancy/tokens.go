@@ -32,7 +32,7 @@ const SecretLabel = "gitea.bpg.pw/runner-token"
 //
 // Without per-key intent, one labelled Secret holding both tokens let a
 // writer point spec.registrationToken at the API key and read the API
-// token from the runner pod (issue 24).
+// token from the runner pod.
 const (
 	AnnotationRegistrationKeys = "gitea.bpg.pw/registration-token-keys"
 	AnnotationAPIKeys          = "gitea.bpg.pw/api-token-keys"
