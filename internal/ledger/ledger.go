@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
 
 // ConfigMapName is the ledger's ConfigMap in each namespace.
@@ -57,6 +58,11 @@ type Place struct {
 	Scope string `json:"scope"`
 	Owner string `json:"owner,omitempty"`
 	Repo  string `json:"repo,omitempty"`
+}
+
+// Target is the Gitea target whose runners listing a place is.
+func (p Place) Target() gitea.Target {
+	return gitea.Target{Scope: gitea.Scope(p.Scope), Owner: p.Owner, Repo: p.Repo}
 }
 
 // Place is where the group registers its runners now.

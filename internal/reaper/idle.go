@@ -62,7 +62,7 @@ func (r Reaper) ReapRunners(ctx context.Context, g Group, idleFor time.Duration,
 	}
 	for _, j := range idle {
 		p, regs := g.Where(ctx, j)
-		if err := r.Disable(ctx, target(p), regs); err != nil {
+		if err := r.Disable(ctx, p.Target(), regs); err != nil {
 			errs = append(errs, fmt.Errorf("cannot disable the runner of %s in Gitea: %w", j.Name, err))
 			continue
 		}
@@ -73,7 +73,7 @@ func (r Reaper) ReapRunners(ctx context.Context, g Group, idleFor time.Duration,
 		add(p, candidate{Unable: u, regs: regs})
 	}
 	for _, p := range places {
-		t := target(p)
+		t := p.Target()
 		todo := cands[p]
 		conf, err := r.Confirm(ctx, t)
 		if err != nil {

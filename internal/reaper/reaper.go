@@ -75,11 +75,6 @@ type Tally struct {
 	DeletedJobs int
 }
 
-// target is the Gitea target of a place.
-func target(p ledger.Place) gitea.Target {
-	return gitea.Target{Scope: gitea.Scope(p.Scope), Owner: p.Owner, Repo: p.Repo}
-}
-
 // DeleteJob deletes one runner Job, only if it is still the one listed
 // (same UID), with its pods. gone says it was not there to delete: a
 // racing pass deleted it first, and that pass counts it, says so in an

@@ -43,7 +43,7 @@ func (s *Scaler) unreachable(ctx context.Context, g *groupRun, p ledger.Place) s
 	}
 	_, _, err := s.registrationsAt(ctx, g, p)
 	if errors.Is(err, gitea.ErrForbidden) || errors.Is(err, gitea.ErrUnauthorized) || errors.Is(err, gitea.ErrNotFound) {
-		return fmt.Sprintf("spec.authToken may not list the runners of %s (%v)", targetOf(p), err)
+		return fmt.Sprintf("spec.authToken may not list the runners of %s (%v)", p.Target(), err)
 	}
 	return ""
 }
@@ -125,7 +125,7 @@ func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gite
 // reapFormerScope does reapFormerScopes' work in one former place
 // (reaper.ReapFormerPlace); done says nothing of the group is left there.
 func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea.Runners, p ledger.Place, jobs []*batchv1.Job, obs *observation, rep *reaper.Tally) (done bool, errs []error) {
-	t := targetOf(p)
+	t := p.Target()
 	all, _, err := s.registrationsAt(ctx, g, p)
 	if err != nil {
 		return false, []error{fmt.Errorf("cannot list the runners of the group's former scope %s, so none of its runners there is reaped: %w", t, err)}

@@ -53,7 +53,7 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 		return []error{fmt.Errorf("cannot read the registrations ledger: %w", err)}
 	}
 	here := g.registersIn()
-	t := targetOf(here)
+	t := here.Target()
 	recorded := map[string]string{}
 	for tag, e := range entries {
 		if slices.Contains(e.Places(), here) {

@@ -140,7 +140,7 @@ func (s *Scaler) registrationsAt(ctx context.Context, g *groupRun, p ledger.Plac
 	}
 	l, ok := g.regs[p]
 	if !ok {
-		l.all, l.err = s.listRunners(ctx, g, runners, targetOf(p))
+		l.all, l.err = s.listRunners(ctx, g, runners, p.Target())
 		l.byName = reaper.ByRunnerName(l.all)
 		g.regs[p] = l
 	}
@@ -230,7 +230,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	all, listed, listErr := s.registrationsAt(ctx, g, here)
 	switch {
 	case listErr != nil:
-		errs = append(errs, fmt.Errorf("cannot list the runners of %s: %w", targetOf(here), listErr))
+		errs = append(errs, fmt.Errorf("cannot list the runners of %s: %w", here.Target(), listErr))
 	case listed:
 		reap := plan.ReapIdle(plan.IdleInput{Now: s.now(), Timeout: s.cfg.RunnerIdleTimeout,
 			Surplus: obs.surplus, MinIdle: int(g.rg.Spec.WarmPool()), Demand: len(obs.queued), Runners: idle})
@@ -245,7 +245,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			unables = append(unables, reaper.Unable{Job: j, Why: why, Unregistered: why == whyUnregistered})
 		}
 		errs = append(errs, rp.ReapRunners(ctx, rg, s.cfg.RunnerIdleTimeout, idleJobs, unables)...)
-		errs = append(errs, rp.RemoveOrphans(ctx, rg, targetOf(here), all, obs.listedJobs(), obs.busy)...)
+		errs = append(errs, rp.RemoveOrphans(ctx, rg, here.Target(), all, obs.listedJobs(), obs.busy)...)
 		errs = append(errs, s.removeLeftBehind(ctx, g, runners, all, rep)...)
 	}
 	if runners != nil && s.cfg.RunnerIdleTimeout > 0 {

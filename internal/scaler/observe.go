@@ -129,8 +129,8 @@ func (s *Scaler) busyElsewhere(ctx context.Context, g *groupRun, obs *observatio
 		if !read {
 			r = runningJobs{names: map[string]bool{}}
 			var jobs []gitea.Job
-			if jobs, r.err = runners.InProgress(ctx, targetOf(p)); r.err != nil {
-				g.log.Warn("cannot read the running jobs of the scope the group's runners register in; its runners there count as busy", "scope", targetOf(p).String(), "error", r.err)
+			if jobs, r.err = runners.InProgress(ctx, p.Target()); r.err != nil {
+				g.log.Warn("cannot read the running jobs of the scope the group's runners register in; its runners there count as busy", "scope", p.Target().String(), "error", r.err)
 			}
 			for _, rj := range jobs {
 				r.names[rj.RunnerName] = true

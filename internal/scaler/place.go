@@ -46,11 +46,6 @@ func placeAt(url string, t gitea.Target) ledger.Place {
 	return ledger.Place{URL: assign.Instance(url), Scope: string(t.Scope), Owner: t.Owner, Repo: t.Repo}
 }
 
-// targetOf is the target of a place.
-func targetOf(p ledger.Place) gitea.Target {
-	return gitea.Target{Scope: gitea.Scope(p.Scope), Owner: p.Owner, Repo: p.Repo}
-}
-
 // placeOfJob is where a runner Job's runner registers, and whether the
 // scaler knew it when it made the Job. A Job made before the runner-scope
 // annotation registered where its group's spec is now, as far as anyone
@@ -68,7 +63,7 @@ func placeOfJob(g *groupRun, j *batchv1.Job) (ledger.Place, bool) {
 // its scope or one that contains it.
 func placeServes(p ledger.Place, g *groupRun) bool {
 	here := placeOf(&g.rg.Spec)
-	return p.URL == here.URL && targetOf(p).Contains(targetOf(here))
+	return p.URL == here.URL && p.Target().Contains(here.Target())
 }
 
 // runnerPlace is where a runner Job's runner is registered, as far as the

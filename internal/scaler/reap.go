@@ -103,7 +103,7 @@ func (s *Scaler) recheckStuck(ctx context.Context, g *groupRun, jobs []*batchv1.
 			}
 		}
 		for _, p := range places {
-			t := targetOf(p)
+			t := p.Target()
 			running, err := runners.InProgress(ctx, t)
 			if err != nil {
 				return nil, fmt.Errorf("cannot list the running jobs of %s: %w", t, err)
