@@ -13,7 +13,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
-// clusterReads is what a Scaler with Config.ClusterWideReads keeps across
+// clusterReads is what a loop with Config.ClusterWideReads keeps across
 // passes for the reads that replace one request per namespace: who it is
 // (asked once, it does not change in a process), and the last problem it
 // logged, so a missing grant is logged once and not every pass.
@@ -50,21 +50,16 @@ func (n *namespaces) boundRights(ctx context.Context, s *Scaler) (tenancy.Bound,
 }
 
 func (s *Scaler) readBound(ctx context.Context) (tenancy.Bound, bool) {
-	s.wide.mu.Lock()
-	who := s.wide.who
-	s.wide.mu.Unlock()
-	if who == nil {
-		id, err := tenancy.WhoAmI(ctx, s.kube)
-		if err != nil {
+	who, known := s.mem.identity()
+	if !known {
+		var err error
+		if who, err = tenancy.WhoAmI(ctx, s.kube); err != nil {
 			s.wideProblem("rights", "cannot tell who the scaler is; reviewing the rights in each namespace instead", err)
 			return tenancy.Bound{}, false
 		}
-		s.wide.mu.Lock()
-		s.wide.who = &id
-		s.wide.mu.Unlock()
-		who = &id
+		s.mem.keepIdentity(who)
 	}
-	b, err := tenancy.ReadBound(ctx, s.kube, s.cfg.Tenancy.TenantClusterRole, *who)
+	b, err := tenancy.ReadBound(ctx, s.kube, s.cfg.Tenancy.TenantClusterRole, who)
 	if err != nil {
 		s.wideProblem("rights", "cannot read the tenant ClusterRole's RoleBindings cluster-wide (does the chart grant them? scaler.clusterWideReads); reviewing the rights in each namespace instead", err)
 		return tenancy.Bound{}, false
@@ -128,14 +123,7 @@ func (s *Scaler) wideProblem(topic, msg string, err error, attrs ...any) {
 	if err != nil {
 		key += ": " + err.Error()
 	}
-	s.wide.mu.Lock()
-	if s.wide.logged == nil {
-		s.wide.logged = map[string]string{}
-	}
-	same := s.wide.logged[topic] == key
-	s.wide.logged[topic] = key
-	s.wide.mu.Unlock()
-	if same || msg == "" {
+	if !s.mem.news(topic, key) || msg == "" {
 		return
 	}
 	if err != nil {

@@ -192,7 +192,7 @@ func TestClusterWideReadsTrustNoBindingOfARoleThatLacksARight(t *testing.T) {
 	e.disable(ns) // RBAC agrees: the binding no longer grants create jobs
 	e.kube.ClearActions()
 
-	sc := e.scaler(withClusterWide)
+	sc := e.scaler(withClusterWide, asLoop)
 	for range 2 {
 		_, err := sc.Pass(context.Background())
 		require.NoError(t, err)
@@ -232,7 +232,7 @@ func TestClusterWideReadsFallBackToReviewsWhenNotGranted(t *testing.T) {
 			e.bind(ns)
 			e.disable(otherNS)
 			tt.refuse(e)
-			sc := e.scaler(withClusterWide)
+			sc := e.scaler(withClusterWide, asLoop)
 			for range 2 {
 				sum, err := sc.Pass(context.Background())
 				require.NoError(t, err)

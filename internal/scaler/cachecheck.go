@@ -59,11 +59,11 @@ func (s *Scaler) probeCache(ctx context.Context, cache runnerjob.CacheOptions, n
 	// A loop reads the Secret again only as often as the token Secrets
 	// (SecretRecheck); a missing one is asked for every pass.
 	key := types.NamespacedName{Namespace: namespace, Name: cache.SecretName}
-	sec, ok := s.rememberedSecret(key)
+	sec, ok := s.mem.rememberedSecret(key, s.now())
 	var err error
 	if !ok {
 		if sec, err = s.kube.CoreV1().Secrets(namespace).Get(ctx, cache.SecretName, metav1.GetOptions{}); err == nil {
-			s.rememberSecret(sec)
+			s.mem.rememberSecret(sec, s.now())
 		}
 	}
 	switch {

@@ -34,7 +34,7 @@ type clusterWideRead struct {
 // failure is logged. The list's own answer is the check of the grant: a
 // single pass asks nothing before it.
 func (s *Scaler) readClusterWide(ctx context.Context, namespaces int) *clusterWideRead {
-	if !s.cfg.ClusterWideReads || s.cache != nil || namespaces == 0 {
+	if !s.cfg.ClusterWideReads || s.mem != nil || namespaces == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)

@@ -425,12 +425,12 @@ func (p *passSecrets) preload(ctx context.Context, s *Scaler, namespace string, 
 		}
 		key := types.NamespacedName{Namespace: namespace, Name: name}
 		sec, err := p.once.get(ctx, key, func(ctx context.Context) (*corev1.Secret, error) {
-			if sec, ok := s.rememberedSecret(key); ok {
+			if sec, ok := s.mem.rememberedSecret(key, s.now()); ok {
 				return sec, nil
 			}
 			sec, err := s.kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 			if err == nil {
-				s.rememberSecret(sec)
+				s.mem.rememberSecret(sec, s.now())
 			}
 			return sec, err
 		})

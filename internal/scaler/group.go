@@ -76,13 +76,15 @@ type groupRun struct {
 	// scope (runningAt).
 	regs    map[ledger.Place]listedRunners
 	running map[ledger.Place]runningJobs
-	// namespaces are the pass's answers on the groups' namespaces.
+	// namespaces are the pass's answers on the groups' namespaces, and
+	// checks its registration token checks (onePass).
 	namespaces *namespaces
+	checks     *regChecks
 }
 
 // passGroup takes one group through every step of a pass on its own.
 func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *assign.Rule) (int, error) {
-	g := s.prepare(ctx, rg, nil, newNamespaces())
+	g := s.prepare(ctx, rg, &onePass{namespaces: newNamespaces(), checks: s.mem.checks()})
 	g.rule = rule
 	return s.finish(ctx, g)
 }
@@ -91,18 +93,17 @@ func (s *Scaler) passGroup(ctx context.Context, rg *v1alpha1.RunnerGroup, rule *
 // is kept in the groupRun for finish, and tells the assignment rule whether
 // the group can serve.
 //
-// secrets, when not nil, holds the Secrets the pass has read, so groups
-// of a namespace that name the same Secret read it once; nss are the
-// pass's answers on the groups' namespaces.
-func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup, secrets *passSecrets, nss *namespaces) *groupRun {
+// p is what the groups of the pass share (onePass).
+func (s *Scaler) prepare(ctx context.Context, rg *v1alpha1.RunnerGroup, p *onePass) *groupRun {
 	g := &groupRun{
 		rg:         rg,
 		log:        s.log.With("runnergroup", rg.Key()),
 		store:      state.Store{Client: s.kube},
 		owner:      stateOwner(rg),
-		namespaces: nss,
+		namespaces: p.namespaces,
+		checks:     p.checks,
 	}
-	g.invalid = s.validate(ctx, g, secrets)
+	g.invalid = s.validate(ctx, g, p.secrets)
 	if g.invalid != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		g.invalid = outOfTime(s.cfg.GroupTimeout, g.invalid)
 	}
@@ -204,10 +205,10 @@ func (s *Scaler) checkSpec(rg *v1alpha1.RunnerGroup) error {
 		}
 		return tokenrule.CheckGiteaURL(s.cfg.AllowedGiteaURLs, rg)
 	}
-	if s.cache == nil {
+	if s.mem == nil {
 		return check()
 	}
-	return s.verdicts.spec(rg, check)
+	return s.mem.verdicts.spec(rg, check)
 }
 
 // tenantChecks refuses a group whose namespace is not enabled, whose
@@ -218,10 +219,10 @@ func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	if err := tokenrule.CheckNamespace(s.cfg.Tenancy, g.rg, tokenrule.NamespaceFacts{Missing: f.missing, ReviewErr: f.err, Namespace: f.ns, NamespaceErr: f.nsErr}); err != nil {
 		return err
 	}
-	if s.cache == nil {
+	if s.mem == nil {
 		return s.podChecks(g, f.ns)
 	}
-	return s.verdicts.pod(g.rg, f.ns, func() error { return s.podChecks(g, f.ns) })
+	return s.mem.verdicts.pod(g.rg, f.ns, func() error { return s.podChecks(g, f.ns) })
 }
 
 // podChecks refuses a group whose runner pod, or what its runner config

@@ -63,13 +63,11 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	// Validate every group first, so the assignment rule knows which of the
 	// groups this pass serves can serve, before any of them plans.
 	runs := make([]*groupRun, len(groups))
-	secrets, nss := &passSecrets{}, newNamespaces()
-	s.verdicts.turn()
-	s.configs.turn()
+	fresh := s.newPass()
 	s.forEachGroup(len(groups), func(i int) {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 		defer cancel()
-		runs[i] = s.prepare(gctx, groups[i], secrets, nss)
+		runs[i] = s.prepare(gctx, groups[i], fresh)
 	})
 	rule := s.assignment(ctx, listed, lg.All, runs)
 	shared := s.gather(ctx, runs)
@@ -95,6 +93,24 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	}
 	sort.Strings(sum.Failed)
 	return sum, nil
+}
+
+// onePass is what the groups of one pass share, and the next pass does
+// not see: the Secrets read (groups of a namespace that name the same
+// Secret read it once; nil reads each group's own), the answers on the
+// groups' namespaces, and the registration token checks (a loop's, whose
+// verdicts its memory keeps).
+type onePass struct {
+	secrets    *passSecrets
+	namespaces *namespaces
+	checks     *regChecks
+}
+
+// newPass starts a pass: the loop's memory turns, and the pass gets what
+// its groups share.
+func (s *Scaler) newPass() *onePass {
+	s.mem.turn()
+	return &onePass{secrets: &passSecrets{}, namespaces: newNamespaces(), checks: s.mem.checks()}
 }
 
 // serveGroup takes one group through its steps within the group timeout.

@@ -140,7 +140,7 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 	}
 	key := sha256.Sum256([]byte(rg.Spec.Gitea.URL + "\x00" + target.String() + "\x00" + apiToken + "\x00" + regToken))
 	now := s.now()
-	v := s.regChecks.verdict(key, now, func() regVerdict {
+	v := g.checks.verdict(key, now, func() regVerdict {
 		scope, match, err := checker.RegistrationScope(ctx, target, regToken)
 		switch {
 		case err == nil:

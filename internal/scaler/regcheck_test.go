@@ -171,12 +171,13 @@ func TestARecordedRegistrationTokenOfAnotherScopeKeepsNoJob(t *testing.T) {
 
 // The check is one request per group and RegistrationTokenRecheck while
 // the tokens stay the same: a listener's passes every few seconds do not
-// each ask Gitea. A changed Secret is checked at once.
+// each ask Gitea. A changed Secret is checked as soon as the loop reads
+// it again.
 func TestARegistrationTokenIsCheckedAgainOnlyWhenItChangesOrTheRecheckIsDue(t *testing.T) {
 	e := newServedEnv(t, newGroup("acme", 5, servedAt(t0)))
 	c := &checkingGitea{fakeGitea: e.gitea, active: map[string]string{"org acme": "reg-" + secretToken}}
 	clock := t0
-	sc := e.scaler(checkedBy(c), func(d *Deps, _ *Config) { d.Now = func() time.Time { return clock } })
+	sc := e.scaler(checkedBy(c), asLoop, func(d *Deps, _ *Config) { d.Now = func() time.Time { return clock } })
 	pass := func() {
 		_, err := sc.Pass(context.Background())
 		require.NoError(t, err)
@@ -187,6 +188,7 @@ func TestARegistrationTokenIsCheckedAgainOnlyWhenItChangesOrTheRecheckIsDue(t *t
 	assert.Equal(t, v1alpha1.ReasonRegistrationTokenMatchesScope, regCondition(e.group("acme")).Reason)
 
 	e.setSecretToken(ns, "reg", "a-token-of-another-scope")
+	clock = clock.Add(SecretRecheck) // when the loop reads the Secret again
 	pass()
 	assert.Equal(t, 2, c.checks, "a changed Secret is checked at once")
 	assert.Equal(t, v1alpha1.ReasonRegistrationTokenNotForScope, ready(e.group("acme")).Reason)

@@ -54,7 +54,7 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 				return nil, nil
 			}
 			// The next pass reads what this one writes.
-			s.forgetSecret(rg.Namespace, ref.Name)
+			s.mem.forgetSecret(rg.Namespace, ref.Name)
 			token, err := s.mintRegistrationToken(ctx, g)
 			if err != nil {
 				return nil, err

@@ -241,8 +241,12 @@ func (r *renderedConfigs) turn() {
 }
 
 // part returns the part key names: remembered, or made, and remembered
-// when keep says so.
+// when keep says so. A single pass has no renderedConfigs (nil): it makes
+// each part.
 func (r *renderedConfigs) part(key configKey, keep bool, make func() (configPart, error)) (configPart, error) {
+	if r == nil {
+		return make()
+	}
 	r.mu.Lock()
 	if keep {
 		if p, ok := r.kept.get(key, func(configPart) bool { return true }); ok {
@@ -269,13 +273,13 @@ func (r *renderedConfigs) part(key configKey, keep bool, make func() (configPart
 // remembered: in a loop, for a group with a generation (only fakes have
 // none).
 func (s *Scaler) keepsConfigs(rg *v1alpha1.RunnerGroup) bool {
-	return s.cache != nil && rg.Generation != 0
+	return s.mem != nil && rg.Generation != 0
 }
 
 // currentGrace is runnerjob.CurrentGrace of the group, remembered.
 func (s *Scaler) currentGrace(rg *v1alpha1.RunnerGroup) (time.Duration, error) {
 	key := configKey{group: rg.UID, generation: rg.Generation, current: true}
-	p, err := s.configs.part(key, s.keepsConfigs(rg), func() (configPart, error) {
+	p, err := s.mem.renderedConfigs().part(key, s.keepsConfigs(rg), func() (configPart, error) {
 		grace, err := runnerjob.CurrentGrace(rg, s.cfg.Runner)
 		return configPart{grace: grace}, err
 	})
@@ -286,7 +290,7 @@ func (s *Scaler) currentGrace(rg *v1alpha1.RunnerGroup) (time.Duration, error) {
 // remembered.
 func (s *Scaler) renderedConfig(rg *v1alpha1.RunnerGroup, grace time.Duration) (string, error) {
 	key := configKey{group: rg.UID, generation: rg.Generation, grace: grace}
-	p, err := s.configs.part(key, s.keepsConfigs(rg), func() (configPart, error) {
+	p, err := s.mem.renderedConfigs().part(key, s.keepsConfigs(rg), func() (configPart, error) {
 		out, err := runnerjob.ConfigFor(rg, s.cfg.Runner, grace)
 		return configPart{config: string(out)}, err
 	})

@@ -177,9 +177,9 @@ func TestASteadyLoopPassNeitherBuildsNorRendersTheRunnerConfig(t *testing.T) {
 		require.Empty(t, sum.Failed)
 	}
 	made := func() (builds, renders int) {
-		sc.configs.mu.Lock()
-		defer sc.configs.mu.Unlock()
-		return sc.configs.builds, sc.configs.renders
+		sc.mem.configs.mu.Lock()
+		defer sc.mem.configs.mu.Unlock()
+		return sc.mem.configs.builds, sc.mem.configs.renders
 	}
 	pass()
 	require.Len(t, e.jobs(), 1)

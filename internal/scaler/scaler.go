@@ -45,10 +45,13 @@
 //	            mirror of what each namespace registered, and the removal of
 //	            the registrations of namespaces that are gone
 //	reasons.go  the group error, and the condition reason it carries
+//	memory.go   what a loop keeps between passes, in one value that a
+//	            single pass has none of (nil): the pieces below
 //	verdicts.go a loop's verdicts on each group's spec and runner pod
 //	passkept.go what a loop keeps from one pass to the next, by key: the
 //	            verdicts' and the rendered runner configs' store
-//	watched.go  what a loop keeps between passes (its watch caches)
+//	watched.go  a loop's watch caches, and the rights and Secrets it
+//	            trusts beside them
 package scaler
 
 import (
@@ -59,7 +62,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -200,17 +202,8 @@ type Scaler struct {
 	requests   passreport.RequestCounter
 	// trig holds the webhook's queued jobs until a pass serves them.
 	trig triggers
-	// regChecks are the registration token checks of the last
-	// RegistrationTokenRecheck (regcheck.go).
-	regChecks regChecks
-	// cache and memo are a loop's: what it keeps between passes.
-	cache    Cache
-	memo     memo
-	verdicts verdicts
-	// configs are a loop's runner config parts (runnerconfig.go).
-	configs renderedConfigs
-	// wide is what the cluster-wide reads keep across passes.
-	wide clusterReads
+	// mem is what a loop keeps between passes; nil for a single pass.
+	mem *memory
 
 	// selection is cfg's namespaces and selectors, parsed once.
 	selection selection.Rule
@@ -253,9 +246,8 @@ func New(deps Deps, cfg Config) (*Scaler, error) {
 	s := &Scaler{
 		kube: deps.Kube, groups: deps.Groups, gitea: deps.Gitea,
 		log: deps.Log, out: deps.Out, now: deps.Now, newJobName: deps.NewJobName,
-		cfg: cfg, observer: deps.Observer, requests: deps.Requests, cache: deps.Cache,
+		cfg: cfg, observer: deps.Observer, requests: deps.Requests, mem: newMemory(deps.Cache),
 	}
-	s.memo.rights, s.memo.secrets = map[string]rightsMemo{}, map[types.NamespacedName]secretMemo{}
 	s.trig.wake = make(chan struct{}, 1)
 	var err error
 	if s.selection, err = selection.New(cfg.Namespaces, cfg.Selector, cfg.ExcludeSelectors); err != nil {

@@ -33,8 +33,8 @@ type Cache interface {
 // so a rotated token costs one failed pass.
 const SecretRecheck = 5 * time.Minute
 
-// memo is what a loop's Scaler remembers across passes. It is only used
-// with a Cache.
+// memo is the rights reviews and token Secrets a loop trusts between
+// passes (part of its memory).
 type memo struct {
 	mu      sync.Mutex
 	rights  map[string]rightsMemo
@@ -75,73 +75,96 @@ func spread(now time.Time, d time.Duration) time.Time {
 func (s *Scaler) review(ctx context.Context, n *namespaces, namespace string) ([]tenancy.Right, bool, error) {
 	if b, ok := n.boundRights(ctx, s); ok {
 		if enabled, canWatch := b.Enables(namespace); enabled {
-			if s.cache != nil {
-				s.memo.mu.Lock()
-				defer s.memo.mu.Unlock()
-				s.enabledLocked(namespace, canWatch, s.now())
-			}
+			s.mem.enabled(namespace, canWatch, s.now())
 			return nil, canWatch, nil
 		}
 	}
-	if s.cache == nil {
-		return tenancy.Review(ctx, s.kube, namespace)
-	}
 	now := s.now()
-	s.memo.mu.Lock()
-	m, ok := s.memo.rights[namespace]
-	s.memo.mu.Unlock()
-	if ok && now.Before(m.until) && !s.cache.Refused(namespace) {
-		return nil, m.canWatch, nil
+	if canWatch, ok := s.mem.trustedRights(namespace, now); ok {
+		return nil, canWatch, nil
 	}
 	missing, canWatch, err := tenancy.Review(ctx, s.kube, namespace)
-	s.memo.mu.Lock()
-	defer s.memo.mu.Unlock()
 	switch {
 	case err != nil || len(missing) > 0:
-		delete(s.memo.rights, namespace)
-		s.forgetSecretsLocked(namespace)
-		if err == nil {
-			// Not enabled (any more): nothing of it is kept.
-			s.cache.Forget(namespace)
-		}
+		// Not enabled (any more), or not known to be: nothing of it is
+		// kept, and without a doubt (no error) not its watches either.
+		s.mem.forgetNamespace(namespace, err == nil)
 	default:
 		until := now
 		if s.cfg.RightsRecheck > 0 {
 			until = spread(now, s.cfg.RightsRecheck)
 		}
-		s.enabledLocked(namespace, canWatch, until)
+		s.mem.enabled(namespace, canWatch, until)
 	}
 	return missing, canWatch, err
 }
 
-// enabledLocked remembers that namespace is enabled, trusted until until;
-// s.memo.mu is held.
-func (s *Scaler) enabledLocked(namespace string, canWatch bool, until time.Time) {
-	s.memo.rights[namespace] = rightsMemo{canWatch: canWatch, until: until}
-	if !canWatch || s.cache.Refused(namespace) {
+// trustedRights is the loop's review of namespace while it is trusted:
+// until its time, and while the API server refused nothing there.
+func (m *memory) trustedRights(namespace string, now time.Time) (canWatch, ok bool) {
+	if m == nil {
+		return false, false
+	}
+	m.memo.mu.Lock()
+	r, ok := m.memo.rights[namespace]
+	m.memo.mu.Unlock()
+	if !ok || !now.Before(r.until) || m.cache.Refused(namespace) {
+		return false, false
+	}
+	return r.canWatch, true
+}
+
+// enabled remembers that namespace is enabled, trusted until until.
+func (m *memory) enabled(namespace string, canWatch bool, until time.Time) {
+	if m == nil {
+		return
+	}
+	m.memo.mu.Lock()
+	defer m.memo.mu.Unlock()
+	m.memo.rights[namespace] = rightsMemo{canWatch: canWatch, until: until}
+	if !canWatch || m.cache.Refused(namespace) {
 		// Enabled, but the watches may not run, or one was refused
 		// before the rights came back: start them again if allowed.
-		s.cache.Forget(namespace)
+		m.cache.Forget(namespace)
+	}
+}
+
+// forgetNamespace drops the loop's review of namespace and its Secrets,
+// and with watches its watch caches too.
+func (m *memory) forgetNamespace(namespace string, watches bool) {
+	if m == nil {
+		return
+	}
+	m.memo.mu.Lock()
+	defer m.memo.mu.Unlock()
+	delete(m.memo.rights, namespace)
+	for k := range m.memo.secrets {
+		if k.Namespace == namespace {
+			delete(m.memo.secrets, k)
+		}
+	}
+	if watches {
+		m.cache.Forget(namespace)
 	}
 }
 
 // namespaceObject is the Namespace from the loop's cache, when it has it.
 func (s *Scaler) namespaceObject(name string) (*corev1.Namespace, bool) {
-	if s.cache == nil {
+	if s.mem == nil {
 		return nil, false
 	}
-	return s.cache.Namespace(name)
+	return s.mem.cache.Namespace(name)
 }
 
 // watchedView is namespace's view from the loop's watch caches, when the
 // scaler may watch there and they are synced.
 func (s *Scaler) watchedView(ctx context.Context, namespace string, canWatch bool) (kubecache.View, bool) {
-	if s.cache == nil || !canWatch {
+	if s.mem == nil || !canWatch {
 		return kubecache.View{}, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(s.cfg.GroupTimeout, kubecache.SyncTimeout))
 	defer cancel()
-	return s.cache.Watch(ctx, namespace)
+	return s.mem.cache.Watch(ctx, namespace)
 }
 
 // listedStates are a view's state ConfigMaps as state.Store.List gives them.
@@ -154,59 +177,64 @@ func listedStates(v kubecache.View) state.Listed {
 }
 
 // rememberedSecret is a token Secret a loop read before and still trusts.
-func (s *Scaler) rememberedSecret(key types.NamespacedName) (*corev1.Secret, bool) {
-	if s.cache == nil {
+func (m *memory) rememberedSecret(key types.NamespacedName, now time.Time) (*corev1.Secret, bool) {
+	if m == nil {
 		return nil, false
 	}
-	s.memo.mu.Lock()
-	defer s.memo.mu.Unlock()
-	m, ok := s.memo.secrets[key]
-	if !ok || !s.now().Before(m.until) {
+	m.memo.mu.Lock()
+	defer m.memo.mu.Unlock()
+	r, ok := m.memo.secrets[key]
+	if !ok || !now.Before(r.until) {
 		return nil, false
 	}
-	return m.secret, true
+	return r.secret, true
 }
 
-// rememberSecret keeps a Secret a loop read. It is used as a fresh read
-// would be: its label and declared keys are checked on every use.
-func (s *Scaler) rememberSecret(sec *corev1.Secret) {
-	if s.cache == nil {
+// rememberSecret keeps a Secret a loop read, trusted for SecretRecheck at
+// most. It is used as a fresh read would be: its label and declared keys
+// are checked on every use.
+func (m *memory) rememberSecret(sec *corev1.Secret, now time.Time) {
+	if m == nil {
 		return
 	}
-	s.memo.mu.Lock()
-	defer s.memo.mu.Unlock()
-	s.memo.secrets[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = secretMemo{secret: sec, until: spread(s.now(), SecretRecheck)}
+	m.memo.mu.Lock()
+	defer m.memo.mu.Unlock()
+	m.memo.secrets[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = secretMemo{secret: sec, until: spread(now, SecretRecheck)}
 }
 
 // failed forgets what the loop remembers for a group that failed: its
 // Secrets (a rotated token) and, when the API server refused a request,
 // its namespace's review.
 func (s *Scaler) failed(g *groupRun, err error) {
-	if s.cache == nil || err == nil {
+	if err == nil {
 		return
 	}
-	s.memo.mu.Lock()
-	defer s.memo.mu.Unlock()
 	for _, name := range []string{g.rg.Spec.AuthToken.SecretRef.Name, g.rg.RegistrationTokenRef().Name} {
-		delete(s.memo.secrets, types.NamespacedName{Namespace: g.rg.Namespace, Name: name})
+		s.mem.forgetSecret(g.rg.Namespace, name)
 	}
 	if apierrors.IsForbidden(err) {
-		delete(s.memo.rights, g.rg.Namespace)
+		s.mem.forgetRights(g.rg.Namespace)
 	}
 }
 
-// forgetSecret drops one Secret, which the scaler is about to write.
-func (s *Scaler) forgetSecret(namespace, name string) {
-	s.memo.mu.Lock()
-	defer s.memo.mu.Unlock()
-	delete(s.memo.secrets, types.NamespacedName{Namespace: namespace, Name: name})
+// forgetSecret drops one Secret: one the scaler is about to write, or a
+// failed group's.
+func (m *memory) forgetSecret(namespace, name string) {
+	if m == nil {
+		return
+	}
+	m.memo.mu.Lock()
+	defer m.memo.mu.Unlock()
+	delete(m.memo.secrets, types.NamespacedName{Namespace: namespace, Name: name})
 }
 
-// forgetSecretsLocked drops namespace's Secrets; s.memo.mu is held.
-func (s *Scaler) forgetSecretsLocked(namespace string) {
-	for k := range s.memo.secrets {
-		if k.Namespace == namespace {
-			delete(s.memo.secrets, k)
-		}
+// forgetRights drops the loop's review of namespace, so the next pass
+// reviews it again.
+func (m *memory) forgetRights(namespace string) {
+	if m == nil {
+		return
 	}
+	m.memo.mu.Lock()
+	defer m.memo.mu.Unlock()
+	delete(m.memo.rights, namespace)
 }

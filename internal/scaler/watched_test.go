@@ -373,8 +373,8 @@ func TestALoopJudgesARunnerPodAgainOnlyWhenItsGroupOrNamespaceChanged(t *testing
 	}
 	judged := func(pod, spec int, msg string) {
 		t.Helper()
-		assert.Equal(t, pod, sc.verdicts.judged[podVerdict], "runner pod verdicts: %s", msg)
-		assert.Equal(t, spec, sc.verdicts.judged[specVerdict], "spec verdicts: %s", msg)
+		assert.Equal(t, pod, sc.mem.verdicts.judged[podVerdict], "runner pod verdicts: %s", msg)
+		assert.Equal(t, spec, sc.mem.verdicts.judged[specVerdict], "spec verdicts: %s", msg)
 	}
 	label(tenancy.LevelPrivileged, "100")
 
