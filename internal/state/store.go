@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // ErrConflict means another pass changed the state since it was loaded: the
@@ -128,6 +129,7 @@ func (s Store) Save(ctx context.Context, o Owner, prev Loaded, next Claims) (Loa
 				Kind:       o.Kind,
 				Name:       o.Name,
 				UID:        types.UID(o.UID),
+				Controller: ptr.To(true),
 			}},
 		},
 		Data: data,
@@ -150,9 +152,16 @@ func (s Store) Save(ctx context.Context, o Owner, prev Loaded, next Claims) (Loa
 	return Loaded{Claims: next.Clone(), ResourceVersion: out.ResourceVersion, data: data}, nil
 }
 
+// ownedBy says whether the group with uid controls cm, as
+// metav1.IsControlledBy does for every object a group owns. A state
+// written before the scaler set the controller flag names the group as a
+// plain owner: it is the group's while no other object is the controller.
 func ownedBy(cm *corev1.ConfigMap, uid string) bool {
+	if c := metav1.GetControllerOfNoCopy(cm); c != nil {
+		return string(c.UID) == uid
+	}
 	for _, ref := range cm.OwnerReferences {
-		if string(ref.UID) == uid {
+		if string(ref.UID) == uid && ref.Controller == nil {
 			return true
 		}
 	}

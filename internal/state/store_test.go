@@ -69,3 +69,49 @@ func TestListedLoadReadsWhatLoadWould(t *testing.T) {
 		})
 	}
 }
+
+// TestTheStateIsOursOnlyWhenTheGroupControlsIt: the scaler writes its
+// state ConfigMap with the group as controller, and reads one as its own
+// only when the group is its controller (metav1.IsControlledBy, the rule
+// for every object a group owns), or, as states written before the
+// controller flag were, when the group is an owner and nothing else is
+// the controller.
+func TestTheStateIsOursOnlyWhenTheGroupControlsIt(t *testing.T) {
+	const uid = "uid-a"
+	ref := func(u string, controller bool) metav1.OwnerReference {
+		return metav1.OwnerReference{Kind: "RunnerGroup", Name: "a", UID: types.UID(u), Controller: &controller}
+	}
+	plain := metav1.OwnerReference{Kind: "RunnerGroup", Name: "a", UID: uid}
+	tests := []struct {
+		name string
+		refs []metav1.OwnerReference
+		ours bool
+	}{
+		{"the group is the controller", []metav1.OwnerReference{ref(uid, true)}, true},
+		{"written before the controller flag", []metav1.OwnerReference{plain}, true},
+		{"an owner, and another object the controller", []metav1.OwnerReference{plain, ref("uid-other", true)}, false},
+		{"an owner that says it is not the controller, beside a controller", []metav1.OwnerReference{ref(uid, false), ref("uid-other", true)}, false},
+		{"another group's", []metav1.OwnerReference{ref("uid-other", true)}, false},
+		{"no owner", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cm := stateConfigMap("a", uid, nil, Encode(Claims{}))
+			cm.OwnerReferences = tt.refs
+			_, err := loaded(cm, Owner{Namespace: "ci", Name: "a", UID: uid})
+			if tt.ours {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, ErrNotOurs)
+			}
+		})
+	}
+
+	client := fake.NewClientset()
+	o := Owner{Namespace: "ci", Name: "a", UID: uid, APIVersion: "gitea.bpg.pw/v1alpha1", Kind: "RunnerGroup"}
+	_, err := Store{Client: client}.Save(context.Background(), o, Loaded{}, Claims{})
+	require.NoError(t, err)
+	cm, err := client.CoreV1().ConfigMaps("ci").Get(context.Background(), ConfigMapName("a"), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.True(t, metav1.IsControlledBy(cm, &metav1.ObjectMeta{UID: uid}), "written with the group as controller")
+}
