@@ -202,6 +202,28 @@ func reserve(pod *corev1.PodTemplateSpec, rg *v1alpha1.RunnerGroup, name string,
 	if opts.Cache.Enabled() {
 		reserveCache(pod, opts.Cache)
 	}
+	keepConfigVolumesOurs(pod, opts.Cache.Enabled())
+}
+
+// keepConfigVolumesOurs drops every mount of the config volumes but the
+// scaler's own: a template's init container, sidecar or other container
+// that mounted the rendered config's emptyDir could rewrite it after the
+// scaler's init container wrote it, and give the runner a config that
+// skipped the checks on spec.runnerConfig.
+// Only the runner and, with the shared cache, the scaler's init container
+// (reserveCache put it in place of any of that name) keep theirs.
+func keepConfigVolumesOurs(pod *corev1.PodTemplateSpec, withInit bool) {
+	reserved := func(m corev1.VolumeMount) bool { return m.Name == ConfigVolume || m.Name == RenderedConfigVolume }
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; !withInit || c.Name != ConfigInitContainer {
+			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, reserved)
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if c := &pod.Spec.Containers[i]; c.Name != ContainerName {
+			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, reserved)
+		}
+	}
 }
 
 // reserveCache gives the runner the config with the cache secret: the init

@@ -1,6 +1,7 @@
 package runnerjob
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -661,4 +662,49 @@ func TestMarkScopeSaysWhetherTheScopeIsKnown(t *testing.T) {
 	assert.Equal(t, "https://x org acme", ScopeOfJob(j))
 	MarkScope(j, "https://x repo acme/app", false)
 	assert.False(t, ScopeKnown(j))
+}
+
+// The rendered config is written by the scaler's init container alone: a
+// template's init container, sidecar or other container that mounts its
+// volume (to rewrite the config after it was written, and give the runner
+// job containers the namespace's Pod Security would refuse) loses that
+// mount; the runner reads it read-only.
+func TestOnlyTheScalersInitContainerMountsTheRenderedConfig(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	mount := []corev1.VolumeMount{{Name: RenderedConfigVolume, MountPath: "/x"}, {Name: ConfigVolume, MountPath: "/y"}, {Name: "work", MountPath: "/w"}}
+	opts := cacheOptions()
+	opts.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{
+			{Name: "rewrite", Image: "busybox", VolumeMounts: mount},
+			{Name: "sidecar", Image: "busybox", RestartPolicy: &always, VolumeMounts: mount},
+		},
+		Containers: []corev1.Container{{Name: "runner"}, {Name: "helper", Image: "busybox", VolumeMounts: mount}},
+		Volumes:    []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+	}}
+	j, err := Build(group(), "ci-x2v7k", 1, opts)
+	require.NoError(t, err)
+	spec := j.Spec.Template.Spec
+	mounts := map[string][]corev1.VolumeMount{}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		for _, m := range c.VolumeMounts {
+			if m.Name == RenderedConfigVolume || m.Name == ConfigVolume {
+				mounts[c.Name] = append(mounts[c.Name], m)
+			}
+		}
+		if c.Name != ConfigInitContainer && c.Name != ContainerName {
+			assert.Equal(t, []corev1.VolumeMount{{Name: "work", MountPath: "/w"}}, c.VolumeMounts, "%s keeps its own mounts only", c.Name)
+		}
+	}
+	assert.Equal(t, map[string][]corev1.VolumeMount{
+		ConfigInitContainer: {{Name: ConfigVolume, MountPath: ConfigDir, ReadOnly: true}, {Name: RenderedConfigVolume, MountPath: RenderedConfigDir}},
+		ContainerName:       {{Name: ConfigVolume, MountPath: ConfigDir, ReadOnly: true}, {Name: RenderedConfigVolume, MountPath: RenderedConfigDir, ReadOnly: true}},
+	}, mounts)
+
+	// Without the shared cache no init container is the scaler's: one of
+	// that name is the template's, and keeps no mount of the config.
+	opts.Cache = CacheOptions{}
+	opts.Template.Spec.InitContainers[0].Name = ConfigInitContainer
+	j, err = Build(group(), "ci-x2v7k", 1, opts)
+	require.NoError(t, err)
+	assert.Equal(t, []corev1.VolumeMount{{Name: "work", MountPath: "/w"}}, j.Spec.Template.Spec.InitContainers[0].VolumeMounts)
 }
