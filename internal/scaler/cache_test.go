@@ -2,8 +2,10 @@ package scaler
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,18 +18,34 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
-// TestTheCacheConditionSaysWhetherTheNamespacesCacheAnswers: with the
-// shared cache on, each group's Cache condition says whether its
-// namespace's cache server answers and its Secret is there; it never
-// carries the secret, and goes when the cache is turned off.
-func TestTheCacheConditionSaysWhetherTheNamespacesCacheAnswers(t *testing.T) {
-	var asked int
+// cacheServer answers as gitea-runner's cache server holding secret does:
+// 200 to the runners' revoke call with it, 401 without.
+func cacheServer(t *testing.T, secret string, asked *int) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked++
-		assert.Empty(t, r.Header.Get("Authorization"), "the probe sends no secret")
-		w.WriteHeader(http.StatusNotFound) // any answer is an answer
+		*asked++
+		if r.Method != http.MethodPost || r.URL.Path != "/runners/_internal/revoke" && r.URL.Path != "/_internal/revoke" {
+			http.NotFound(w, r)
+			return
+		}
+		var body struct{ Token string }
+		if r.Header.Get("Authorization") != "Bearer "+secret || json.NewDecoder(r.Body).Decode(&body) != nil || body.Token == "" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestTheCacheConditionSaysWhetherTheNamespacesCacheAnswers: with the
+// shared cache on, each group's Cache condition says whether its
+// namespace's cache server answers the runners' call with the namespace's
+// Secret; it never carries the secret, and goes when the cache is turned
+// off.
+func TestTheCacheConditionSaysWhetherTheNamespacesCacheAnswers(t *testing.T) {
+	var asked int
+	srv := cacheServer(t, "hunter2", &asked)
 	down := httptest.NewServer(http.NotFoundHandler())
 	downURL := down.URL
 	down.Close()
@@ -85,8 +103,7 @@ func TestTheCacheConditionSaysWhetherTheNamespacesCacheAnswers(t *testing.T) {
 // the server goes out, once per namespace and pass.
 func TestASteadyLoopReadsTheCacheSecretAsRarelyAsTheTokens(t *testing.T) {
 	var asked int
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked++ }))
-	t.Cleanup(srv.Close)
+	srv := cacheServer(t, "hunter2", &asked)
 	e := newEnv(t, newGroup("ci", 5), newGroup("web", 5))
 	require.NoError(t, e.kube.Tracker().Add(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "gitea-runner-cache", Namespace: ns},
@@ -109,4 +126,36 @@ func TestASteadyLoopReadsTheCacheSecretAsRarelyAsTheTokens(t *testing.T) {
 	}
 	assert.Equal(t, 3, asked, "one probe per namespace and pass")
 	assert.Equal(t, v1alpha1.ReasonCacheReachable, meta.FindStatusCondition(e.group("ci").Status.Conditions, v1alpha1.ConditionCache).Reason)
+}
+
+// A namespace admin can point the cache Service at any address; the
+// condition must not tell them how the scaler's pod sees it. Refused, an
+// HTTP answer of any other kind, or a server with another secret: the
+// condition says the same, and never carries the secret.
+func TestTheCacheProbeIsNoReachabilityOracle(t *testing.T) {
+	var asked int
+	other := cacheServer(t, "another-secret", &asked)
+	teapot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	t.Cleanup(teapot.Close)
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close()
+
+	messages := map[string]bool{}
+	for _, url := range []string{other.URL, teapot.URL, downURL} {
+		e := newEnv(t, newGroup("ci", 5))
+		require.NoError(t, e.kube.Tracker().Add(&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "gitea-runner-cache", Namespace: ns},
+			Data:       map[string][]byte{"external_secret": []byte("hunter2")},
+		}))
+		e.pass(func(_ *Deps, c *Config) {
+			c.Runner.Cache = runnerjob.CacheOptions{URL: url + "/", SecretName: "gitea-runner-cache", Image: "scaler:1"}
+		})
+		c := meta.FindStatusCondition(e.group("ci").Status.Conditions, v1alpha1.ConditionCache)
+		require.NotNil(t, c, url)
+		assert.Equal(t, v1alpha1.ReasonCacheUnreachable, c.Reason, url)
+		assert.NotContains(t, c.Message, "hunter2")
+		messages[strings.ReplaceAll(c.Message, url, "URL")] = true
+	}
+	assert.Len(t, messages, 1, "one message whatever is at the address: %v", messages)
 }

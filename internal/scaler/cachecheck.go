@@ -1,9 +1,17 @@
 package scaler
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	neturl "net/url"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,11 +38,18 @@ var cacheProbe = &http.Client{
 
 // checkCache is the group's Cache condition, the same for every group of
 // its namespace and read once per namespace and pass: one Secret read and
-// one HTTP request. What it proves is cheap and honest: the Secret the
-// runner pods reference is there, and something answers HTTP at the
-// server's URL from the scaler's pod. It cannot prove that runner pods
-// reach it (a NetworkPolicy may differ) or that the secrets match; a job
-// whose register fails says so in its log (gitea/runner's warning).
+// one request. It proves what a runner needs: the Secret the runner pods
+// reference is there, and the server at the URL the runners use answers,
+// from the scaler's pod, the call each runner makes for each job (register
+// a job token, here a random one, revoked at once) with that Secret. It
+// cannot prove that runner pods reach it (a NetworkPolicy may differ).
+//
+// The condition says only whether that call succeeded: a namespace admin
+// can point the cache Service anywhere, and the status must not tell them
+// how the scaler's pod sees another address (refused, timed out, what it
+// answered). The secret goes only where the namespace's runners send it
+// for every job, and only a server that holds it answers yes. The
+// platform's log says why at debug level.
 func (s *Scaler) checkCache(ctx context.Context, g *groupRun) *metav1.Condition {
 	cache := s.cfg.Runner.Cache
 	if !cache.Enabled() {
@@ -76,15 +91,44 @@ func (s *Scaler) probeCache(ctx context.Context, cache runnerjob.CacheOptions, n
 		return cond(metav1.ConditionFalse, v1alpha1.ReasonCacheSecretMissing,
 			"Secret %q has no key %s: runners start with the cache off", cache.SecretName, runnerjob.CacheSecretKey)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return cond(metav1.ConditionFalse, v1alpha1.ReasonCacheUnreachable, "cache server URL %s: %v", url, err)
+	if err := callCache(ctx, url, string(sec.Data[runnerjob.CacheSecretKey])); err != nil {
+		s.log.Debug("the cache server does not answer as the namespace's", "namespace", namespace, "url", url, "error", err)
+		return cond(metav1.ConditionFalse, v1alpha1.ReasonCacheUnreachable,
+			"the cache server %s does not answer the scaler as this namespace's cache server (with Secret %q); runners still start, and their jobs' cache steps miss; the scaler's debug log says why", url, cache.SecretName)
 	}
+	return cond(metav1.ConditionTrue, v1alpha1.ReasonCacheReachable, "the cache server %s answers with the namespace's Secret %q; runners use it", url, cache.SecretName)
+}
+
+// callCache makes the runners' own call to the cache server at url: it
+// revokes a random job token, which registers nothing and which only a
+// server holding secret accepts. Neither the secret nor the server's
+// answer is part of the error.
+func callCache(ctx context.Context, url, secret string) error {
+	token := make([]byte, 16)
+	_, _ = rand.Read(token)
+	body, _ := json.Marshal(map[string]string{"token": hex.EncodeToString(token)})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(url, "/")+cacheRevokePath, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("the URL does not parse")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secret)
 	resp, err := cacheProbe.Do(req)
 	if err != nil {
-		return cond(metav1.ConditionFalse, v1alpha1.ReasonCacheUnreachable,
-			"the cache server %s does not answer the scaler: %v; runners still start, and their jobs' cache steps miss", url, err)
+		var uerr *neturl.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return err
 	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
-	return cond(metav1.ConditionTrue, v1alpha1.ReasonCacheReachable, "the cache server %s answers; runners use it", url)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("answered %s", resp.Status)
+	}
+	return nil
 }
+
+// cacheRevokePath is the cache server's call that forgets a job token
+// (gitea-runner's cache server, since 1.0).
+const cacheRevokePath = "/_internal/revoke"
