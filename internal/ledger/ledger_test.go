@@ -197,7 +197,7 @@ func TestTheStateListHoldsTheLedger(t *testing.T) {
 		ctx := context.Background()
 		kube := fake.NewClientset()
 		m := Mirror{Client: kube, Namespace: "platform", Name: "rel-registrations"}
-		require.NoError(t, m.Change(ctx, func(cs Copies) bool {
+		require.NoError(t, change(m, func(cs Copies) bool {
 			cs.Put(Copy{Namespace: "team", UID: "u1", Groups: ci})
 			return true
 		}))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,19 +82,118 @@ func decodeCopies(data map[string]string) Copies {
 	return out
 }
 
-// Change reads the mirror, applies edit and, when edit says it changed
-// anything, writes it back under the resourceVersion it read (again from
-// a fresh read when another pass wrote in between).
 // mirrorLabels are the mirror's: it lives in the release namespace and is
 // no namespace's ledger, so a list of state ConfigMaps must not hold it.
 var mirrorLabels = map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}
 
-func (m Mirror) Change(ctx context.Context, edit func(Copies) bool) error {
-	return update(ctx, m.Client, m.Namespace, m.Name, mirrorLabels, func(data map[string]string) (map[string]string, bool, error) {
+// Change reads the mirror, applies edit and, when edit says it changed
+// anything, fits the records into MirrorBudget (fitBudget) and writes
+// them back under the resourceVersion it read (again from a fresh read
+// when another pass wrote in between). Left says, per namespace, how many
+// of its entries did not fit.
+func (m Mirror) Change(ctx context.Context, edit func(Copies) bool) (left map[string]int, err error) {
+	err = update(ctx, m.Client, m.Namespace, m.Name, mirrorLabels, func(data map[string]string) (map[string]string, bool, error) {
 		cur := decodeCopies(data)
 		if !edit(cur) {
 			return nil, false, nil
 		}
-		return encode(cur)
+		left = fitBudget(cur, MirrorBudget)
+		out, _, err := encode(cur)
+		if err != nil {
+			return nil, false, err
+		}
+		// A mirror over budget is trimmed the same way every pass: no
+		// write when the trimmed records are what is there.
+		return out, !maps.Equal(out, data), nil
 	})
+	return left, err
+}
+
+// MirrorBudget is how many bytes of records the mirror holds at most: a
+// ConfigMap holds 1 MiB, its metadata included.
+const MirrorBudget = 900 << 10
+
+// fitBudget trims the largest records until all of them fit in budget
+// bytes, and says how many entries of each namespace it left out. The
+// records share the budget fairly: each keeps all of its entries up to a
+// cap, and only records larger than the cap give up the entries above it
+// (the last tags, in order). The mirror is one ConfigMap that every
+// namespace's record shares, and a record is the tenant's to grow (one
+// entry per RunnerGroup, names as long as the API allows): without a cap,
+// one namespace could grow the mirror past what the API server stores and
+// stop the sweep for all. With it, that namespace loses only its own
+// entries while the others fit; a namespace whose entries were left out
+// keeps those registrations in Gitea once it is deleted.
+func fitBudget(cs Copies, budget int) map[string]int {
+	sizes := make(map[string]recordSize, len(cs))
+	total := 0
+	for key, c := range cs {
+		sizes[key] = sizeOf(key, c)
+		total += sizes[key].total
+	}
+	if total <= budget {
+		return nil
+	}
+	limit := fairCap(sizes, budget)
+	left := map[string]int{}
+	for key, c := range cs {
+		sz := sizes[key]
+		if sz.total <= limit {
+			continue
+		}
+		used := sz.base
+		keep := Entries{}
+		for _, tag := range slices.Sorted(maps.Keys(c.Groups)) {
+			if used+sz.entry[tag] > limit {
+				left[c.Namespace] += len(c.Groups) - len(keep)
+				break
+			}
+			used += sz.entry[tag]
+			keep[tag] = c.Groups[tag]
+		}
+		c.Groups = keep
+		cs[key] = c
+	}
+	return left
+}
+
+// recordSize is what a record costs in the mirror: its key and record
+// without entries (base), and each entry with its tag.
+type recordSize struct {
+	base, total int
+	entry       map[string]int
+}
+
+func sizeOf(key string, c Copy) recordSize {
+	empty := c
+	empty.Groups = Entries{}
+	raw, _ := json.Marshal(empty)
+	sz := recordSize{base: len(key) + len(raw), entry: make(map[string]int, len(c.Groups))}
+	sz.total = sz.base
+	for tag, e := range c.Groups {
+		raw, _ := json.Marshal(e)
+		// "tag":{...} and the comma before the next one.
+		sz.entry[tag] = len(tag) + 4 + len(raw)
+		sz.total += sz.entry[tag]
+	}
+	return sz
+}
+
+// fairCap is the largest size every record may keep so that all of them
+// fit in budget: records smaller than it keep all they have, and the
+// others share what is left equally.
+func fairCap(sizes map[string]recordSize, budget int) int {
+	all := make([]int, 0, len(sizes))
+	for _, sz := range sizes {
+		all = append(all, sz.total)
+	}
+	slices.Sort(all)
+	for i, s := range all {
+		share := budget / (len(all) - i)
+		if s > share {
+			return share
+		}
+		budget -= s
+	}
+	return budget
 }

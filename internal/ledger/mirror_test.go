@@ -2,12 +2,15 @@ package ledger
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -24,7 +27,7 @@ func TestTheMirrorKeepsEachNamespaceByItsUID(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, empty, "no mirror is an empty one")
 
-	require.NoError(t, m.Change(ctx, func(c Copies) bool {
+	require.NoError(t, change(m, func(c Copies) bool {
 		c.Put(Copy{Namespace: "team-a", UID: "uid-1", Groups: Entries{"aaaa0001": ci}})
 		c.Put(Copy{Namespace: "team-a", UID: "uid-2", Groups: Entries{"aaaa0002": ci}})
 		return true
@@ -38,7 +41,7 @@ func TestTheMirrorKeepsEachNamespaceByItsUID(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, cm.Data, "team-a.uid-1")
 
-	require.NoError(t, m.Change(ctx, func(c Copies) bool {
+	require.NoError(t, change(m, func(c Copies) bool {
 		delete(c, MirrorKey("team-a", "uid-1"))
 		return true
 	}))
@@ -71,4 +74,90 @@ func keys(c Copies) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// change is Mirror.Change for a test that expects everything to fit.
+func change(m Mirror, edit func(Copies) bool) error {
+	left, err := m.Change(context.Background(), edit)
+	if len(left) > 0 {
+		return fmt.Errorf("entries left out: %v", left)
+	}
+	return err
+}
+
+// TestOneNamespaceCannotFillTheMirrorForAll: a tenant whose namespace
+// records thousands of entries with the longest names the API allows
+// (groups, Gitea URLs, owners, repositories) cannot stop the mirror from
+// being written: the honest namespaces keep every entry, the large record
+// gives up what does not fit, and the ConfigMap stays under the API
+// server's 1 MiB.
+func TestOneNamespaceCannotFillTheMirrorForAll(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	m := Mirror{Client: client, Namespace: "platform", Name: "rel-registrations"}
+	honest := Entry{Group: "ci", URL: "https://gitea.example.com", Scope: "org", Owner: "acme"}
+	long := strings.Repeat("x", 253)
+	big := Entries{}
+	for i := range 5000 {
+		big[fmt.Sprintf("%08x", i)] = Entry{Group: long, URL: "https://" + long, Scope: "repo", Owner: long, Repo: long}
+	}
+	left, err := m.Change(ctx, func(c Copies) bool {
+		for i := range 200 {
+			c.Put(Copy{Namespace: fmt.Sprintf("team-%03d", i), UID: types.UID(fmt.Sprintf("uid-%03d", i)), Groups: Entries{"aaaa0001": honest, "aaaa0002": honest}})
+		}
+		c.Put(Copy{Namespace: "greedy", UID: "uid-g", Groups: big})
+		return true
+	})
+	require.NoError(t, err, "the mirror is written")
+	require.Len(t, left, 1, "only the large record gives up entries")
+	assert.Positive(t, left["greedy"])
+	assert.Less(t, left["greedy"], 5000, "and keeps its share")
+
+	got, err := m.Load(ctx)
+	require.NoError(t, err)
+	for i := range 200 {
+		assert.Len(t, got[MirrorKey(fmt.Sprintf("team-%03d", i), types.UID(fmt.Sprintf("uid-%03d", i)))].Groups, 2)
+	}
+	assert.Len(t, got[MirrorKey("greedy", "uid-g")].Groups, 5000-left["greedy"])
+	cm, err := client.CoreV1().ConfigMaps("platform").Get(ctx, "rel-registrations", metav1.GetOptions{})
+	require.NoError(t, err)
+	size := 0
+	for k, v := range cm.Data {
+		size += len(k) + len(v)
+	}
+	assert.LessOrEqual(t, size, MirrorBudget)
+
+	// The next pass finds the same records over budget: nothing to write.
+	client.ClearActions()
+	_, err = m.Change(ctx, func(c Copies) bool {
+		c.Put(Copy{Namespace: "greedy", UID: "uid-g", Groups: big})
+		return true
+	})
+	require.NoError(t, err)
+	for _, a := range client.Actions() {
+		assert.Equal(t, "get", a.GetVerb(), "a mirror trimmed the same way is not written again")
+	}
+}
+
+func TestFairCap(t *testing.T) {
+	tests := []struct {
+		name   string
+		sizes  []int
+		budget int
+		want   int
+	}{
+		{"all fit", []int{10, 20}, 100, 70},
+		{"the largest gives up", []int{10, 10, 100}, 60, 40},
+		{"the two largest share", []int{10, 50, 100}, 70, 30},
+		{"all share", []int{50, 50}, 60, 30},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sizes := map[string]recordSize{}
+			for i, s := range tt.sizes {
+				sizes[fmt.Sprint(i)] = recordSize{total: s}
+			}
+			assert.Equal(t, tt.want, fairCap(sizes, tt.budget))
+		})
+	}
 }

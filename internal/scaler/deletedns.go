@@ -144,7 +144,7 @@ func (s *Scaler) sweepDeletedNamespaces(ctx context.Context, runs []*groupRun, t
 		s.log.Warn("no Gitea token for the sweep of deleted namespaces: their runners' registrations are not removed (see the chart's cleanup.deletedNamespaces)", "groups", noToken)
 	}
 	if len(edits) > 0 && !s.cfg.DryRun {
-		err := m.Change(ctx, func(cs ledger.Copies) bool {
+		left, err := m.Change(ctx, func(cs ledger.Copies) bool {
 			changed := false
 			for _, edit := range edits {
 				changed = edit(cs) || changed
@@ -153,6 +153,10 @@ func (s *Scaler) sweepDeletedNamespaces(ctx context.Context, runs []*groupRun, t
 		})
 		if err != nil {
 			s.log.Error("cannot write the registrations mirror", "error", err)
+		}
+		for _, ns := range slices.Sorted(maps.Keys(left)) {
+			s.log.Warn("the registrations mirror is full: the largest namespace records keep only their share; if this namespace is deleted, the registrations of the groups left out stay in Gitea",
+				"namespace", ns, "groupsLeftOut", left[ns])
 		}
 	}
 	if rep.Removed > 0 || len(rep.Left) > 0 || rep.Waiting > 0 {

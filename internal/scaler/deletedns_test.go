@@ -87,12 +87,14 @@ func (e *nsEnv) mirror() ledger.Mirror {
 // seed writes records into the mirror, as earlier passes would have.
 func (e *nsEnv) seed(copies ...ledger.Copy) {
 	e.t.Helper()
-	require.NoError(e.t, e.mirror().Change(context.Background(), func(c ledger.Copies) bool {
+	left, err := e.mirror().Change(context.Background(), func(c ledger.Copies) bool {
 		for _, x := range copies {
 			c.Put(x)
 		}
 		return true
-	}))
+	})
+	require.NoError(e.t, err)
+	require.Empty(e.t, left)
 }
 
 func (e *nsEnv) copies() ledger.Copies {
