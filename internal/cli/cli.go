@@ -7,6 +7,7 @@
 // own flags (TestEveryFileMapNamesEveryFile keeps this map whole):
 //
 //	cli.go        the root command, Main, the exit codes
+//	version.go    what this build is: -X, else the Go build info
 //	run.go        `run`: its groups, the rules that tie two, runWith
 //	kubeconfig.go where the cluster is, for every command
 //	kubeclient.go how fast and how widely run reads it
@@ -34,9 +35,6 @@ import (
 
 	"github.com/alecthomas/kong"
 )
-
-// Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
-var Version = "dev"
 
 // Exit codes.
 const (
@@ -72,7 +70,7 @@ func Main(args []string, streams IO) int {
 	exit := -1
 	parser, err := kong.New(&c,
 		kong.Name("gitea-runner-scaler"),
-		kong.Description("Starts one ephemeral Gitea act_runner Job per queued Gitea Actions job, within each RunnerGroup's limits."),
+		kong.Description("Starts one ephemeral Gitea runner (gitea/runner) Job per queued Gitea Actions job, within each RunnerGroup's limits."),
 		kong.UsageOnError(),
 		kong.Writers(streams.Out, streams.Err),
 		kong.Exit(func(code int) { exit = code }),
@@ -91,7 +89,7 @@ func Main(args []string, streams IO) int {
 	}
 	switch kctx.Command() {
 	case "version":
-		fmt.Fprintln(streams.Out, Version)
+		fmt.Fprintln(streams.Out, version())
 		return ExitOK
 	case "status":
 		return c.Status.run(streams)
@@ -106,4 +104,4 @@ func Main(args []string, streams IO) int {
 
 // userAgent names this binary and its version in every request it sends,
 // to Kubernetes and to Gitea.
-func userAgent() string { return "gitea-runner-scaler/" + Version }
+func userAgent() string { return "gitea-runner-scaler/" + version() }

@@ -208,7 +208,7 @@ func writeFile(t *testing.T, content string) string {
 func TestVersionAndHelp(t *testing.T) {
 	var out bytes.Buffer
 	assert.Equal(t, ExitOK, Main([]string{"version"}, IO{Out: &out, Err: &out}))
-	assert.Equal(t, Version+"\n", out.String())
+	assert.Equal(t, version()+"\n", out.String())
 	out.Reset()
 	assert.Equal(t, ExitOK, Main([]string{"run", "--help"}, IO{Out: &out, Err: &out}))
 	assert.Contains(t, out.String(), "--exclude-selector")

@@ -37,7 +37,7 @@ current-context: x
 	require.NoError(t, err)
 	assert.InDelta(t, 75, cfg.QPS, 0)
 	assert.Equal(t, 150, cfg.Burst)
-	assert.Equal(t, "gitea-runner-scaler/"+Version, cfg.UserAgent)
+	assert.Equal(t, "gitea-runner-scaler/"+version(), cfg.UserAgent)
 }
 
 // The new groups a pass serves follow --kube-qps: their first writes take

@@ -92,7 +92,7 @@ func (r *RunCmd) runWith(deps scaler.Deps) int {
 // logStart logs the settings a scaler starts with (never a secret: the
 // sweep's token only as set or not).
 func (r *RunCmd) logStart(log *slog.Logger, cfg scaler.Config) {
-	log.Info("scaler starting", "version", Version, "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
+	log.Info("scaler starting", "version", version(), "loop", r.Loop, "interval", r.Interval, "namespaces", r.Namespace,
 		"selector", r.Selector, "excludeSelectors", r.ExcludeSelector, "dryRun", r.DryRun,
 		"groupTimeout", r.GroupTimeout, "giteaCAFile", r.GiteaCAFile, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,

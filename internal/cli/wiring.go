@@ -31,7 +31,7 @@ func (r *RunCmd) run(streams IO) int {
 	// The requests are counted in every mode: a pass's summary line
 	// reports them even when nothing scrapes.
 	m := metrics.New()
-	m.SetBuildInfo(Version)
+	m.SetBuildInfo(version())
 	cfg.Wrap(m.KubeTransport)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
