@@ -69,7 +69,16 @@ func printError(w io.Writer, err error) {
 // StatusCmd is `gitea-runner-scaler status`.
 type StatusCmd struct {
 	Selection `embed:""`
-	Output    string `short:"o" enum:"table,json,yaml" default:"table" help:"Output: table, json or yaml."`
+	Output    string `short:"o" default:"table" placeholder:"FORMAT" help:"Output, as kubectl's -o: table, json, yaml, name, jsonpath=TEMPLATE (over {\"groups\": [...]}) or custom-columns=HEADER:PATH,... (over one group)."`
+}
+
+// Validate refuses an output format or template that cannot work before
+// anything is read.
+func (c *StatusCmd) Validate() error {
+	if _, err := status.ParseFormat(c.Output); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	return c.Selection.Validate()
 }
 
 func (c *StatusCmd) run(streams IO) int {

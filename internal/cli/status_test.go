@@ -42,7 +42,7 @@ func TestStatusReadsTheListenersSelection(t *testing.T) {
 }
 
 func TestStatusRefusesBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--selector", "a in ("}, {"--exclude-selector", "{"}, {"-o", "xml"}} {
+	for _, args := range [][]string{{"--selector", "a in ("}, {"--exclude-selector", "{"}, {"-o", "xml"}, {"-o", "jsonpath={.groups["}, {"-o", "custom-columns=NAME"}} {
 		var out, errOut bytes.Buffer
 		assert.Equal(t, ExitUsage, Main(append([]string{"status"}, args...), IO{Out: &out, Err: &errOut}), args)
 	}

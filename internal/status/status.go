@@ -134,9 +134,15 @@ const (
 	FormatYAML  = "yaml"
 )
 
-// Write prints the rows as a table, or as {"groups": [...]} in JSON or YAML.
+// Write prints the rows in format: a table; {"groups": [...]} in JSON or
+// YAML; or, as kubectl's -o does, name, jsonpath=TEMPLATE or
+// custom-columns=HEADER:PATH,... (ParseFormat).
 func Write(w io.Writer, rows []Row, format string) error {
-	switch format {
+	f, err := ParseFormat(format)
+	if err != nil {
+		return err
+	}
+	switch f.kind {
 	case FormatJSON:
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
@@ -149,10 +155,10 @@ func Write(w io.Writer, rows []Row, format string) error {
 	case FormatYAML:
 		// yaml.v3 escapes control characters in the strings it quotes.
 		return yaml.NewEncoder(w).Encode(map[string][]Row{"groups": nonNil(rows)})
-	case FormatTable, "":
+	case FormatTable:
 		return table(w, rows)
 	default:
-		return fmt.Errorf("unknown output format %q (want table, json or yaml)", format)
+		return f.write(w, rows)
 	}
 }
 

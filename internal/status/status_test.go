@@ -189,7 +189,7 @@ func TestJSONAndYAMLCarryTheSameRows(t *testing.T) {
 
 func TestWriteRefusesAnUnknownFormat(t *testing.T) {
 	err := Write(&bytes.Buffer{}, nil, "xml")
-	assert.EqualError(t, err, `unknown output format "xml" (want table, json or yaml)`)
+	assert.EqualError(t, err, `unknown output format "xml" (want table, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:PATH,...)`)
 }
 
 func TestUnreadableGroupGetsALineWithItsError(t *testing.T) {
@@ -221,7 +221,7 @@ func TestOutputEscapesTerminalControlCharacters(t *testing.T) {
 		{Namespace: "team-a", Name: "ci", Scope: "org", Target: evil, Ready: Condition{Status: "False", Reason: evil, Message: evil}},
 		{Namespace: "x", Name: "bad", Error: evil},
 	}
-	for _, format := range []string{FormatTable, FormatJSON, FormatYAML} {
+	for _, format := range []string{FormatTable, FormatJSON, FormatYAML, "jsonpath={range .groups[*]}{.target}{.ready.message}{.error}{\"\\n\"}{end}", "custom-columns=T:.target,R:.ready.reason"} {
 		t.Run(format, func(t *testing.T) {
 			var buf bytes.Buffer
 			require.NoError(t, Write(&buf, rows, format))
