@@ -428,3 +428,52 @@ and RoleBinding have the same name.
 {{- define "gitea-runner-operator.registrationsMirrorName" -}}
 {{- printf "%s-registrations" (include "gitea-runner-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+
+{{/*
+Objects the chart makes in namespaces it does not own (a RoleBinding per
+watchNamespaces entry, the runnerCache objects): a namespace's admin can
+create one of those names first, and Helm then refuses the whole install or
+upgrade ("exists and cannot be imported"), for every namespace. Such a
+namespace is skipped instead, and NOTES names it: only its admin loses, and
+only until they delete the object.
+
+squatted: of .objects (dicts of apiVersion, kind, name) in namespace .ns,
+those that exist and are not this release's (Helm's release-name and
+release-namespace annotations), as "Kind/name" separated by ", "; empty
+when none, and always with helm template (no cluster to look up).
+*/}}
+{{- define "gitea-runner-operator.squatted" -}}
+{{- $root := .root -}}
+{{- $ns := .ns -}}
+{{- $found := list -}}
+{{- range .objects -}}
+{{- $o := lookup .apiVersion .kind $ns .name -}}
+{{- if $o -}}
+{{- $a := $o.metadata.annotations | default dict -}}
+{{- if or (ne (index $a "meta.helm.sh/release-name" | default "") $root.Release.Name) (ne (index $a "meta.helm.sh/release-namespace" | default "") $root.Release.Namespace) -}}
+{{- $found = append $found (printf "%s/%s" .kind .name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- join ", " $found -}}
+{{- end -}}
+
+{{/*
+The objects of the tenant RoleBinding and of runnerCache in one namespace,
+for squatted.
+*/}}
+{{- define "gitea-runner-operator.tenantBindingObjects" -}}
+{{- list (dict "apiVersion" "rbac.authorization.k8s.io/v1" "kind" "RoleBinding" "name" (include "gitea-runner-operator.tenantRoleName" .)) | toJson -}}
+{{- end -}}
+
+{{- define "gitea-runner-operator.runnerCacheObjects" -}}
+{{- $name := include "gitea-runner-operator.runnerCacheName" . -}}
+{{- $objects := list (dict "apiVersion" "v1" "kind" "Secret" "name" $name) (dict "apiVersion" "v1" "kind" "ConfigMap" "name" $name) (dict "apiVersion" "v1" "kind" "Service" "name" $name) (dict "apiVersion" "apps/v1" "kind" "Deployment" "name" $name) -}}
+{{- if .Values.networkPolicy.enabled -}}
+{{- $objects = append $objects (dict "apiVersion" "networking.k8s.io/v1" "kind" "NetworkPolicy" "name" $name) -}}
+{{- end -}}
+{{- if .Values.runnerCache.persistence.enabled -}}
+{{- $objects = append $objects (dict "apiVersion" "v1" "kind" "PersistentVolumeClaim" "name" $name) -}}
+{{- end -}}
+{{- $objects | toJson -}}
+{{- end -}}
