@@ -27,6 +27,7 @@
 //	servers.go    the loop's HTTP endpoints: metrics, /healthz, webhook
 //	status.go     `status`, and the selection the read-only commands share
 //	why.go        `why`
+//	enable.go     `enable-namespace`
 package cli
 
 import (
@@ -53,6 +54,7 @@ type CLI struct {
 	// RenderRunnerConfig runs in runner pods, as their init container.
 	RenderRunnerConfig RenderRunnerConfigCmd `cmd:"" help:"Runner pods' init container (with the shared cache): write the runner config from the rendered ConfigMap and the cache secret in GITEA_RUNNER_CACHE_SECRET."`
 	Status             StatusCmd             `cmd:"" help:"Show one line per selected RunnerGroup from its status: demand, runners, last pass, conditions. Read-only."`
+	EnableNamespace    EnableNamespaceCmd    `cmd:"" name:"enable-namespace" help:"Enable a tenant namespace in one step: bind the tenant ClusterRole to the scaler, set its Pod Security level and grants, and label its token Secret; with --dry-run and -o as kubectl users expect."`
 	Why                WhyCmd                `cmd:"" help:"Explain why a Gitea job has or has not got a runner: the groups that could serve it, the one assigned, labels no group offers, needs:, capacity, the runner pod. Read-only; asks Gitea with a selected group's API token, read with your own rights, and only where a pass would send it."`
 }
 
@@ -95,6 +97,8 @@ func Main(args []string, streams IO) int {
 		return c.Status.run(streams)
 	case "render-runner-config":
 		return c.RenderRunnerConfig.run(streams)
+	case "enable-namespace <namespace>":
+		return c.EnableNamespace.run(streams)
 	case "why <job>":
 		return c.Why.run(streams)
 	default:
