@@ -17,7 +17,9 @@ import (
 // Started says whether a pod has run, and if not, why: its PodScheduled
 // condition when it was not scheduled (Unschedulable), else a waiting
 // container's reason (ErrImagePull, ImagePullBackOff,
-// CreateContainerConfigError).
+// CreateContainerConfigError). Init containers come first: while one
+// waits, the kubelet shows every other container waiting on
+// PodInitializing, which says nothing a user can act on.
 func Started(p *corev1.Pod) (started bool, reason, message string) {
 	if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return true, "", ""
@@ -32,9 +34,11 @@ func Started(p *corev1.Pod) (started bool, reason, message string) {
 			return false, c.Reason, c.Message
 		}
 	}
-	for _, c := range p.Status.ContainerStatuses {
-		if w := c.State.Waiting; w != nil && w.Reason != "" {
-			return false, w.Reason, w.Message
+	for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, c := range statuses {
+			if w := c.State.Waiting; w != nil && w.Reason != "" {
+				return false, w.Reason, w.Message
+			}
 		}
 	}
 	return false, "Pending", fmt.Sprintf("pod %s has not started", p.Name)
