@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 )
 
 // manualAnnotation marks a Job made by `kubectl create job --from=cronjob/...`.
@@ -347,21 +348,6 @@ func TestListenerTemplateShapesTheRealPod(t *testing.T) {
 		st := states[name]
 		require.NotNil(t, st.Terminated, "container %s of %s: %+v", name, pod.Name, st)
 		require.Zero(t, st.Terminated.ExitCode, "container %s of %s", name, pod.Name)
-	}
-}
-
-func requireResources(t *testing.T, want, got corev1.ResourceRequirements) {
-	t.Helper()
-	for _, side := range []struct {
-		name      string
-		want, got corev1.ResourceList
-	}{{"requests", want.Requests, got.Requests}, {"limits", want.Limits, got.Limits}} {
-		require.Len(t, side.got, len(side.want), "%s: %v", side.name, side.got)
-		for k, w := range side.want {
-			g, ok := side.got[k]
-			require.True(t, ok, "%s lacks %s: %v", side.name, k, side.got)
-			require.Zero(t, w.Cmp(g), "%s.%s = %s, want %s", side.name, k, g.String(), w.String())
-		}
 	}
 }
 

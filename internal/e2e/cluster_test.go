@@ -8,14 +8,17 @@ package e2e
 import (
 	"context"
 	"maps"
+	"path/filepath"
 	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
@@ -151,4 +154,31 @@ func envOf(c corev1.Container, name string) (corev1.EnvVar, bool) {
 		}
 	}
 	return corev1.EnvVar{}, false
+}
+
+// kubeconfigAs writes a kubeconfig that acts as ServiceAccount
+// namespace/name: the bed's own, impersonating it (the admin may), as that
+// account's own kubeconfig would.
+func (b *bed) kubeconfigAs(t *testing.T, namespace, name string) string {
+	t.Helper()
+	kc, err := clientcmd.LoadFromFile(b.kubeconfig)
+	require.NoError(t, err)
+	for _, ai := range kc.AuthInfos {
+		ai.Impersonate = "system:serviceaccount:" + namespace + ":" + name
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig-"+namespace+"-"+name)
+	require.NoError(t, clientcmd.WriteToFile(*kc, path))
+	return path
+}
+
+// enable binds the tenant ClusterRole in ns to the scaler's ServiceAccount,
+// as `kubectl create rolebinding` does.
+func (b *bed) enable(ctx context.Context, t *testing.T, ns, tenantRole, saNS, sa string) {
+	t.Helper()
+	_, err := b.kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: tenantRole},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: tenantRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: saNS}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 }

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // TestStatusAndWhyShowAnotherNamespaceNothing (issue 19.3): `status` and
@@ -80,19 +79,4 @@ func TestStatusAndWhyShowAnotherNamespaceNothing(t *testing.T) {
 		assert.Contains(t, out, tt.says, "%v", tt.args)
 		assert.NotContains(t, out, a.group, "%v: nothing of A's group", tt.args)
 	}
-}
-
-// kubeconfigAs writes a kubeconfig that acts as ServiceAccount
-// namespace/name: the bed's own, impersonating it (the admin may), as that
-// account's own kubeconfig would.
-func (b *bed) kubeconfigAs(t *testing.T, namespace, name string) string {
-	t.Helper()
-	kc, err := clientcmd.LoadFromFile(b.kubeconfig)
-	require.NoError(t, err)
-	for _, ai := range kc.AuthInfos {
-		ai.Impersonate = "system:serviceaccount:" + namespace + ":" + name
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig-"+namespace+"-"+name)
-	require.NoError(t, clientcmd.WriteToFile(*kc, path))
-	return path
 }

@@ -368,3 +368,14 @@ func (p *giteaProxy) wholeListing(r *http.Request) ([]listedJob, error) {
 	}
 	return nil, errors.New("upstream listing longer than 100 pages")
 }
+
+// freeLoopbackAddr is a loopback host:port that nothing listens on now,
+// for a process that binds it later or a client that must find it dead.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}

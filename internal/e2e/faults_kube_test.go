@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -310,17 +309,6 @@ func TestFaultKubeAPIServerRestartBetweenPasses(t *testing.T) {
 	}
 	b.requireReady(ctx, t, ns, "survivor", "after the restart")
 	t.Logf("API server down: the pass ended with exit %d in %s; restart took %s", down.exit, down.took.Round(time.Millisecond), restart.Round(100*time.Millisecond))
-}
-
-// freeLoopbackAddr is a loopback host:port that nothing listens on now,
-// for a process that binds it later or a client that must find it dead.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
 }
 
 // deadKubeconfig is a kubeconfig for an API server that is not there: a

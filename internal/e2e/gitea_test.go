@@ -17,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
 
 // giteaAPI fits giteasetup's client to tests: a failed call fails the test
@@ -283,4 +286,42 @@ func (b *bed) newUserScope(ctx context.Context, t *testing.T, user string, scale
 		regToken: g.registrationToken(ctx, t, owner, giteasetup.UserRunners()),
 		apiToken: g.userToken(ctx, t, user, pass, "scaler", scalerScopes...),
 	}
+}
+
+// orgRunners lists the org's runners registered in Gitea, by name.
+func (b *bed) orgRunners(ctx context.Context, t *testing.T, org string) map[string]gitea.Runner {
+	t.Helper()
+	c, err := gitea.NewClient(b.gitea.admin.URL(), b.gitea.adminToken, gitea.Options{})
+	require.NoError(t, err)
+	list, err := c.(gitea.Runners).ListRunners(ctx, gitea.Target{Scope: gitea.ScopeOrg, Owner: org})
+	require.NoError(t, err)
+	out := map[string]gitea.Runner{}
+	for _, r := range list {
+		out[r.Name] = r
+	}
+	return out
+}
+
+// giteaJob is one job of the repository as the admin lists it.
+func (b *bed) giteaJob(ctx context.Context, r giteasetup.Repo, id int64) (giteasetup.Job, error) {
+	jobs, err := b.gitea.repoJobs(ctx, r)
+	if err != nil {
+		return giteasetup.Job{}, err
+	}
+	for _, j := range jobs {
+		if j.ID == id {
+			return j, nil
+		}
+	}
+	return giteasetup.Job{}, fmt.Errorf("job %d not listed", id)
+}
+
+// pushJobs is shorthand: create the workflow's hold files (for keys in
+// held) and push it.
+func pushJobs(ctx context.Context, t *testing.T, b *bed, fx scopeFixture, file string, held []string, jobs ...wfJob) {
+	t.Helper()
+	for _, k := range held {
+		b.hold(t, k)
+	}
+	b.gitea.pushWorkflow(ctx, t, fx.pushAs, fx.repo, file, workflow(jobs...))
 }

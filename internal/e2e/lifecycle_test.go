@@ -11,7 +11,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,32 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
-
-// lifecyclePass runs one pass over ns with the lifecycle's timeouts.
-func (b *bed) lifecyclePass(ctx context.Context, t *testing.T, ns string, idle, start time.Duration) passResult {
-	t.Helper()
-	r := b.pass(ctx, t, passOpts{namespaces: []string{ns}, args: []string{
-		"--runner-idle-timeout", idle.String(), "--runner-start-timeout", start.String()}})
-	requireSanePass(t, r, "lifecycle pass")
-	return r
-}
-
-// orgRunners lists the org's runners registered in Gitea, by name.
-func (b *bed) orgRunners(ctx context.Context, t *testing.T, org string) map[string]gitea.Runner {
-	t.Helper()
-	c, err := gitea.NewClient(b.gitea.admin.URL(), b.gitea.adminToken, gitea.Options{})
-	require.NoError(t, err)
-	list, err := c.(gitea.Runners).ListRunners(ctx, gitea.Target{Scope: gitea.ScopeOrg, Owner: org})
-	require.NoError(t, err)
-	out := map[string]gitea.Runner{}
-	for _, r := range list {
-		out[r.Name] = r
-	}
-	return out
-}
 
 // idleRegisteredRunner makes a group whose one runner Job registered a
 // runner in Gitea that has nothing to do: its Gitea job is queued while a
@@ -75,14 +50,6 @@ func (b *bed) idleRegisteredRunner(ctx context.Context, t *testing.T, prefix str
 		return ok, fmt.Sprintf("runners: %v", keysOf(rs)), nil
 	})
 	return ns, fx, job, runner
-}
-
-func keysOf[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // An idle runner beyond the demand is disabled or deleted in Gitea and its
@@ -183,16 +150,4 @@ func (b *bed) passUntilRunnerRemoved(ctx context.Context, t *testing.T, ns, org,
 		r, ok := b.orgRunners(ctx, t, org)[runner]
 		return !ok, fmt.Sprintf("runner %+v", r), nil
 	})
-}
-
-// reapedMessages are the messages of ns's RunnerReaped events, a line each.
-func (b *bed) reapedMessages(ctx context.Context, t *testing.T, ns string) string {
-	t.Helper()
-	evs, err := b.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=RunnerReaped"})
-	require.NoError(t, err)
-	var said []string
-	for _, ev := range evs.Items {
-		said = append(said, ev.Message)
-	}
-	return strings.Join(said, "\n")
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,4 +147,19 @@ func (b *bed) policyReady(ctx context.Context, t *testing.T, name string) {
 	})
 	warnings, _, _ := unstructured.NestedSlice(status, "typeChecking", "expressionWarnings")
 	assert.Empty(t, warnings, "policy %s: type-checking warnings", name)
+}
+
+func requireResources(t *testing.T, want, got corev1.ResourceRequirements) {
+	t.Helper()
+	for _, side := range []struct {
+		name      string
+		want, got corev1.ResourceList
+	}{{"requests", want.Requests, got.Requests}, {"limits", want.Limits, got.Limits}} {
+		require.Len(t, side.got, len(side.want), "%s: %v", side.name, side.got)
+		for k, w := range side.want {
+			g, ok := side.got[k]
+			require.True(t, ok, "%s lacks %s: %v", side.name, k, side.got)
+			require.Zero(t, w.Cmp(g), "%s.%s = %s, want %s", side.name, k, g.String(), w.String())
+		}
+	}
 }

@@ -33,14 +33,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
 const (

@@ -133,16 +133,6 @@ func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
 	}
 }
 
-// pushJobs is shorthand: create the workflow's hold files (for keys in
-// held) and push it.
-func pushJobs(ctx context.Context, t *testing.T, b *bed, fx scopeFixture, file string, held []string, jobs ...wfJob) {
-	t.Helper()
-	for _, k := range held {
-		b.hold(t, k)
-	}
-	b.gitea.pushWorkflow(ctx, t, fx.pushAs, fx.repo, file, workflow(jobs...))
-}
-
 // TestBlockedAndUnmatchedJobsWaitForTheirTurn pushes one workflow with three
 // jobs: "first" (held in progress), "second" that needs first, and "other"
 // whose runs-on includes a label the group does not serve. While first runs,

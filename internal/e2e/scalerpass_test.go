@@ -300,3 +300,24 @@ func (b *bed) listenerMemoryLimit(t *testing.T) int64 {
 
 // mib formats bytes as MiB for figures.
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// lifecyclePass runs one pass over ns with the lifecycle's timeouts.
+func (b *bed) lifecyclePass(ctx context.Context, t *testing.T, ns string, idle, start time.Duration) passResult {
+	t.Helper()
+	r := b.pass(ctx, t, passOpts{namespaces: []string{ns}, args: []string{
+		"--runner-idle-timeout", idle.String(), "--runner-start-timeout", start.String()}})
+	requireSanePass(t, r, "lifecycle pass")
+	return r
+}
+
+// reapedMessages are the messages of ns's RunnerReaped events, a line each.
+func (b *bed) reapedMessages(ctx context.Context, t *testing.T, ns string) string {
+	t.Helper()
+	evs, err := b.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=RunnerReaped"})
+	require.NoError(t, err)
+	var said []string
+	for _, ev := range evs.Items {
+		said = append(said, ev.Message)
+	}
+	return strings.Join(said, "\n")
+}

@@ -218,3 +218,18 @@ func checkRunnerJob(t *testing.T, ns, group string, s served) {
 	}
 	require.Equal(t, "false", j.Spec.Template.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"])
 }
+
+// waitServed waits until a pass has served the group (it asked Gitea for
+// the group's jobs: status.lastCheckTime): only then does the assignment
+// rule count it as able to serve (a group no listener has served keeps no
+// job), so a test of which group gets a job pushes the job after this.
+func (b *bed) waitServed(ctx context.Context, t *testing.T, ns, name string, dump func() string) {
+	t.Helper()
+	waitUntil(ctx, t, stepWait, fmt.Sprintf("group %s/%s served", ns, name), dump, func(ctx context.Context) (bool, string, error) {
+		rg, err := b.group(ctx, ns, name)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return rg.Status.LastCheckTime != nil, statusLine(rg), nil
+	})
+}

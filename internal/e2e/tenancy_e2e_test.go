@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
@@ -176,18 +175,6 @@ func TestTenancy(t *testing.T) {
 	for _, tok := range []string{fx.apiToken, fx.regToken} {
 		assert.NotContains(t, seen.String(), tok, "a token in a log, event, status or Job")
 	}
-}
-
-// enable binds the tenant ClusterRole in ns to the scaler's ServiceAccount,
-// as `kubectl create rolebinding` does.
-func (b *bed) enable(ctx context.Context, t *testing.T, ns, tenantRole, saNS, sa string) {
-	t.Helper()
-	_, err := b.kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: tenantRole},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: tenantRole},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: saNS}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
 }
 
 // accessTable asks the API server, with SubjectAccessReviews, what user may

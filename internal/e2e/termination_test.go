@@ -119,17 +119,3 @@ func (b *bed) runnerRunningStep(ctx context.Context, t *testing.T, s scene, key 
 	})
 	return runner
 }
-
-// giteaJob is one job of the repository as the admin lists it.
-func (b *bed) giteaJob(ctx context.Context, r giteasetup.Repo, id int64) (giteasetup.Job, error) {
-	jobs, err := b.gitea.repoJobs(ctx, r)
-	if err != nil {
-		return giteasetup.Job{}, err
-	}
-	for _, j := range jobs {
-		if j.ID == id {
-			return j, nil
-		}
-	}
-	return giteasetup.Job{}, fmt.Errorf("job %d not listed", id)
-}
