@@ -191,28 +191,28 @@ testbed-down: ## Stop everything the test bed started.
 
 .PHONY: test-e2e
 test-e2e: testbed-up ## End-to-end tests against the test bed.
-	go test -count=1 -tags e2e -timeout $(E2E_TIMEOUT) -v ./internal/e2e/ 2>&1 | tee $(CACHE)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
+	go test -count=1 -p 1 -tags e2e -timeout $(E2E_TIMEOUT) -v ./internal/e2e/... 2>&1 | tee $(CACHE)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  exit $${PIPESTATUS[0]}
 
 # The scale benchmark's full matrices take tens of minutes each: groups ×
-# targets × jobs (internal/e2e/bench_test.go) and groups × namespaces in
-# CronJob and loop mode (bench_ns_test.go); the e2e suite runs a smoke
+# targets × jobs (internal/e2e/bench/scale_test.go) and groups × namespaces in
+# CronJob and loop mode (namespaces_test.go); the e2e suite runs a smoke
 # matrix of each. Take the e2e lock first:
 #   flock /tmp/e2e.lock bash -c 'make bench; rc=$$?; scripts/testbed down; exit $$rc'
 BENCH_TIMEOUT ?= 180m
 
 .PHONY: bench
 bench: testbed-up ## Scale benchmark on the test bed: per pass wall time, Gitea and Kubernetes requests, peak RSS, by groups, targets and namespaces.
-	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmark(Scale|Namespaces)$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/bench.log ; \
+	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmark(Scale|Namespaces)$$' -v ./internal/e2e/bench/ 2>&1 | tee $(CACHE)/bench.log ; \
 	  exit $${PIPESTATUS[0]}
 
 # The namespace matrix alone; BENCH_NS=5000/500,500/10 picks cases (G/N).
 .PHONY: bench-namespaces
 bench-namespaces: testbed-up ## Scale benchmark by namespaces only: CronJob and loop mode (BENCH_NS=G/N,... picks cases).
-	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmarkNamespaces$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/bench-namespaces.log ; \
+	BENCH=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestBenchmarkNamespaces$$' -v ./internal/e2e/bench/ 2>&1 | tee $(CACHE)/bench-namespaces.log ; \
 	  exit $${PIPESTATUS[0]}
 
-# The scale-up latency harness (internal/e2e/latency_test.go): 20 pushes
+# The scale-up latency harness (internal/e2e/bench/latency_test.go): 20 pushes
 # per mode (webhook; 10 needs: chains with the webhook; loop, a pass every
 # 10s; the chart's CronJob; webhook and loop with a warm pool of 3), one
 # mode after the other, about 13 minutes; LATENCY_MODES picks some. Take the e2e lock first:
@@ -221,7 +221,7 @@ LATENCY_MODES ?= webhook|chain|loop|cronjob|webhook-warm|loop-warm
 
 .PHONY: bench-latency
 bench-latency: testbed-up ## Scale-up latency on the test bed with the real Gitea: push to runner Job and to in_progress, per mode.
-	LATENCY=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestScaleUpLatency$$/^($(LATENCY_MODES))$$' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/latency.log ; \
+	LATENCY=full go test -count=1 -tags e2e -timeout $(BENCH_TIMEOUT) -run '^TestScaleUpLatency$$/^($(LATENCY_MODES))$$' -v ./internal/e2e/bench/ 2>&1 | tee $(CACHE)/latency.log ; \
 	  exit $${PIPESTATUS[0]}
 
 .PHONY: test
@@ -289,7 +289,7 @@ test-k8s-versions: ## The focused e2e suite on the chart's lowest and highest su
 	  export TESTBED_K8S_VERSION=$$v TESTBED_REAL_NODE=0 TESTBED_DIR=$(CURDIR)/.testbed/k8s-$$v; t0=$$(date +%s); rc=0; \
 	  echo "test-k8s-versions: Kubernetes $$v"; \
 	  if scripts/testbed up --fresh && eval "$$(scripts/testbed env)"; then \
-	    (set +e; go test -count=1 -tags e2e -timeout 10m -run '$(K8S_VERSIONS_RUN)' -v ./internal/e2e/ 2>&1 | tee $(CACHE)/e2e-k8s-$$v.log | \
+	    (set +e; go test -count=1 -p 1 -tags e2e -timeout 10m -run '$(K8S_VERSIONS_RUN)' -v ./internal/e2e/... 2>&1 | tee $(CACHE)/e2e-k8s-$$v.log | \
 	      grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)'; exit $${PIPESTATUS[0]}) || rc=$$?; \
 	  else rc=1; fi; \
 	  scripts/testbed down; echo "test-k8s-versions: Kubernetes $$v took $$(( $$(date +%s) - t0 ))s"; \
@@ -317,7 +317,7 @@ test-gitea-versions: ## The focused e2e suite on Gitea $(GITEA_STACK_VERSION) wi
 	  TESTBED_DIR=$(CURDIR)/.testbed/gitea-$(GITEA_STACK_VERSION); t0=$$(date +%s); rc=0; \
 	echo "test-gitea-versions: Gitea $(GITEA_STACK_VERSION), gitea-runner $(GITEA_STACK_RUNNER_VERSION)"; \
 	if scripts/testbed up --fresh && eval "$$(scripts/testbed env)"; then \
-	  (set +e; go test -count=1 -tags e2e -timeout 15m -run '$(GITEA_VERSIONS_RUN)' -skip '$(GITEA_VERSIONS_SKIP)' -v ./internal/e2e/ 2>&1 | \
+	  (set +e; go test -count=1 -p 1 -tags e2e -timeout 15m -run '$(GITEA_VERSIONS_RUN)' -skip '$(GITEA_VERSIONS_SKIP)' -v ./internal/e2e/... 2>&1 | \
 	    tee $(CACHE)/e2e-gitea-$(GITEA_STACK_VERSION).log | \
 	    grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)'; exit $${PIPESTATUS[0]}) || rc=$$?; \
 	else rc=1; fi; \

@@ -46,7 +46,7 @@ func TestContributingNamesEveryPackage(t *testing.T) {
 // mappedPackages keep a file map in their package comment (a line
 // "//\tname.go  what it holds" per file): the packages a newcomer enters
 // most, whose files are many.
-var mappedPackages = []string{"cli", "reaper", "runnerjob", "scaler"}
+var mappedPackages = []string{"cli", "e2e", "reaper", "runnerjob", "scaler"}
 
 // Each mapped package's file map says where a change goes: it names every
 // file of the package, and only files that exist.
@@ -83,4 +83,67 @@ func TestEveryFileMapNamesEveryFile(t *testing.T) {
 			assert.Empty(t, mapped, "internal/%s's file map names files that do not exist", pkg)
 		})
 	}
+}
+
+// e2eOthers are the folders under internal/e2e that are not test areas.
+var e2eOthers = map[string]bool{"cmd": true, "giteasetup": true, "testdata": true}
+
+// The end-to-end suite keeps one file-name rule (internal/e2e's package
+// comment): the framework holds no test; an area holds only _test.go files,
+// main_test.go with its TestMain alone, and <subject>_test.go files that
+// each hold a test and whose names repeat neither "e2e" nor the area.
+func TestE2EFileNameRule(t *testing.T) {
+	testFunc := regexp.MustCompile(`(?m)^func ((Test|Benchmark)[A-Z]\w*)\(`)
+	tests := func(src []byte) (main bool, others int) {
+		for _, m := range testFunc.FindAllSubmatch(src, -1) {
+			if string(m[1]) == "TestMain" {
+				main = true
+			} else {
+				others++
+			}
+		}
+		return main, others
+	}
+	root := "../../internal/e2e"
+	framework, err := filepath.Glob(filepath.Join(root, "*.go"))
+	require.NoError(t, err)
+	require.NotEmpty(t, framework)
+	for _, f := range framework {
+		assert.False(t, strings.HasSuffix(f, "_test.go"), "%s: the framework holds no test; a test goes in its area", f)
+	}
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	areas := 0
+	for _, e := range entries {
+		if !e.IsDir() || e2eOthers[e.Name()] {
+			continue
+		}
+		areas++
+		area := e.Name()
+		files, err := filepath.Glob(filepath.Join(root, area, "*.go"))
+		require.NoError(t, err)
+		hasMain := false
+		for _, f := range files {
+			name := filepath.Base(f)
+			src, err := os.ReadFile(f)
+			require.NoError(t, err)
+			if !assert.True(t, strings.HasSuffix(name, "_test.go"), "%s: an area holds only _test.go files; a helper two areas call goes in internal/e2e", f) {
+				continue
+			}
+			assert.Contains(t, string(src), "\npackage "+area+"\n", "%s: an area's package is named for its folder", f)
+			main, others := tests(src)
+			if name == "main_test.go" {
+				hasMain = true
+				assert.True(t, main, "%s holds the area's TestMain", f)
+				assert.Zero(t, others, "%s holds TestMain alone", f)
+				continue
+			}
+			assert.False(t, main, "%s: TestMain belongs in main_test.go", f)
+			assert.NotZero(t, others, "%s holds no Test or Benchmark function: its helpers belong beside the tests that call them", f)
+			assert.NotContains(t, name, "e2e", "%s: the path already says e2e", f)
+			assert.False(t, strings.HasPrefix(name, area+"_"), "%s: the folder already says %s", f, area)
+		}
+		assert.True(t, hasMain, "internal/e2e/%s has no main_test.go", area)
+	}
+	assert.NotZero(t, areas, "no test area under internal/e2e")
 }
