@@ -99,22 +99,6 @@ func TestOwnerConcurrentUse(t *testing.T) {
 	wg.Wait()
 }
 
-func TestInstance(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"https://gitea.example.com", "https://gitea.example.com"},
-		{"https://gitea.example.com/", "https://gitea.example.com"},
-		{"HTTPS://GITEA.example.com:443", "https://gitea.example.com"},
-		{"http://gitea.example.com:80/git/", "http://gitea.example.com/git"},
-		{"http://gitea.example.com:3000", "http://gitea.example.com:3000"},
-		{"https://gitea.example.com:80", "https://gitea.example.com:80"},
-		{"http://[::1]:3000/", "http://[::1]:3000"},
-		{"not a url", "not a url"},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, Instance(tt.in), tt.in)
-	}
-}
-
 func FuzzOwner(f *testing.F) {
 	f.Add("acme/app", "ubuntu-latest", "acme", "app", "gpu")
 	f.Add("Alice/x", "gpu,ubuntu-latest", "alice", "", "")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // lifecyclePass runs one pass over ns with the lifecycle's timeouts.
@@ -38,7 +39,7 @@ func (b *bed) orgRunners(ctx context.Context, t *testing.T, org string) map[stri
 	t.Helper()
 	c, err := gitea.NewClient(b.gitea.admin.URL(), b.gitea.adminToken, gitea.Options{})
 	require.NoError(t, err)
-	list, err := c.(gitea.Runners).ListRunners(ctx, gitea.Target{Scope: gitea.ScopeOrg, Owner: org})
+	list, err := c.(gitea.Runners).ListRunners(ctx, scope.New("", gitea.ScopeOrg, org, ""))
 	require.NoError(t, err)
 	out := map[string]gitea.Runner{}
 	for _, r := range list {
