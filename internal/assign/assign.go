@@ -54,14 +54,8 @@ import (
 type Group struct {
 	// Key is "namespace/name".
 	Key string
-	// URL is the group's spec.gitea.url, as written.
-	URL string
-	// Scope, Owner and Repo say which repositories the group contains:
-	// Owner is the org or user (empty for global), Repo the repository name
-	// (scope repo only).
-	Scope v1alpha1.Scope
-	Owner string
-	Repo  string
+	// Where is the group's Gitea and scope: the repositories it contains.
+	Where scope.Place
 	// Labels are the group's effective runner labels.
 	Labels []string
 	// Eligible is false when the group cannot serve (see the package doc).
@@ -109,10 +103,10 @@ func New(groups []Group) *Rule {
 			eligible:    g.Eligible,
 			key:         g.Key,
 			namespace:   namespaceOf(g.Key),
-			instance:    scope.Instance(g.URL),
-			specificity: specificity(g.Scope),
-			owner:       strings.ToLower(g.Owner),
-			repo:        strings.ToLower(g.Repo),
+			instance:    g.Where.URL(),
+			specificity: specificity(g.Where.Scope()),
+			owner:       strings.ToLower(g.Where.Owner()),
+			repo:        strings.ToLower(g.Where.Repo()),
 			names:       runnerlabels.NewSet(g.Labels),
 		})
 	}
