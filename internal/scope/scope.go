@@ -95,17 +95,26 @@ func (p Place) Check() error {
 	return nil
 }
 
+// Name is what the scope names within its kind: "" for the instance, the
+// org or the user ("acme"), the repository with its owner ("acme/app").
+func (p Place) Name() string {
+	switch p.scope {
+	case v1alpha1.ScopeGlobal:
+		return ""
+	case v1alpha1.ScopeRepo:
+		return p.owner + "/" + p.repo
+	default:
+		return p.owner
+	}
+}
+
 // String names the scope for logs, errors and conditions, without the URL:
 // "global", "org acme", "user alice", "repo acme/app".
 func (p Place) String() string {
-	switch p.scope {
-	case v1alpha1.ScopeGlobal:
-		return "global"
-	case v1alpha1.ScopeRepo:
-		return fmt.Sprintf("repo %s/%s", p.owner, p.repo)
-	default:
-		return fmt.Sprintf("%s %s", p.scope, p.owner)
+	if p.scope == v1alpha1.ScopeGlobal {
+		return string(p.scope)
 	}
+	return string(p.scope) + " " + p.Name()
 }
 
 // Path names the scope as Gitea's API paths do: "admin", "orgs/acme",
@@ -144,14 +153,7 @@ func (p Place) Contains(o Place) bool {
 // "https://gitea.example.com org acme", "https://gitea.example.com repo
 // acme/app", "https://gitea.example.com global".
 func (p Place) Stored() string {
-	where := p.url + " " + string(p.scope)
-	if p.owner != "" {
-		where += " " + p.owner
-	}
-	if p.repo != "" {
-		where += "/" + p.repo
-	}
-	return where
+	return p.url + " " + p.String()
 }
 
 // Parse reads a Stored form back; ok is false for a string Stored did not

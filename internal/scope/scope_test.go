@@ -19,24 +19,26 @@ const (
 
 func TestNewKeepsWhatEachScopeTakes(t *testing.T) {
 	tests := []struct {
-		place   Place
-		want    string
-		wantErr bool
+		place    Place
+		want     string
+		wantName string
+		wantErr  bool
 	}{
-		{place: New("", global, "", ""), want: "global"},
-		{place: New("", org, "acme", ""), want: "org acme"},
-		{place: New("", user, "alice", ""), want: "user alice"},
-		{place: New("", repo, "acme", "app"), want: "repo acme/app"},
-		{place: New("", global, "acme", "app"), want: "global"},
-		{place: New("", org, "acme", "app"), want: "org acme"},
-		{place: New("", org, "", ""), want: "org ", wantErr: true},
-		{place: New("", user, "", ""), want: "user ", wantErr: true},
-		{place: New("", repo, "acme", ""), want: "repo acme/", wantErr: true},
-		{place: New("", "team", "x", ""), want: "team x", wantErr: true},
+		{place: New("", global, "", ""), want: "global", wantName: ""},
+		{place: New("", org, "acme", ""), want: "org acme", wantName: "acme"},
+		{place: New("", user, "alice", ""), want: "user alice", wantName: "alice"},
+		{place: New("", repo, "acme", "app"), want: "repo acme/app", wantName: "acme/app"},
+		{place: New("", global, "acme", "app"), want: "global", wantName: ""},
+		{place: New("", org, "acme", "app"), want: "org acme", wantName: "acme"},
+		{place: New("", org, "", ""), want: "org ", wantName: "", wantErr: true},
+		{place: New("", user, "", ""), want: "user ", wantName: "", wantErr: true},
+		{place: New("", repo, "acme", ""), want: "repo acme/", wantName: "acme/", wantErr: true},
+		{place: New("", "team", "x", ""), want: "team x", wantName: "x", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
 			assert.Equal(t, tt.want, tt.place.String())
+			assert.Equal(t, tt.wantName, tt.place.Name())
 			err := tt.place.Check()
 			if tt.wantErr {
 				assert.ErrorContains(t, err, "invalid target")
