@@ -40,19 +40,21 @@ const (
 var ErrNotGranted = errors.New("not granted")
 
 // CheckGrant says whether the namespace's grant lets a group serve the
-// place p: its scope on its Gitea. An annotation that is absent limits nothing (a
+// scope of p on the Gitea at url. The URL is the one the group's spec
+// spells, as its client dials it: the grant judges that spelling, not the
+// normalised p.URL(). An annotation that is absent limits nothing (a
 // namespace the platform has not annotated may claim what it could
 // before); one that is present but empty grants nothing; one that does
 // not parse grants nothing and says which entry is wrong.
-func CheckGrant(ns *corev1.Namespace, p scope.Place) error {
-	name, url := ns.Name, p.URL()
+func CheckGrant(ns *corev1.Namespace, url string, p scope.Place) error {
+	name := ns.Name
 	if raw, ok := ns.Annotations[AnnotationGrantedGiteaURLs]; ok {
 		entries := splitList(raw)
-		p, err := giteaurl.Parse(entries)
+		urls, err := giteaurl.Parse(entries)
 		if err != nil {
 			return fmt.Errorf("%w: annotation %s of namespace %s: %w", ErrNotGranted, AnnotationGrantedGiteaURLs, name, err)
 		}
-		if p.Empty() || p.Check(url) != nil {
+		if urls.Empty() || urls.Check(url) != nil {
 			return fmt.Errorf("%w: Gitea %s is not granted to namespace %s (granted: %s; annotation %s, set by the platform team)",
 				ErrNotGranted, url, name, describeGrant(entries), AnnotationGrantedGiteaURLs)
 		}

@@ -25,7 +25,7 @@ func TestGrant(t *testing.T) {
 		name        string
 		annotations map[string]string
 		url         string
-		target      scope.Place // on no Gitea: the row's url is its Gitea
+		target      scope.Place
 		wantErr     string
 	}{
 		{"no annotation: the namespace may claim anything, as before", nil, gitea, scope.New("", "global", "", ""), ""},
@@ -46,8 +46,7 @@ func TestGrant(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			place := scope.New(tt.url, tt.target.Scope(), tt.target.Owner(), tt.target.Repo())
-			err := CheckGrant(namespaceWith(tt.annotations), place)
+			err := CheckGrant(namespaceWith(tt.annotations), tt.url, tt.target)
 			if tt.wantErr == "" {
 				require.NoError(t, err)
 				return

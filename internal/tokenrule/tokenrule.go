@@ -72,7 +72,7 @@ func CheckNamespace(names tenancy.Names, rg *v1alpha1.RunnerGroup, f NamespaceFa
 	case f.Namespace == nil:
 		return reason.Errorf(v1alpha1.ReasonKubernetesError, "namespace %s was not read, so its grant is not known", rg.Namespace)
 	}
-	if err := tenancy.CheckGrant(f.Namespace, scope.Of(&rg.Spec)); err != nil {
+	if err := tenancy.CheckGrant(f.Namespace, rg.Spec.Gitea.URL, scope.Of(&rg.Spec)); err != nil {
 		return reason.Errorf(v1alpha1.ReasonNotGranted, "%w", err)
 	}
 	return nil
