@@ -39,7 +39,6 @@
 package assign
 
 import (
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,20 +47,15 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // Group is what the rule needs to know of one RunnerGroup.
 type Group struct {
 	// Key is "namespace/name".
 	Key string
-	// URL is the group's spec.gitea.url, as written.
-	URL string
-	// Scope, Owner and Repo say which repositories the group contains:
-	// Owner is the org or user (empty for global), Repo the repository name
-	// (scope repo only).
-	Scope v1alpha1.Scope
-	Owner string
-	Repo  string
+	// Where is the group's Gitea and scope: the repositories it contains.
+	Where scope.Place
 	// Labels are the group's effective runner labels.
 	Labels []string
 	// Eligible is false when the group cannot serve (see the package doc).
@@ -109,10 +103,10 @@ func New(groups []Group) *Rule {
 			eligible:    g.Eligible,
 			key:         g.Key,
 			namespace:   namespaceOf(g.Key),
-			instance:    Instance(g.URL),
-			specificity: specificity(g.Scope),
-			owner:       strings.ToLower(g.Owner),
-			repo:        strings.ToLower(g.Repo),
+			instance:    g.Where.URL(),
+			specificity: specificity(g.Where.Scope()),
+			owner:       strings.ToLower(g.Where.Owner()),
+			repo:        strings.ToLower(g.Where.Repo()),
 			names:       runnerlabels.NewSet(g.Labels),
 		})
 	}
@@ -159,7 +153,7 @@ func (r *Rule) turn(job Job) int64 {
 // Owner returns the key of the group that serves the job on the Gitea at
 // url, or "" when no group can.
 func (r *Rule) Owner(url string, job Job) string {
-	instance := Instance(url)
+	instance := scope.Instance(url)
 	turn := r.turn(job)
 	sortedLabels := append([]string(nil), job.Labels...)
 	sort.Strings(sortedLabels)
@@ -206,7 +200,7 @@ type Verdict struct {
 // the rule's order: the first that is on the instance, contains the
 // repository and can run the job is the owner.
 func (r *Rule) Explain(url string, job Job) []Verdict {
-	out := r.verdicts(Instance(url), job, r.turn(job))
+	out := r.verdicts(scope.Instance(url), job, r.turn(job))
 	for i := range out {
 		out[i].Labels = r.ranked[i].names.Names()
 	}
@@ -288,28 +282,4 @@ func specificity(s v1alpha1.Scope) int {
 	default:
 		return scopeGlobal
 	}
-}
-
-// Instance normalises a Gitea base URL so that two spellings of one instance
-// compare equal: the scheme and host lowercased, the scheme's default port
-// dropped, and the path without a trailing slash. A URL that does not parse
-// is returned as it is (the CRD refuses such URLs at admission).
-func Instance(raw string) string {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil || u.Host == "" {
-		return raw
-	}
-	scheme := strings.ToLower(u.Scheme)
-	host := strings.ToLower(u.Hostname())
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	port := u.Port()
-	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
-		port = ""
-	}
-	if port != "" {
-		host += ":" + port
-	}
-	return scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 const giteaURL = "https://gitea.example.com"
@@ -22,8 +23,8 @@ var ubuntu = []string{
 
 func withLabels(extra ...string) []string { return append(extra, ubuntu...) }
 
-func group(key string, scope v1alpha1.Scope, owner, repo string, lbls []string) Group {
-	return Group{Key: key, URL: giteaURL, Scope: scope, Owner: owner, Repo: repo, Labels: lbls, Eligible: true}
+func group(key string, s v1alpha1.Scope, owner, repo string, lbls []string) Group {
+	return Group{Key: key, Where: scope.New(giteaURL, s, owner, repo), Labels: lbls, Eligible: true}
 }
 
 func TestOwner(t *testing.T) {
@@ -35,7 +36,7 @@ func TestOwner(t *testing.T) {
 	paused := group("ci/aaa-paused", v1alpha1.ScopeOrg, "acme", "", withLabels())
 	paused.Eligible = false
 	otherInstance := group("ci/other", v1alpha1.ScopeRepo, "acme", "app", withLabels())
-	otherInstance.URL = "https://other.example.com"
+	otherInstance.Where = scope.New("https://other.example.com", v1alpha1.ScopeRepo, "acme", "app")
 
 	tests := []struct {
 		name   string
@@ -99,22 +100,6 @@ func TestOwnerConcurrentUse(t *testing.T) {
 	wg.Wait()
 }
 
-func TestInstance(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"https://gitea.example.com", "https://gitea.example.com"},
-		{"https://gitea.example.com/", "https://gitea.example.com"},
-		{"HTTPS://GITEA.example.com:443", "https://gitea.example.com"},
-		{"http://gitea.example.com:80/git/", "http://gitea.example.com/git"},
-		{"http://gitea.example.com:3000", "http://gitea.example.com:3000"},
-		{"https://gitea.example.com:80", "https://gitea.example.com:80"},
-		{"http://[::1]:3000/", "http://[::1]:3000"},
-		{"not a url", "not a url"},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, Instance(tt.in), tt.in)
-	}
-}
-
 func FuzzOwner(f *testing.F) {
 	f.Add("acme/app", "ubuntu-latest", "acme", "app", "gpu")
 	f.Add("Alice/x", "gpu,ubuntu-latest", "alice", "", "")
@@ -146,7 +131,7 @@ func TestExplainGivesEveryGroupsVerdictInRuleOrder(t *testing.T) {
 	paused := group("ci/big", v1alpha1.ScopeOrg, "acme", "", withLabels("gpu", "big"))
 	paused.Eligible = false
 	other := group("ci/other", v1alpha1.ScopeOrg, "acme", "", withLabels("gpu"))
-	other.URL = "https://other.example.com"
+	other.Where = scope.New("https://other.example.com", v1alpha1.ScopeOrg, "acme", "")
 	r := New([]Group{plain, gpu, alice, paused, other})
 
 	got := r.Explain(giteaURL, Job{Repo: "acme/app", Labels: []string{"ubuntu-latest", "gpu"}})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // The rule's input from RunnerGroups: what every listener and the why
@@ -98,19 +99,11 @@ func FromGroups(all []*v1alpha1.RunnerGroup, o Options, judged map[string]bool) 
 // GroupOf is what the rule knows of a group's spec, with the scaler's
 // default runner labels; Eligible is left false (see Eligible).
 func GroupOf(rg *v1alpha1.RunnerGroup, defaultLabels []string) Group {
-	g := Group{
+	return Group{
 		Key:    rg.Key(),
-		URL:    rg.Spec.Gitea.URL,
-		Scope:  rg.Spec.Scope,
+		Where:  scope.Of(&rg.Spec),
 		Labels: runnerlabels.ForGroup(&rg.Spec, defaultLabels),
 	}
-	if rg.Spec.Scope != v1alpha1.ScopeGlobal {
-		g.Owner = rg.Spec.Owner()
-	}
-	if rg.Spec.Scope == v1alpha1.ScopeRepo {
-		g.Repo = rg.Spec.Repo
-	}
-	return g
 }
 
 // ServedWithin is how recent a group's status.lastCheckTime must be for

@@ -9,6 +9,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // The real Gitea clients refuse, at dial time, a loopback address that no
@@ -28,7 +29,7 @@ func TestGiteaClientsDialOnlyAllowedSpecialAddresses(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
+		_, err = c.Snapshot(t.Context(), scope.New("", gitea.ScopeGlobal, "", ""))
 		return err
 	}
 	require.ErrorIs(t, snapshot(), giteaurl.ErrNotAllowed, "the fake Gitea is on loopback: refused before a client exists")
@@ -49,7 +50,7 @@ func TestGiteaClientsBoundAnswers(t *testing.T) {
 	c, err := factory(srv.URL, "tok")
 	require.NoError(t, err)
 
-	_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
+	_, err = c.Snapshot(t.Context(), scope.New("", gitea.ScopeGlobal, "", ""))
 
 	require.ErrorIs(t, err, gitea.ErrBadResponse)
 	assert.ErrorContains(t, err, "response larger than 65536 bytes")

@@ -23,6 +23,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -83,7 +84,7 @@ func (staticGroups) PatchStatus(context.Context, *v1alpha1.RunnerGroup) error { 
 
 type fixedGitea struct{ err error }
 
-func (f fixedGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, error) {
+func (f fixedGitea) Snapshot(context.Context, scope.Place) (gitea.Snapshot, error) {
 	if f.err != nil {
 		return gitea.Snapshot{}, f.err
 	}
@@ -97,7 +98,7 @@ type countingGitea struct {
 	calls atomic.Int32
 }
 
-func (c *countingGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, error) {
+func (c *countingGitea) Snapshot(context.Context, scope.Place) (gitea.Snapshot, error) {
 	if c.calls.Add(1) == 1 {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
 		time.Sleep(100 * time.Millisecond)

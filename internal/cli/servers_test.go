@@ -23,6 +23,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scaler"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // In loop mode the metrics are served at /metrics on --metrics-addr, and
@@ -81,7 +82,7 @@ func TestServeHealth(t *testing.T) {
 // pacedGitea counts passes and answers with nothing queued.
 type pacedGitea struct{ calls atomic.Int32 }
 
-func (p *pacedGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, error) {
+func (p *pacedGitea) Snapshot(context.Context, scope.Place) (gitea.Snapshot, error) {
 	p.calls.Add(1)
 	return gitea.Snapshot{}, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // --gitea-ca-file makes the Gitea clients trust a Gitea whose certificate
@@ -46,7 +47,7 @@ func TestGiteaCAFileIsTrustedForGitea(t *testing.T) {
 			require.NoError(t, err)
 			c, err := factory(srv.URL, "tok")
 			require.NoError(t, err)
-			_, err = c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeGlobal})
+			_, err = c.Snapshot(t.Context(), scope.New("", gitea.ScopeGlobal, "", ""))
 			if tt.wantErr == "" {
 				assert.NoError(t, err)
 			} else {

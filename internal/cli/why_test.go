@@ -17,6 +17,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/why"
 )
 
@@ -97,7 +98,7 @@ func TestWhyFailsWhenNoGroupIsSelected(t *testing.T) {
 
 type failingGitea struct{ err error }
 
-func (f failingGitea) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, error) {
+func (f failingGitea) Snapshot(context.Context, scope.Place) (gitea.Snapshot, error) {
 	return gitea.Snapshot{}, f.err
 }
 

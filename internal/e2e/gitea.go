@@ -22,6 +22,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // GiteaAPI fits giteasetup's client to tests: a failed call fails the test
@@ -293,7 +294,7 @@ func (b *Testbed) OrgRunners(ctx context.Context, t *testing.T, org string) map[
 	t.Helper()
 	c, err := gitea.NewClient(b.Gitea.Admin.URL(), b.Gitea.AdminToken, gitea.Options{})
 	require.NoError(t, err)
-	list, err := c.(gitea.Runners).ListRunners(ctx, gitea.Target{Scope: gitea.ScopeOrg, Owner: org})
+	list, err := c.(gitea.Runners).ListRunners(ctx, scope.New("", gitea.ScopeOrg, org, ""))
 	require.NoError(t, err)
 	out := map[string]gitea.Runner{}
 	for _, r := range list {

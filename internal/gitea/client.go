@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	sdk "code.gitea.io/sdk/gitea"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // The API status filters we ask for. See the package comment for why these
@@ -224,9 +226,9 @@ func allStatusesOf(src jobSource) []listing {
 // A job ID that turns up more than once (on two pages, because the list
 // shifted while we paged) is kept once, in its latest state. A job is
 // classified by its status field (statusOfJob).
-func (c *client) Snapshot(ctx context.Context, t Target) (Snapshot, error) {
+func (c *client) Snapshot(ctx context.Context, t scope.Place) (Snapshot, error) {
 	ctx = WithTarget(ctx, t)
-	if err := t.validate(); err != nil {
+	if err := validate(t); err != nil {
 		return Snapshot{}, err
 	}
 	ls, _, err := c.targetListings(ctx, t, allStatusesOf)
@@ -243,17 +245,17 @@ func (c *client) Snapshot(ctx context.Context, t Target) (Snapshot, error) {
 // targetListings are the listings that cover a target, each source's made
 // by of; pages is how many pages the user scope's repository listing took
 // (0 for the other scopes).
-func (c *client) targetListings(ctx context.Context, t Target, of func(jobSource) []listing) (ls []listing, pages int, err error) {
-	switch t.Scope {
+func (c *client) targetListings(ctx context.Context, t scope.Place, of func(jobSource) []listing) (ls []listing, pages int, err error) {
+	switch t.Scope() {
 	case ScopeGlobal:
 		ls = of(adminSource())
 	case ScopeOrg:
-		ls = of(orgSource(t.Owner))
+		ls = of(orgSource(t.Owner()))
 	case ScopeRepo:
-		ls = of(repoSource(t.Owner, t.Repo))
+		ls = of(repoSource(t.Owner(), t.Repo()))
 	case ScopeUser:
 		var repos []repoRef
-		if repos, pages, err = c.userRepos(ctx, t.Owner); err != nil {
+		if repos, pages, err = c.userRepos(ctx, t.Owner()); err != nil {
 			return nil, 0, err
 		}
 		for _, r := range repos {

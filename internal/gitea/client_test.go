@@ -16,6 +16,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // allReq is the request for one page of all three statuses at once.
@@ -34,7 +35,7 @@ func statusReqs(path string, limit int) []string {
 func TestSnapshotScopes(t *testing.T) {
 	tests := []struct {
 		name        string
-		target      Target
+		target      scope.Place
 		token       string
 		wantQueued  []int64
 		wantBlocked []int64
@@ -43,7 +44,7 @@ func TestSnapshotScopes(t *testing.T) {
 	}{
 		{
 			name:        "global lists the admin endpoint",
-			target:      Target{Scope: ScopeGlobal},
+			target:      scope.New("", ScopeGlobal, "", ""),
 			token:       adminToken,
 			wantQueued:  []int64{2, 3, 4, 5},
 			wantBlocked: []int64{6},
@@ -52,7 +53,7 @@ func TestSnapshotScopes(t *testing.T) {
 		},
 		{
 			name:        "org lists the org endpoint",
-			target:      Target{Scope: ScopeOrg, Owner: "acme"},
+			target:      scope.New("", ScopeOrg, "acme", ""),
 			token:       adminToken,
 			wantQueued:  []int64{2, 3, 4},
 			wantBlocked: []int64{},
@@ -61,7 +62,7 @@ func TestSnapshotScopes(t *testing.T) {
 		},
 		{
 			name:        "repo lists the repo endpoint",
-			target:      Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"},
+			target:      scope.New("", ScopeRepo, "alice", "tool"),
 			token:       aliceToken,
 			wantQueued:  []int64{5},
 			wantBlocked: []int64{6},
@@ -70,7 +71,7 @@ func TestSnapshotScopes(t *testing.T) {
 		},
 		{
 			name:        "user lists the user's repos, then each repo",
-			target:      Target{Scope: ScopeUser, Owner: "alice"},
+			target:      scope.New("", ScopeUser, "alice", ""),
 			token:       aliceToken,
 			wantQueued:  []int64{5},
 			wantBlocked: []int64{6},
@@ -80,7 +81,7 @@ func TestSnapshotScopes(t *testing.T) {
 		},
 		{
 			name:        "user without repositories costs one request",
-			target:      Target{Scope: ScopeUser, Owner: "root"},
+			target:      scope.New("", ScopeUser, "root", ""),
 			token:       adminToken,
 			wantQueued:  []int64{},
 			wantBlocked: []int64{},
@@ -110,14 +111,14 @@ func TestSnapshotScopes(t *testing.T) {
 // its jobs.
 func TestSnapshotAsksOnceForTheThreeStatuses(t *testing.T) {
 	targets := []struct {
-		target Target
+		target scope.Place
 		token  string
 		path   string
 	}{
-		{Target{Scope: ScopeGlobal}, adminToken, "/admin/actions/jobs"},
-		{Target{Scope: ScopeOrg, Owner: "acme"}, adminToken, "/orgs/acme/actions/jobs"},
-		{Target{Scope: ScopeRepo, Owner: "acme", Repo: "app"}, adminToken, "/repos/acme/app/actions/jobs"},
-		{Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"}, aliceToken, "/repos/alice/tool/actions/jobs"},
+		{scope.New("", ScopeGlobal, "", ""), adminToken, "/admin/actions/jobs"},
+		{scope.New("", ScopeOrg, "acme", ""), adminToken, "/orgs/acme/actions/jobs"},
+		{scope.New("", ScopeRepo, "acme", "app"), adminToken, "/repos/acme/app/actions/jobs"},
+		{scope.New("", ScopeRepo, "alice", "tool"), aliceToken, "/repos/alice/tool/actions/jobs"},
 	}
 	for _, tt := range targets {
 		t.Run(tt.target.String(), func(t *testing.T) {
@@ -139,7 +140,7 @@ func TestSnapshotJobFields(t *testing.T) {
 	require.NoError(t, f.SetJobStatus(2, giteatest.StatusInProgress, "gpu-pool-k2x9q"))
 	c := newTestClient(t, f.URL, adminToken, Options{})
 
-	snap, err := c.Snapshot(t.Context(), Target{Scope: ScopeGlobal})
+	snap, err := c.Snapshot(t.Context(), scope.New("", ScopeGlobal, "", ""))
 	require.NoError(t, err)
 
 	// The recordings' scene was created at this moment (created_at).
@@ -155,7 +156,7 @@ func TestSnapshotJobFields(t *testing.T) {
 func TestSnapshotSeparatesBlockedQueuedRunning(t *testing.T) {
 	f := newFake(t, fixtureScene())
 	c := newTestClient(t, f.URL, aliceToken, Options{})
-	target := Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"}
+	target := scope.New("", ScopeRepo, "alice", "tool")
 
 	steps := []struct {
 		name                 string
@@ -241,7 +242,7 @@ func TestSnapshotPaginates(t *testing.T) {
 			f := newFake(t, tt.scene)
 			c := newTestClient(t, f.URL, adminToken, Options{PageSize: tt.pageSize})
 
-			snap, err := c.Snapshot(t.Context(), Target{Scope: ScopeGlobal})
+			snap, err := c.Snapshot(t.Context(), scope.New("", ScopeGlobal, "", ""))
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantQueued, ids(snap.Queued))
 			assert.ElementsMatch(t, tt.wantReqs, f.Requests())
@@ -273,7 +274,7 @@ func TestSnapshotUserScopeAcrossRepoPages(t *testing.T) {
 	f := newFake(t, scene)
 	c := newTestClient(t, f.URL, adminToken, Options{PageSize: 2})
 
-	snap, err := c.Snapshot(t.Context(), Target{Scope: ScopeUser, Owner: "bob"})
+	snap, err := c.Snapshot(t.Context(), scope.New("", ScopeUser, "bob", ""))
 	require.NoError(t, err)
 
 	assert.Equal(t, []int64{1, 2, 3, 6}, ids(snap.Queued))
@@ -302,7 +303,7 @@ func TestSnapshotAgainstDevelopmentBuild(t *testing.T) {
 	f.SetVersion("development")
 	c := newTestClient(t, f.URL, adminToken, Options{})
 
-	_, err := c.Snapshot(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+	_, err := c.Snapshot(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 	require.NoError(t, err)
 	for _, r := range f.Requests() {
 		assert.NotContains(t, r, "/version")
@@ -312,10 +313,10 @@ func TestSnapshotAgainstDevelopmentBuild(t *testing.T) {
 // TestSnapshotErrors checks each error kind, what the error names, and that
 // the token never shows up in it.
 func TestSnapshotErrors(t *testing.T) {
-	org := Target{Scope: ScopeOrg, Owner: "acme"}
+	org := scope.New("", ScopeOrg, "acme", "")
 	tests := []struct {
 		name       string
-		target     Target
+		target     scope.Place
 		token      string
 		timeout    time.Duration
 		fault      *giteatest.Fault
@@ -327,16 +328,16 @@ func TestSnapshotErrors(t *testing.T) {
 		{name: "bad token", target: org, token: badToken,
 			wantKind: ErrUnauthorized, wantStatus: 401, wantURL: "/api/v1/orgs/acme/actions/jobs?limit=50&page=1&status=",
 			wantMsg: "invalid username, password or token"},
-		{name: "non-admin token on global", target: Target{Scope: ScopeGlobal}, token: aliceToken,
+		{name: "non-admin token on global", target: scope.New("", ScopeGlobal, "", ""), token: aliceToken,
 			wantKind: ErrForbidden, wantStatus: 403, wantURL: "/api/v1/admin/actions/jobs?", wantMsg: "user should be the site admin"},
 		{name: "non-member token on org", target: org, token: aliceToken,
 			wantKind: ErrForbidden, wantStatus: 403, wantURL: "/api/v1/orgs/acme/", wantMsg: "Must be an organization member"},
-		{name: "unknown repo", target: Target{Scope: ScopeRepo, Owner: "acme", Repo: "nope"}, token: adminToken,
+		{name: "unknown repo", target: scope.New("", ScopeRepo, "acme", "nope"), token: adminToken,
 			wantKind: ErrNotFound, wantStatus: 404, wantURL: "/api/v1/repos/acme/nope/actions/jobs?", wantMsg: "not found"},
-		{name: "unknown org", target: Target{Scope: ScopeOrg, Owner: "nope"}, token: adminToken,
+		{name: "unknown org", target: scope.New("", ScopeOrg, "nope", ""), token: adminToken,
 			wantKind: ErrNotFound, wantStatus: 404, wantURL: "/api/v1/orgs/nope/actions/jobs?",
 			wantMsg: map[giteatest.Version]string{giteatest.Gitea126: "GetOrgByName", giteatest.Gitea127: "not found"}[fakeVersion]},
-		{name: "unknown user", target: Target{Scope: ScopeUser, Owner: "nobody"}, token: adminToken,
+		{name: "unknown user", target: scope.New("", ScopeUser, "nobody", ""), token: adminToken,
 			wantKind: ErrNotFound, wantStatus: 404, wantURL: "/api/v1/users/nobody/repos?limit=50&page=1",
 			wantMsg: "user redirect does not exist [name: nobody]"},
 		{name: "server error", target: org, token: adminToken, fault: &giteatest.Fault{Status: 500},
@@ -355,7 +356,7 @@ func TestSnapshotErrors(t *testing.T) {
 		{name: "garbage body", target: org, token: adminToken,
 			fault:    &giteatest.Fault{Status: 200, Body: `{"jobs": [{"id": "not a number"`},
 			wantKind: ErrBadResponse, wantStatus: 200, wantURL: "/api/v1/orgs/acme/", wantMsg: "cannot decode body"},
-		{name: "html login page", target: Target{Scope: ScopeUser, Owner: "alice"}, token: adminToken,
+		{name: "html login page", target: scope.New("", ScopeUser, "alice", ""), token: adminToken,
 			fault:    &giteatest.Fault{Status: 200, Body: "<html>sign in</html>", ContentType: "text/html"},
 			wantKind: ErrBadResponse, wantStatus: 200, wantURL: "/api/v1/users/alice/repos?", wantMsg: "cannot decode body"},
 		{name: "server echoes the token", target: org, token: adminToken,
@@ -405,7 +406,7 @@ func TestSnapshotUnreachable(t *testing.T) {
 	f.Close()
 	c := newTestClient(t, url, adminToken, Options{Timeout: 500 * time.Millisecond})
 
-	_, err := c.Snapshot(t.Context(), Target{Scope: ScopeGlobal})
+	_, err := c.Snapshot(t.Context(), scope.New("", ScopeGlobal, "", ""))
 	require.ErrorIs(t, err, ErrServer)
 	var apiErr *APIError
 	require.ErrorAs(t, err, &apiErr)
@@ -429,7 +430,7 @@ func TestSnapshotFailsOnLaterPage(t *testing.T) {
 	f.InjectFault(1, giteatest.Fault{}) // first request: normal
 	f.InjectFault(1, giteatest.Fault{Status: 503})
 
-	_, err := c.Snapshot(t.Context(), Target{Scope: ScopeUser, Owner: "alice"})
+	_, err := c.Snapshot(t.Context(), scope.New("", ScopeUser, "alice", ""))
 	require.ErrorIs(t, err, ErrServer)
 	var apiErr *APIError
 	require.ErrorAs(t, err, &apiErr)
@@ -461,7 +462,7 @@ func TestSnapshotCancelled(t *testing.T) {
 			defer cancel()
 
 			start := time.Now()
-			_, err := c.Snapshot(ctx, Target{Scope: ScopeGlobal})
+			_, err := c.Snapshot(ctx, scope.New("", ScopeGlobal, "", ""))
 			require.ErrorIs(t, err, context.Canceled)
 			var apiErr *APIError
 			assert.NotErrorAs(t, err, &apiErr, "a cancellation is not a Gitea error")
@@ -475,9 +476,9 @@ func TestSnapshotCancelled(t *testing.T) {
 func TestSnapshotConcurrentUse(t *testing.T) {
 	f := newFake(t, fixtureScene())
 	c := newTestClient(t, f.URL, adminToken, Options{})
-	targets := []Target{
-		{Scope: ScopeGlobal}, {Scope: ScopeOrg, Owner: "acme"},
-		{Scope: ScopeUser, Owner: "alice"}, {Scope: ScopeRepo, Owner: "acme", Repo: "app"},
+	targets := []scope.Place{
+		scope.New("", ScopeGlobal, "", ""), scope.New("", ScopeOrg, "acme", ""),
+		scope.New("", ScopeUser, "alice", ""), scope.New("", ScopeRepo, "acme", "app"),
 	}
 
 	var wg sync.WaitGroup
@@ -510,11 +511,11 @@ func TestSnapshotConcurrentUse(t *testing.T) {
 // (InProgress's listing of one).
 func TestRequestsSendTokenAndUserAgent(t *testing.T) {
 	snapshot := func(ctx context.Context, c Client) error {
-		_, err := c.Snapshot(ctx, Target{Scope: ScopeGlobal})
+		_, err := c.Snapshot(ctx, scope.New("", ScopeGlobal, "", ""))
 		return err
 	}
 	inProgress := func(ctx context.Context, c Client) error {
-		_, err := c.(Runners).InProgress(ctx, Target{Scope: ScopeGlobal})
+		_, err := c.(Runners).InProgress(ctx, scope.New("", ScopeGlobal, "", ""))
 		return err
 	}
 	tests := []struct {
@@ -603,40 +604,10 @@ func TestNewClient(t *testing.T) {
 	}
 }
 
-func TestTarget(t *testing.T) {
-	tests := []struct {
-		target  Target
-		want    string
-		wantErr bool
-	}{
-		{target: Target{Scope: ScopeGlobal}, want: "global"},
-		{target: Target{Scope: ScopeOrg, Owner: "acme"}, want: "org acme"},
-		{target: Target{Scope: ScopeUser, Owner: "alice"}, want: "user alice"},
-		{target: Target{Scope: ScopeRepo, Owner: "acme", Repo: "app"}, want: "repo acme/app"},
-		{target: Target{Scope: ScopeGlobal, Owner: "acme"}, want: "global", wantErr: true},
-		{target: Target{Scope: ScopeOrg}, want: "org ", wantErr: true},
-		{target: Target{Scope: ScopeOrg, Owner: "acme", Repo: "app"}, want: "org acme", wantErr: true},
-		{target: Target{Scope: ScopeUser}, want: "user ", wantErr: true},
-		{target: Target{Scope: ScopeRepo, Owner: "acme"}, want: "repo acme/", wantErr: true},
-		{target: Target{Scope: "team", Owner: "x"}, want: "team x", wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.want, func(t *testing.T) {
-			assert.Equal(t, tt.want, tt.target.String())
-			err := tt.target.validate()
-			if tt.wantErr {
-				assert.Error(t, err)
-			} else {
-				assert.NoError(t, err)
-			}
-		})
-	}
-}
-
 func TestSnapshotRejectsInvalidTargetWithoutRequests(t *testing.T) {
 	f := newFake(t, fixtureScene())
 	c := newTestClient(t, f.URL, adminToken, Options{})
-	_, err := c.Snapshot(t.Context(), Target{Scope: ScopeOrg})
+	_, err := c.Snapshot(t.Context(), scope.New("", ScopeOrg, "", ""))
 	require.ErrorContains(t, err, "invalid target")
 	assert.Zero(t, f.RequestCount())
 }
@@ -693,7 +664,7 @@ func TestClientRequestsStayWithinTheAllowedURLs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newTestClient(t, tt.url, adminToken, Options{HTTPClient: tt.policy.HTTPClient(nil)})
-			_, err := c.Snapshot(context.Background(), Target{Scope: ScopeOrg, Owner: "acme"})
+			_, err := c.Snapshot(context.Background(), scope.New("", ScopeOrg, "acme", ""))
 			require.ErrorIs(t, err, ErrURLNotAllowed)
 			assert.Contains(t, err.Error(), tt.message)
 			assert.NotContains(t, err.Error(), adminToken)

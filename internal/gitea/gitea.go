@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // Scope says which Gitea listing covers a target: the RunnerGroup's
@@ -44,102 +45,27 @@ const (
 	ScopeRepo   = v1alpha1.ScopeRepo
 )
 
-// Target is the part of Gitea whose jobs a RunnerGroup serves.
-type Target struct {
-	Scope Scope
-	// Owner is the org (ScopeOrg), the user (ScopeUser) or the repository's
-	// owner (ScopeRepo). Empty for ScopeGlobal.
-	Owner string
-	// Repo is the repository name without its owner (ScopeRepo only).
-	Repo string
-}
-
-// TargetOf says which part of Gitea a group serves. For scope repo the
-// owner is whichever of org or user is set (the CRD requires exactly one).
-func TargetOf(spec *v1alpha1.RunnerGroupSpec) Target {
-	t := Target{Scope: spec.Scope, Owner: spec.Owner(), Repo: spec.Repo}
-	if spec.Scope == v1alpha1.ScopeGlobal {
-		t.Owner = ""
-	}
-	return t
-}
-
-// String names the target for logs and errors: "global", "org acme",
-// "user alice", "repo acme/app".
-func (t Target) String() string {
-	switch t.Scope {
-	case ScopeGlobal:
-		return "global"
-	case ScopeRepo:
-		return fmt.Sprintf("repo %s/%s", t.Owner, t.Repo)
-	default:
-		return fmt.Sprintf("%s %s", t.Scope, t.Owner)
-	}
-}
-
-// Contains says whether runners registered in t take jobs of o: the
-// instance's take every job, an org's or a user's those of its own
-// repositories (and its own), a repository's only its own.
-func (t Target) Contains(o Target) bool {
-	switch {
-	case t == o, t.Scope == ScopeGlobal:
-		return true
-	case t.Scope == ScopeOrg || t.Scope == ScopeUser:
-		return o.Scope == ScopeRepo && o.Owner == t.Owner
-	}
-	return false
-}
-
-// Path names the target as Gitea's API paths do: "admin", "orgs/acme",
-// "users/alice", "repos/acme/app". The metrics label requests with it.
-func (t Target) Path() string {
-	switch t.Scope {
-	case ScopeGlobal:
-		return "admin"
-	case ScopeOrg:
-		return "orgs/" + t.Owner
-	case ScopeUser:
-		return "users/" + t.Owner
-	case ScopeRepo:
-		return "repos/" + t.Owner + "/" + t.Repo
-	}
-	return "other"
-}
-
 type targetKey struct{}
 
 // WithTarget marks the requests made with ctx as made for t, the target
 // a group's spec names: whatever paths its listing leads to (a user
 // scope lists each of the user's repositories), they count for t.
-func WithTarget(ctx context.Context, t Target) context.Context {
+func WithTarget(ctx context.Context, t scope.Place) context.Context {
 	return context.WithValue(ctx, targetKey{}, t)
 }
 
 // RequestTarget is the target a request's context was marked with by
 // WithTarget; every call of the client marks its requests.
-func RequestTarget(ctx context.Context) (Target, bool) {
-	t, ok := ctx.Value(targetKey{}).(Target)
+func RequestTarget(ctx context.Context) (scope.Place, bool) {
+	t, ok := ctx.Value(targetKey{}).(scope.Place)
 	return t, ok
 }
 
 // validate rejects targets that would make us list the wrong thing, such as
 // an org target without an org (which would otherwise hit a different URL).
-func (t Target) validate() error {
-	switch t.Scope {
-	case ScopeGlobal:
-		if t.Owner != "" || t.Repo != "" {
-			return fmt.Errorf("gitea: invalid target %q: global scope takes no owner or repo", t.String())
-		}
-	case ScopeOrg, ScopeUser:
-		if t.Owner == "" || t.Repo != "" {
-			return fmt.Errorf("gitea: invalid target %q: %s scope needs an owner and no repo", t.String(), t.Scope)
-		}
-	case ScopeRepo:
-		if t.Owner == "" || t.Repo == "" {
-			return fmt.Errorf("gitea: invalid target %q: repo scope needs an owner and a repo", t.String())
-		}
-	default:
-		return fmt.Errorf("gitea: invalid target: unknown scope %q", string(t.Scope))
+func validate(t scope.Place) error {
+	if err := t.Check(); err != nil {
+		return fmt.Errorf("gitea: %w", err)
 	}
 	return nil
 }
@@ -188,7 +114,7 @@ type Client interface {
 	// reading every page. It fails as a whole: a partial view is never
 	// returned, because acting on it could start too many or too few
 	// runners.
-	Snapshot(ctx context.Context, t Target) (Snapshot, error)
+	Snapshot(ctx context.Context, t scope.Place) (Snapshot, error)
 }
 
 // Options tune a Client. The zero value is usable.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // maxInProgressReadings bounds how often InProgress reads a listing of
@@ -41,8 +43,8 @@ var ErrUnsettled = errors.New("gitea: the in_progress listing changed at every r
 //
 // Any failure (a page that fails, a body over the bound, a job with a
 // status not asked for) fails the whole call: callers treat it as "busy".
-func (c *client) InProgress(ctx context.Context, t Target) ([]Job, error) {
-	if err := t.validate(); err != nil {
+func (c *client) InProgress(ctx context.Context, t scope.Place) ([]Job, error) {
+	if err := validate(t); err != nil {
 		return nil, err
 	}
 	var last []Job
@@ -63,7 +65,7 @@ func (c *client) InProgress(ctx context.Context, t Target) ([]Job, error) {
 
 // readInProgress reads the target's in_progress jobs once, sorted by ID,
 // and says how many pages its longest listing took.
-func (c *client) readInProgress(ctx context.Context, t Target) ([]Job, int, error) {
+func (c *client) readInProgress(ctx context.Context, t scope.Place) ([]Job, int, error) {
 	running := func(src jobSource) []listing { return []listing{{src, []string{statusRunning}}} }
 	ls, pages, err := c.targetListings(ctx, t, running)
 	if err != nil {

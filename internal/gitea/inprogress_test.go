@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // runningScene is org acme with n jobs in progress, IDs from 10, job 10+i
@@ -34,7 +35,7 @@ const orgJobs = "/api/v1/orgs/acme/actions/jobs"
 // on. Jobs 10-14 run, in pages of 2; the runner of job 12 is the one the
 // reaper asks about.
 func TestInProgressMissesNoRunningJob(t *testing.T) {
-	target := Target{Scope: ScopeOrg, Owner: "acme"}
+	target := scope.New("", ScopeOrg, "acme", "")
 	tests := []struct {
 		name string
 		// faults are injected in order, each for one request of the org's
@@ -128,7 +129,7 @@ func TestInProgressReadsOnePageOnce(t *testing.T) {
 	f := newFake(t, runningScene(2))
 	c := newTestClient(t, f.URL, adminToken, Options{PageSize: 50}).(Runners)
 
-	jobs, err := c.InProgress(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+	jobs, err := c.InProgress(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 
 	require.NoError(t, err)
 	assert.Equal(t, []int64{10, 11}, ids(jobs))
@@ -143,7 +144,7 @@ func TestSnapshotRefusesAListingThatIgnoredItsFilter(t *testing.T) {
 	f.InjectFault(1, giteatest.Fault{RewriteQuery: func(q url.Values) { q.Del("status") }})
 	c := newTestClient(t, f.URL, adminToken, Options{})
 
-	_, err := c.Snapshot(t.Context(), Target{Scope: ScopeGlobal})
+	_, err := c.Snapshot(t.Context(), scope.New("", ScopeGlobal, "", ""))
 
 	require.ErrorIs(t, err, ErrBadResponse)
 	assert.ErrorContains(t, err, `job 1 has status "completed", which the listing did not ask for`)

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	sdk "code.gitea.io/sdk/gitea"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // Registration mints runner registration tokens. Implementations are safe
@@ -27,7 +29,7 @@ type Registration interface {
 	// runner never registers for a user the group does not name.
 	//
 	// The token is a secret: it is never part of an error.
-	RegistrationToken(ctx context.Context, t Target) (string, error)
+	RegistrationToken(ctx context.Context, t scope.Place) (string, error)
 }
 
 // ErrWrongUser: a user target names another user than the API token's
@@ -35,32 +37,32 @@ type Registration interface {
 var ErrWrongUser = errors.New("the API token belongs to another user")
 
 // RegistrationToken implements Registration.
-func (c *client) RegistrationToken(ctx context.Context, t Target) (string, error) {
+func (c *client) RegistrationToken(ctx context.Context, t scope.Place) (string, error) {
 	ctx = WithTarget(ctx, t)
-	if err := t.validate(); err != nil {
+	if err := validate(t); err != nil {
 		return "", err
 	}
 	var (
 		apiPath string
 		mint    func(*sdk.Client) (*sdk.RegistrationToken, *sdk.Response, error)
 	)
-	switch t.Scope {
+	switch t.Scope() {
 	case ScopeGlobal:
 		apiPath, mint = "/admin/actions/runners/registration-token", (*sdk.Client).CreateAdminActionRunnerRegistrationToken
 	case ScopeOrg:
-		org := t.Owner
+		org := t.Owner()
 		apiPath = "/orgs/" + url.PathEscape(org) + "/actions/runners/registration-token"
 		mint = func(sc *sdk.Client) (*sdk.RegistrationToken, *sdk.Response, error) {
 			return sc.CreateOrgActionRunnerRegistrationToken(org)
 		}
 	case ScopeRepo:
-		owner, repo := t.Owner, t.Repo
+		owner, repo := t.Owner(), t.Repo()
 		apiPath = "/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(repo) + "/actions/runners/registration-token"
 		mint = func(sc *sdk.Client) (*sdk.RegistrationToken, *sdk.Response, error) {
 			return sc.CreateRepoActionRunnerRegistrationToken(owner, repo)
 		}
 	default: // ScopeUser
-		if err := c.checkTokenUser(ctx, t.Owner); err != nil {
+		if err := c.checkTokenUser(ctx, t.Owner()); err != nil {
 			return "", err
 		}
 		apiPath, mint = "/user/actions/runners/registration-token", (*sdk.Client).CreateUserActionRunnerRegistrationToken
@@ -130,31 +132,31 @@ type RegistrationCheck interface {
 	// returns no match and that refusal: nothing can be told. Gitea's tokens
 	// never leave the client.
 	//
-	// scope is the scope whose token matched: runners registered with it
+	// where is the scope whose token matched: runners registered with it
 	// are listed in that scope's runners API, not the target's, and take
 	// any job of that scope whose labels they offer.
-	RegistrationScope(ctx context.Context, t Target, token string) (scope Target, matched bool, err error)
+	RegistrationScope(ctx context.Context, t scope.Place, token string) (where scope.Place, matched bool, err error)
 }
 
 // RegistrationScope implements RegistrationCheck.
-func (c *client) RegistrationScope(ctx context.Context, t Target, token string) (Target, bool, error) {
-	if err := t.validate(); err != nil {
-		return Target{}, false, err
+func (c *client) RegistrationScope(ctx context.Context, t scope.Place, token string) (scope.Place, bool, error) {
+	if err := validate(t); err != nil {
+		return scope.Place{}, false, err
 	}
 	token = strings.TrimSpace(token)
 	var refused error
 	// ask asks for one scope's token: whether it matched, and whether
 	// Gitea answered at all.
-	ask := func(s Target) (matched, answered bool, err error) {
+	ask := func(s scope.Place) (matched, answered bool, err error) {
 		active, err := c.RegistrationToken(ctx, s)
 		if err != nil {
 			return false, false, err
 		}
 		return subtle.ConstantTimeCompare([]byte(active), []byte(token)) == 1, true, nil
 	}
-	scopes := []Target{t}
-	if t.Scope != ScopeGlobal {
-		scopes = append(scopes, Target{Scope: ScopeGlobal})
+	scopes := []scope.Place{t}
+	if t.Scope() != ScopeGlobal {
+		scopes = append(scopes, t.On(ScopeGlobal, ""))
 	}
 	for _, s := range scopes {
 		matched, _, err := ask(s)
@@ -162,34 +164,34 @@ func (c *client) RegistrationScope(ctx context.Context, t Target, token string) 
 		case matched:
 			return s, true, nil
 		case err != nil && !isRefusal(err):
-			return Target{}, false, err
+			return scope.Place{}, false, err
 		case err != nil && refused == nil:
 			refused = err
 		}
-		if s != t || t.Scope != ScopeRepo {
+		if s != t || t.Scope() != ScopeRepo {
 			continue
 		}
 		// The repository's owner, an org or a user: Gitea answers an
 		// org's token only for an org, and a user's only to the user's
 		// own token, so whichever answers is the owner's.
-		org := Target{Scope: ScopeOrg, Owner: t.Owner}
+		org := t.On(ScopeOrg, t.Owner())
 		matched, orgAnswered, orgErr := ask(org)
 		if matched {
 			return org, true, nil
 		}
 		if orgErr != nil && !isRefusal(orgErr) {
-			return Target{}, false, orgErr
+			return scope.Place{}, false, orgErr
 		}
 		if orgAnswered {
 			continue
 		}
-		user := Target{Scope: ScopeUser, Owner: t.Owner}
+		user := t.On(ScopeUser, t.Owner())
 		matched, userAnswered, userErr := ask(user)
 		switch {
 		case matched:
 			return user, true, nil
 		case userErr != nil && !isRefusal(userErr):
-			return Target{}, false, userErr
+			return scope.Place{}, false, userErr
 		case userAnswered:
 			// The owner is the token's user: the org's refusal was
 			// about a scope that does not exist.
@@ -201,7 +203,7 @@ func (c *client) RegistrationScope(ctx context.Context, t Target, token string) 
 			refused = orgErr
 		}
 	}
-	return Target{}, false, refused
+	return scope.Place{}, false, refused
 }
 
 // isRefusal: Gitea refused the API token this ask (it may not manage that

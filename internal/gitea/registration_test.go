@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // The fake mints like the recording: 200, JSON, a body with one token of
@@ -39,15 +40,15 @@ func TestFakeRegistrationTokenAgreesWithRecording(t *testing.T) {
 func TestRegistrationTokenMintsForEachScope(t *testing.T) {
 	tests := []struct {
 		name   string
-		target Target
+		target scope.Place
 		token  string
 		scope  string // the fake's name of the scope
 		path   string
 	}{
-		{"global: admin endpoint", Target{Scope: ScopeGlobal}, adminToken, "", "/api/v1/admin/actions/runners/registration-token"},
-		{"org", Target{Scope: ScopeOrg, Owner: "acme"}, adminToken, "acme", "/api/v1/orgs/acme/actions/runners/registration-token"},
-		{"repo", Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"}, aliceToken, "alice/tool", "/api/v1/repos/alice/tool/actions/runners/registration-token"},
-		{"user: checks the token's user, then mints for it", Target{Scope: ScopeUser, Owner: "Alice"}, aliceToken, "alice", "/api/v1/user/actions/runners/registration-token"},
+		{"global: admin endpoint", scope.New("", ScopeGlobal, "", ""), adminToken, "", "/api/v1/admin/actions/runners/registration-token"},
+		{"org", scope.New("", ScopeOrg, "acme", ""), adminToken, "acme", "/api/v1/orgs/acme/actions/runners/registration-token"},
+		{"repo", scope.New("", ScopeRepo, "alice", "tool"), aliceToken, "alice/tool", "/api/v1/repos/alice/tool/actions/runners/registration-token"},
+		{"user: checks the token's user, then mints for it", scope.New("", ScopeUser, "Alice", ""), aliceToken, "alice", "/api/v1/user/actions/runners/registration-token"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,24 +75,24 @@ func TestRegistrationTokenFailures(t *testing.T) {
 	f := newFake(t, fixtureScene())
 	alice := newTestClient(t, f.URL, aliceToken, Options{}).(Registration)
 
-	_, err := alice.RegistrationToken(t.Context(), Target{Scope: ScopeUser, Owner: "root"})
+	_, err := alice.RegistrationToken(t.Context(), scope.New("", ScopeUser, "root", ""))
 	require.ErrorIs(t, err, ErrWrongUser, "the user scope mints only for the token's own user")
 	assert.Contains(t, err.Error(), "user root")
 	assert.Zero(t, f.Mints(), "nothing minted for the wrong user")
 
-	_, err = alice.RegistrationToken(t.Context(), Target{Scope: ScopeGlobal})
+	_, err = alice.RegistrationToken(t.Context(), scope.New("", ScopeGlobal, "", ""))
 	require.ErrorIs(t, err, ErrForbidden)
 	assert.Contains(t, err.Error(), "gitea: POST /api/v1/admin/actions/runners/registration-token")
 
-	_, err = alice.RegistrationToken(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+	_, err = alice.RegistrationToken(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 	require.ErrorIs(t, err, ErrForbidden, "an org member who is no owner may not mint")
 
 	bad := newTestClient(t, f.URL, badToken, Options{}).(Registration)
-	_, err = bad.RegistrationToken(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+	_, err = bad.RegistrationToken(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 	require.ErrorIs(t, err, ErrUnauthorized)
 	assert.NotContains(t, err.Error(), badToken)
 
-	_, err = alice.RegistrationToken(t.Context(), Target{Scope: ScopeRepo, Owner: "acme"})
+	_, err = alice.RegistrationToken(t.Context(), scope.New("", ScopeRepo, "acme", ""))
 	require.Error(t, err, "a repo target needs its repo")
 	assert.Zero(t, f.Mints())
 }
@@ -142,21 +143,21 @@ func TestFakeAnswersGETOnTheRegistrationTokenPathLikeGitea126(t *testing.T) {
 // is where runners given the token register. It answers no match only when
 // every such scope answered; Gitea's tokens never leave the client.
 func TestRegistrationScope(t *testing.T) {
-	acme := Target{Scope: ScopeOrg, Owner: "acme"}
-	app := Target{Scope: ScopeRepo, Owner: "acme", Repo: "app"}
-	tool := Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"}
-	alice := Target{Scope: ScopeUser, Owner: "alice"}
-	global := Target{Scope: ScopeGlobal}
-	none := Target{}
+	acme := scope.New("", ScopeOrg, "acme", "")
+	app := scope.New("", ScopeRepo, "acme", "app")
+	tool := scope.New("", ScopeRepo, "alice", "tool")
+	alice := scope.New("", ScopeUser, "alice", "")
+	global := scope.New("", ScopeGlobal, "", "")
+	none := scope.Place{}
 	tokenOf := func(scope string) func(f *giteatest.Server) string {
 		return func(f *giteatest.Server) string { return f.RegistrationToken(scope) }
 	}
 	tests := []struct {
 		name    string
-		target  Target
+		target  scope.Place
 		api     string
 		token   func(f *giteatest.Server) string
-		want    Target
+		want    scope.Place
 		wantErr error
 	}{
 		{"the org's own token", acme, adminToken, tokenOf("acme"), acme, nil},
@@ -175,7 +176,7 @@ func TestRegistrationScope(t *testing.T) {
 		{"a user's token serves the user's repository (no org of that name), registering in the user", tool, aliceToken, tokenOf("alice"), alice, nil},
 		{"without the right to ask the instance's, another token cannot be told apart", tool, aliceToken, tokenOf("root"), none, ErrForbidden},
 		{"an API token that may not manage the org's runners cannot tell", acme, aliceToken, tokenOf("acme/app"), none, ErrForbidden},
-		{"another user's API token cannot tell for a user scope", Target{Scope: ScopeUser, Owner: "root"}, aliceToken, tokenOf("acme"), none, ErrWrongUser},
+		{"another user's API token cannot tell for a user scope", scope.New("", ScopeUser, "root", ""), aliceToken, tokenOf("acme"), none, ErrWrongUser},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,36 +194,6 @@ func TestRegistrationScope(t *testing.T) {
 			assert.Equal(t, tt.want != none, matched)
 			assert.Equal(t, tt.want, got)
 			assert.True(t, !matched || got.Contains(tt.target), "the matched scope contains the target")
-		})
-	}
-}
-
-func TestTargetContains(t *testing.T) {
-	acme := Target{Scope: ScopeOrg, Owner: "acme"}
-	app := Target{Scope: ScopeRepo, Owner: "acme", Repo: "app"}
-	lib := Target{Scope: ScopeRepo, Owner: "acme", Repo: "lib"}
-	alice := Target{Scope: ScopeUser, Owner: "alice"}
-	tool := Target{Scope: ScopeRepo, Owner: "alice", Repo: "tool"}
-	global := Target{Scope: ScopeGlobal}
-	tests := []struct {
-		name string
-		t, o Target
-		want bool
-	}{
-		{"itself", app, app, true},
-		{"the instance contains every scope", global, app, true},
-		{"the instance contains an org", global, acme, true},
-		{"an org contains its repositories", acme, app, true},
-		{"a user contains its repositories", alice, tool, true},
-		{"an org does not contain another owner's repository", acme, tool, false},
-		{"a repository does not contain its sibling", app, lib, false},
-		{"a repository does not contain its org", app, acme, false},
-		{"an org does not contain the instance", acme, global, false},
-		{"an org does not contain a user", acme, alice, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, tt.t.Contains(tt.o))
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // A job cancelled while its runner still cleans up is in no list of the
@@ -20,7 +21,7 @@ func TestSnapshotDoesNotSeeACancellingJob(t *testing.T) {
 		Labels: []string{"ubuntu-latest"}, Status: giteatest.StatusCancelling, RunnerID: 4, RunnerName: "rg-ci-abc12"})
 	f := newFake(t, scene)
 	c := newTestClient(t, f.URL, adminToken, Options{})
-	snap, err := c.Snapshot(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+	snap, err := c.Snapshot(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 	require.NoError(t, err)
 	assert.Equal(t, []int64{2, 3, 4}, ids(snap.Queued))
 	assert.Empty(t, snap.Running, "job 7 is not running, on either release")
@@ -38,7 +39,7 @@ func TestListRunnersReadsBusy(t *testing.T) {
 	}
 	f := newFake(t, scene)
 	c := newTestClient(t, f.URL, adminToken, Options{}).(Runners)
-	got, err := c.ListRunners(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+	got, err := c.ListRunners(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []Runner{
 		{ID: 1, Name: "cleaning-up", Online: true, Busy: true, Ephemeral: true},

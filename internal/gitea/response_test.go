@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 const mib = 1 << 20
@@ -22,7 +23,7 @@ const mib = 1 << 20
 // answer says its length up front.
 func TestSnapshotRefusesLargeResponses(t *testing.T) {
 	const limit = 64 << 10
-	org := Target{Scope: ScopeOrg, Owner: "acme"}
+	org := scope.New("", ScopeOrg, "acme", "")
 	tests := []struct {
 		name       string
 		fault      giteatest.Fault
@@ -69,7 +70,7 @@ func TestSnapshotAcceptsAResponseOfExactlyTheLimit(t *testing.T) {
 			f.InjectFault(maxConcurrentListings, giteatest.Fault{LargeBody: limit, DeclareLength: declare})
 			c := newTestClient(t, f.URL, adminToken, Options{MaxResponseBytes: limit})
 
-			_, err := c.Snapshot(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+			_, err := c.Snapshot(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 			require.NoError(t, err)
 		})
 	}
@@ -86,7 +87,7 @@ func TestLargeResponseAllocatesLittle(t *testing.T) {
 	)
 	f := newFake(t, fixtureScene())
 	c := newTestClient(t, f.URL, adminToken, Options{MaxResponseBytes: limit})
-	org := Target{Scope: ScopeOrg, Owner: "acme"}
+	org := scope.New("", ScopeOrg, "acme", "")
 	// Warm up connections and lazily built state, so they are not counted.
 	_, err := c.Snapshot(t.Context(), org)
 	require.NoError(t, err)
@@ -118,7 +119,7 @@ func TestRefusingLargeAnswersEverywhereKeepsTheHeapSmall(t *testing.T) {
 	)
 	f := newFake(t, fixtureScene())
 	c := newTestClient(t, f.URL, adminToken, Options{})
-	org := Target{Scope: ScopeOrg, Owner: "acme"}
+	org := scope.New("", ScopeOrg, "acme", "")
 	_, err := c.Snapshot(t.Context(), org)
 	require.NoError(t, err)
 	f.InjectFault(workers*maxConcurrentListings*3, giteatest.Fault{LargeBody: body})
@@ -197,7 +198,7 @@ func TestErrorMessagesEchoOnlyGiteasOwn(t *testing.T) {
 			f.InjectFault(maxConcurrentListings, tt.fault)
 			c := newTestClient(t, f.URL, adminToken, Options{})
 
-			_, err := c.Snapshot(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+			_, err := c.Snapshot(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 
 			var apiErr *APIError
 			require.ErrorAs(t, err, &apiErr)

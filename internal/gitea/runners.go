@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	sdk "code.gitea.io/sdk/gitea"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // Runner is a runner registered with Gitea, as the lifecycle step needs it.
@@ -46,18 +48,18 @@ type Runner struct {
 // runner still winds down). So busy may keep a runner, never remove one.
 type Runners interface {
 	// ListRunners lists the scope's runners, every page.
-	ListRunners(ctx context.Context, t Target) ([]Runner, error)
+	ListRunners(ctx context.Context, t scope.Place) ([]Runner, error)
 	// DisableRunner makes Gitea give the runner no further task. A runner
 	// that is gone is an error of kind ErrNotFound.
-	DisableRunner(ctx context.Context, t Target, id int64) error
+	DisableRunner(ctx context.Context, t scope.Place, id int64) error
 	// DeleteRunner removes the registration. Gitea does it even while the
 	// runner runs a task (testdata/repo-runner-delete-while-running.json),
 	// so callers check first. A runner that is gone is not an error.
-	DeleteRunner(ctx context.Context, t Target, id int64) error
+	DeleteRunner(ctx context.Context, t scope.Place, id int64) error
 	// InProgress lists the target's in_progress jobs, every page, read so
 	// that no job that runs throughout the call is missed: what a runner
 	// is deleted on (see client.InProgress). An error means "not known".
-	InProgress(ctx context.Context, t Target) ([]Job, error)
+	InProgress(ctx context.Context, t scope.Place) ([]Job, error)
 }
 
 // runnerScope is one scope's runner endpoints.
@@ -68,11 +70,11 @@ type runnerScope struct {
 	delete  func(*sdk.Client, int64) (*sdk.Response, error)
 }
 
-func runnerScopeOf(t Target) (runnerScope, error) {
-	if err := t.validate(); err != nil {
+func runnerScopeOf(t scope.Place) (runnerScope, error) {
+	if err := validate(t); err != nil {
 		return runnerScope{}, err
 	}
-	switch t.Scope {
+	switch t.Scope() {
 	case ScopeGlobal:
 		return runnerScope{
 			apiPath: "/admin/actions/runners",
@@ -81,7 +83,7 @@ func runnerScopeOf(t Target) (runnerScope, error) {
 			delete:  (*sdk.Client).DeleteAdminActionRunner,
 		}, nil
 	case ScopeOrg:
-		org := t.Owner
+		org := t.Owner()
 		return runnerScope{
 			apiPath: "/orgs/" + url.PathEscape(org) + "/actions/runners",
 			list: func(sc *sdk.Client, o sdk.ListActionRunnersOptions) (*sdk.ActionRunnersResponse, *sdk.Response, error) {
@@ -93,7 +95,7 @@ func runnerScopeOf(t Target) (runnerScope, error) {
 			delete: func(sc *sdk.Client, id int64) (*sdk.Response, error) { return sc.DeleteOrgActionRunner(org, id) },
 		}, nil
 	case ScopeRepo:
-		owner, repo := t.Owner, t.Repo
+		owner, repo := t.Owner(), t.Repo()
 		return runnerScope{
 			apiPath: "/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(repo) + "/actions/runners",
 			list: func(sc *sdk.Client, o sdk.ListActionRunnersOptions) (*sdk.ActionRunnersResponse, *sdk.Response, error) {
@@ -122,7 +124,7 @@ func runnerScopeOf(t Target) (runnerScope, error) {
 // header (testdata/org-runners.json): only the body's total_count says
 // whether more pages follow, so the listing goes on while a page is not
 // empty and fewer runners than total_count were seen.
-func (c *client) ListRunners(ctx context.Context, t Target) ([]Runner, error) {
+func (c *client) ListRunners(ctx context.Context, t scope.Place) ([]Runner, error) {
 	ctx = WithTarget(ctx, t)
 	rs, err := runnerScopeOf(t)
 	if err != nil {
@@ -159,7 +161,7 @@ func (c *client) ListRunners(ctx context.Context, t Target) ([]Runner, error) {
 }
 
 // DisableRunner implements Runners.
-func (c *client) DisableRunner(ctx context.Context, t Target, id int64) error {
+func (c *client) DisableRunner(ctx context.Context, t scope.Place, id int64) error {
 	ctx = WithTarget(ctx, t)
 	rs, err := runnerScopeOf(t)
 	if err != nil {
@@ -174,7 +176,7 @@ func (c *client) DisableRunner(ctx context.Context, t Target, id int64) error {
 }
 
 // DeleteRunner implements Runners.
-func (c *client) DeleteRunner(ctx context.Context, t Target, id int64) error {
+func (c *client) DeleteRunner(ctx context.Context, t scope.Place, id int64) error {
 	ctx = WithTarget(ctx, t)
 	rs, err := runnerScopeOf(t)
 	if err != nil {

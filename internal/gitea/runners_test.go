@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // runnerRecording is one recorded runners request. The runners recordings
@@ -153,18 +154,18 @@ func TestRunnersClientPerScope(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		target Target
+		target scope.Place
 		token  string
 		want   []Runner
 		path   string
 	}{
-		{"global lists every runner", Target{Scope: ScopeGlobal}, adminToken, []Runner{
+		{"global lists every runner", scope.New("", ScopeGlobal, "", ""), adminToken, []Runner{
 			{ID: 2, Name: "org-1", Online: true, Ephemeral: true}, {ID: 4, Name: "alice-1", Ephemeral: true},
 			{ID: 3, Name: "repo-1", Disabled: true}, {ID: 1, Name: "global-1", Ephemeral: true},
 		}, "/api/v1/admin/actions/runners"},
-		{"org", Target{Scope: ScopeOrg, Owner: "acme"}, aliceToken, []Runner{{ID: 2, Name: "org-1", Online: true, Ephemeral: true}}, "/api/v1/orgs/acme/actions/runners"},
-		{"repo", Target{Scope: ScopeRepo, Owner: "acme", Repo: "app"}, aliceToken, []Runner{{ID: 3, Name: "repo-1", Disabled: true}}, "/api/v1/repos/acme/app/actions/runners"},
-		{"user: the token's own", Target{Scope: ScopeUser, Owner: "alice"}, aliceToken, []Runner{{ID: 4, Name: "alice-1", Ephemeral: true}}, "/api/v1/user/actions/runners"},
+		{"org", scope.New("", ScopeOrg, "acme", ""), aliceToken, []Runner{{ID: 2, Name: "org-1", Online: true, Ephemeral: true}}, "/api/v1/orgs/acme/actions/runners"},
+		{"repo", scope.New("", ScopeRepo, "acme", "app"), aliceToken, []Runner{{ID: 3, Name: "repo-1", Disabled: true}}, "/api/v1/repos/acme/app/actions/runners"},
+		{"user: the token's own", scope.New("", ScopeUser, "alice", ""), aliceToken, []Runner{{ID: 4, Name: "alice-1", Ephemeral: true}}, "/api/v1/user/actions/runners"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,18 +198,18 @@ func TestRunnersClientFailures(t *testing.T) {
 	scene.Runners = []giteatest.Runner{{ID: 2, Name: "org-1", Owner: "acme", Ephemeral: true}, {ID: 3, Name: "repo-1", Owner: "acme", Repo: "app"}}
 	f := newFake(t, scene)
 	member := newTestClient(t, f.URL, aliceToken, Options{}).(Runners)
-	_, err := member.ListRunners(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+	_, err := member.ListRunners(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 	require.ErrorIs(t, err, ErrForbidden, "an org member who is no owner may list jobs, not runners")
 	assert.Contains(t, err.Error(), "Must be an organization owner")
 
 	admin := newTestClient(t, f.URL, adminToken, Options{}).(Runners)
-	err = admin.DisableRunner(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"}, 3)
+	err = admin.DisableRunner(t.Context(), scope.New("", ScopeOrg, "acme", ""), 3)
 	require.ErrorIs(t, err, ErrNotFound, "a repository's runner is not the org's to change")
 	assert.Contains(t, err.Error(), "gitea: PATCH /api/v1/orgs/acme/actions/runners/3")
 	assert.NotContains(t, err.Error(), adminToken)
 	assert.False(t, f.Runners()[1].Disabled)
 
-	_, err = admin.ListRunners(t.Context(), Target{Scope: ScopeOrg})
+	_, err = admin.ListRunners(t.Context(), scope.New("", ScopeOrg, "", ""))
 	require.Error(t, err, "an org target needs its org")
 }
 
@@ -221,7 +222,7 @@ func TestListRunnersReadsEveryPage(t *testing.T) {
 	}
 	f := newFake(t, scene)
 	c := newTestClient(t, f.URL, adminToken, Options{PageSize: 3}).(Runners)
-	got, err := c.ListRunners(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+	got, err := c.ListRunners(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 	require.NoError(t, err)
 	assert.Len(t, got, 7)
 	assert.Len(t, f.Requests(), 3, "7 runners in pages of 3, and no request past the last")

@@ -22,6 +22,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // privateCA is a CA made for one test, and a server certificate for
@@ -84,7 +86,7 @@ func writeFile(t *testing.T, content []byte) string {
 func TestGiteaBehindAPrivateCA(t *testing.T) {
 	ca := newPrivateCA(t)
 	base := tlsGitea(t, ca)
-	target := Target{Scope: ScopeOrg, Owner: "acme"}
+	target := scope.New("", ScopeOrg, "acme", "")
 
 	t.Run("is refused without the CA bundle", func(t *testing.T) {
 		tr, err := NewTransport("")

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // A Gitea older than MinVersion has no Actions jobs or runners routes and
@@ -64,14 +66,14 @@ func TestAFailureFromAGiteaTooOldOrForgejoSaysSo(t *testing.T) {
 			t.Cleanup(srv.Close)
 			c := newTestClient(t, srv.URL, adminToken, Options{})
 
-			_, err := c.Snapshot(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+			_, err := c.Snapshot(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 			require.Error(t, err)
 			assert.True(t, errors.Is(err, tc.wantKind), "%v", err)
 			assert.Contains(t, err.Error(), tc.wantMessage)
 			assert.NotContains(t, err.Error(), "\x1b")
 			assert.Equal(t, "/api/v1/version", paths[len(paths)-1], "the version is asked after the failure")
 
-			_, err = c.(Runners).ListRunners(t.Context(), Target{Scope: ScopeOrg, Owner: "acme"})
+			_, err = c.(Runners).ListRunners(t.Context(), scope.New("", ScopeOrg, "acme", ""))
 			assert.True(t, errors.Is(err, tc.wantKind), "the runners listing too: %v", err)
 		})
 	}

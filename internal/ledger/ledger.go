@@ -1,8 +1,9 @@
 // Package ledger remembers, per namespace, which RunnerGroups have
 // registered runners with Gitea: each group's owner tag (runnerjob.OwnerTag)
-// with its name, Gitea URL and target. The runner names alone cannot tell
-// a deleted group's registrations from those of a group of the same name in
-// another namespace or another install on the same Gitea; the ledger can,
+// with its name and where it registers them (a scope.Place). The runner
+// names alone cannot tell a deleted group's registrations from those of a
+// group of the same name in another namespace or another install on the
+// same Gitea; the ledger can,
 // because only this namespace's groups are written in it. It is one
 // ConfigMap per namespace, owned by no group, so it outlives the groups it
 // names (it goes with the namespace).
@@ -24,7 +25,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // ConfigMapName is the ledger's ConfigMap in each namespace.
@@ -38,49 +39,54 @@ const MaxFormerly = 4
 // maxAttempts bounds the retries of a write that lost a race.
 const maxAttempts = 4
 
-// Entry is one group that registered runners: its name, Gitea URL and
-// target (scope, owner, repo), which say whose runners listing holds its
-// registrations, and the places it registered runners in before its
-// spec moved it (Formerly): runners registered there stay there, and only
-// the ledger still says where to look for them.
+// Entry is one group that registered runners: its name and where it
+// registers them now (At: whose runners listing holds its registrations),
+// and the places it registered runners in before its spec moved it
+// (Formerly): runners registered there stay there, and only the ledger
+// still says where to look for them. Places are stored in their one form
+// (scope.Place.Stored).
 type Entry struct {
-	Group    string  `json:"group"`
-	URL      string  `json:"url"`
-	Scope    string  `json:"scope"`
-	Owner    string  `json:"owner,omitempty"`
-	Repo     string  `json:"repo,omitempty"`
-	Formerly []Place `json:"formerly,omitempty"`
+	Group    string        `json:"group"`
+	At       scope.Place   `json:"place"`
+	Formerly []scope.Place `json:"formerly,omitempty"`
 }
 
-// Place is a Gitea URL and target: one runners listing.
-type Place struct {
-	URL   string `json:"url"`
-	Scope string `json:"scope"`
-	Owner string `json:"owner,omitempty"`
-	Repo  string `json:"repo,omitempty"`
+// UnmarshalJSON reads an entry, and one written before a place was one
+// string, whose url, scope, owner and repo were the entry's own fields.
+func (e *Entry) UnmarshalJSON(raw []byte) error {
+	var stored struct {
+		Group    string          `json:"group"`
+		At       json.RawMessage `json:"place"`
+		Formerly []scope.Place   `json:"formerly"`
+	}
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		return err
+	}
+	at := stored.At
+	if at == nil {
+		at = raw
+	}
+	var p scope.Place
+	if err := json.Unmarshal(at, &p); err != nil {
+		return err
+	}
+	*e = Entry{Group: stored.Group, At: p, Formerly: stored.Formerly}
+	return nil
 }
-
-// Target is the Gitea target whose runners listing a place is.
-func (p Place) Target() gitea.Target {
-	return gitea.Target{Scope: gitea.Scope(p.Scope), Owner: p.Owner, Repo: p.Repo}
-}
-
-// Place is where the group registers its runners now.
-func (e Entry) Place() Place { return Place{URL: e.URL, Scope: e.Scope, Owner: e.Owner, Repo: e.Repo} }
 
 // Places are where the group registers runners now, then where it did.
-func (e Entry) Places() []Place { return append([]Place{e.Place()}, e.Formerly...) }
+func (e Entry) Places() []scope.Place { return append([]scope.Place{e.At}, e.Formerly...) }
 
 // entry is the group's entry at place p, with the places it had before.
-func entry(group string, p Place, formerly []Place) Entry {
+func entry(group string, p scope.Place, formerly []scope.Place) Entry {
 	if len(formerly) == 0 {
 		formerly = nil
 	}
-	return Entry{Group: group, URL: p.URL, Scope: p.Scope, Owner: p.Owner, Repo: p.Repo, Formerly: formerly}
+	return Entry{Group: group, At: p, Formerly: formerly}
 }
 
 // Has says whether the entry names the group at place p now.
-func (e Entry) Has(group string, p Place) bool { return e.Group == group && e.Place() == p }
+func (e Entry) Has(group string, p scope.Place) bool { return e.Group == group && e.At == p }
 
 // Entries maps owner tags to their group.
 type Entries map[string]Entry
@@ -163,15 +169,15 @@ func decode(data map[string]string) Entries {
 // Record writes that the group of tag registers its runners at place p,
 // unless the ledger says so already. A place the group had before is kept
 // among its Formerly.
-func (s Store) Record(ctx context.Context, namespace, tag, group string, p Place) error {
+func (s Store) Record(ctx context.Context, namespace, tag, group string, p scope.Place) error {
 	return s.change(ctx, namespace, func(cur Entries) bool {
 		e, ok := cur[tag]
 		if ok && e.Has(group, p) {
 			return false
 		}
-		var formerly []Place
+		var formerly []scope.Place
 		if ok && e.Group == group {
-			formerly = slices.DeleteFunc(e.Places(), func(q Place) bool { return q == p })
+			formerly = slices.DeleteFunc(e.Places(), func(q scope.Place) bool { return q == p })
 			formerly = formerly[:min(len(formerly), MaxFormerly)]
 		}
 		cur[tag] = entry(group, p, formerly)
@@ -183,12 +189,12 @@ func (s Store) Record(ctx context.Context, namespace, tag, group string, p Place
 // theirs is left there. An entry with no place left goes; one whose
 // current place goes moves to its first former one (only a deleted
 // group's current place is forgotten).
-func (s Store) Forget(ctx context.Context, namespace string, p Place, tags []string) error {
+func (s Store) Forget(ctx context.Context, namespace string, p scope.Place, tags []string) error {
 	return s.change(ctx, namespace, func(cur Entries) bool { return cur.Forget(p, tags) })
 }
 
 // Forget is Store.Forget on entries in memory; it says whether any changed.
-func (cur Entries) Forget(p Place, tags []string) bool {
+func (cur Entries) Forget(p scope.Place, tags []string) bool {
 	changed := false
 	for _, t := range tags {
 		e, ok := cur[t]
@@ -196,7 +202,7 @@ func (cur Entries) Forget(p Place, tags []string) bool {
 			continue
 		}
 		changed = true
-		left := slices.DeleteFunc(e.Places(), func(q Place) bool { return q == p })
+		left := slices.DeleteFunc(e.Places(), func(q scope.Place) bool { return q == p })
 		if len(left) == 0 {
 			delete(cur, t)
 			continue

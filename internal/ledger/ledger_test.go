@@ -13,19 +13,21 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 var (
-	orgAcme = Place{URL: "https://gitea.example.com", Scope: "org", Owner: "acme"}
-	repoApp = Place{URL: "https://gitea.example.com", Scope: "repo", Owner: "acme", Repo: "app"}
-	global  = Place{URL: "https://gitea.example.com", Scope: "global"}
+	orgAcme = scope.New("https://gitea.example.com", "org", "acme", "")
+	repoApp = scope.New("https://gitea.example.com", "repo", "acme", "app")
+	global  = scope.New("https://gitea.example.com", "global", "", "")
 )
 
 func TestRecordAndForget(t *testing.T) {
 	ctx := context.Background()
 	s := Store{Client: fake.NewClientset()}
-	ci := Entry{Group: "ci", URL: "https://gitea.example.com", Scope: "org", Owner: "acme"}
-	web := Entry{Group: "web", URL: "https://gitea.example.com", Scope: "repo", Owner: "acme", Repo: "app"}
+	ci := Entry{Group: "ci", At: scope.New("https://gitea.example.com", "org", "acme", "")}
+	web := Entry{Group: "web", At: scope.New("https://gitea.example.com", "repo", "acme", "app")}
 
 	empty, _, err := s.Load(ctx, "ns")
 	require.NoError(t, err)
@@ -59,22 +61,22 @@ func TestAGroupThatMovesKeepsItsFormerPlaces(t *testing.T) {
 
 	require.NoError(t, s.Record(ctx, "ns", "aaaa0001", "ci", orgAcme))
 	require.NoError(t, s.Record(ctx, "ns", "aaaa0001", "ci", repoApp))
-	assert.Equal(t, Entry{Group: "ci", URL: repoApp.URL, Scope: "repo", Owner: "acme", Repo: "app", Formerly: []Place{orgAcme}}, load())
+	assert.Equal(t, Entry{Group: "ci", At: repoApp, Formerly: []scope.Place{orgAcme}}, load())
 
 	require.NoError(t, s.Record(ctx, "ns", "aaaa0001", "ci", global))
-	assert.Equal(t, []Place{global, repoApp, orgAcme}, load().Places(), "newest first")
+	assert.Equal(t, []scope.Place{global, repoApp, orgAcme}, load().Places(), "newest first")
 
 	require.NoError(t, s.Record(ctx, "ns", "aaaa0001", "ci", orgAcme))
-	assert.Equal(t, []Place{orgAcme, global, repoApp}, load().Places(), "moved back: no place twice")
+	assert.Equal(t, []scope.Place{orgAcme, global, repoApp}, load().Places(), "moved back: no place twice")
 
 	require.NoError(t, s.Forget(ctx, "ns", global, []string{"aaaa0001"}))
-	assert.Equal(t, []Place{orgAcme, repoApp}, load().Places(), "a former place is forgotten alone")
+	assert.Equal(t, []scope.Place{orgAcme, repoApp}, load().Places(), "a former place is forgotten alone")
 
 	require.NoError(t, s.Forget(ctx, "ns", orgAcme, []string{"aaaa0001"}))
-	assert.Equal(t, []Place{repoApp}, load().Places(), "a deleted group's current place goes; its former one stays")
+	assert.Equal(t, []scope.Place{repoApp}, load().Places(), "a deleted group's current place goes; its former one stays")
 
 	for i := range MaxFormerly + 3 {
-		require.NoError(t, s.Record(ctx, "ns", "aaaa0001", "ci", Place{URL: "u", Scope: "repo", Owner: "acme", Repo: string(rune('a' + i))}))
+		require.NoError(t, s.Record(ctx, "ns", "aaaa0001", "ci", scope.New("u", "repo", "acme", string(rune('a'+i)))))
 	}
 	assert.Len(t, load().Formerly, MaxFormerly, "bounded")
 }
@@ -86,7 +88,34 @@ func TestUnreadableEntriesAreLeftOut(t *testing.T) {
 	got, _, err := Store{Client: kube}.Load(context.Background(), "ns")
 
 	require.NoError(t, err)
-	assert.Equal(t, Entries{"aaaa0002": {Group: "ci", URL: "u", Scope: "global"}}, got)
+	assert.Equal(t, Entries{"aaaa0002": {Group: "ci", At: scope.New("u", "global", "", "")}}, got)
+}
+
+// Ledgers written before a place was one string hold each place as an
+// object of its parts (the current one as the entry's own fields) in
+// users' clusters: they read as the places they named, and a write keeps
+// them in the one stored form, which reads back the same.
+func TestALedgerWrittenBeforePlacesWereOneStringRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	old := `{"group":"ci","url":"https://gitea.example.com","scope":"repo","owner":"acme","repo":"app",` +
+		`"formerly":[{"url":"https://gitea.example.com","scope":"org","owner":"acme"},{"url":"https://gitea.example.com","scope":"global"}]}`
+	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: "ns"},
+		Data: map[string]string{"aaaa0001": old}})
+	s := Store{Client: client}
+	want := Entries{"aaaa0001": {Group: "ci", At: repoApp, Formerly: []scope.Place{orgAcme, global}}}
+
+	got, _, err := s.Load(ctx, "ns")
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "the old form reads as the places it named")
+
+	require.NoError(t, s.Record(ctx, "ns", "aaaa0002", "web", orgAcme), "a write rewrites the whole ledger")
+	cm, err := client.CoreV1().ConfigMaps("ns").Get(ctx, ConfigMapName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"group":"ci","place":"https://gitea.example.com repo acme/app",`+
+		`"formerly":["https://gitea.example.com org acme","https://gitea.example.com global"]}`, cm.Data["aaaa0001"])
+	got, _, err = s.Load(ctx, "ns")
+	require.NoError(t, err)
+	assert.Equal(t, want["aaaa0001"], got["aaaa0001"], "and the new form reads back the same")
 }
 
 // A write that loses the race for the ConfigMap (another pass wrote it, or
@@ -143,7 +172,7 @@ func TestTheStateListHoldsTheLedger(t *testing.T) {
 	old := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: "ns",
 		Labels: map[string]string{"gitea.bpg.pw/managed-by": "gitea-runner-operator"}},
 		Data: map[string]string{"aaaa0001": `{"group":"ci","url":"https://gitea.example.com","scope":"org","owner":"acme"}`}}
-	ci := Entries{"aaaa0001": {Group: "ci", URL: "https://gitea.example.com", Scope: "org", Owner: "acme"}}
+	ci := Entries{"aaaa0001": {Group: "ci", At: orgAcme}}
 	tests := []struct {
 		name     string
 		objects  []runtime.Object

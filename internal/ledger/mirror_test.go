@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // TestTheMirrorKeepsEachNamespaceByItsUID: the install's copy of what
@@ -21,7 +23,7 @@ func TestTheMirrorKeepsEachNamespaceByItsUID(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
 	m := Mirror{Client: client, Namespace: "platform", Name: "rel-registrations"}
-	ci := Entry{Group: "ci", URL: "https://gitea.example.com", Scope: "org", Owner: "acme"}
+	ci := Entry{Group: "ci", At: scope.New("https://gitea.example.com", "org", "acme", "")}
 
 	empty, err := m.Load(ctx)
 	require.NoError(t, err)
@@ -95,11 +97,11 @@ func TestOneNamespaceCannotFillTheMirrorForAll(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
 	m := Mirror{Client: client, Namespace: "platform", Name: "rel-registrations"}
-	honest := Entry{Group: "ci", URL: "https://gitea.example.com", Scope: "org", Owner: "acme"}
+	honest := Entry{Group: "ci", At: scope.New("https://gitea.example.com", "org", "acme", "")}
 	long := strings.Repeat("x", 253)
 	big := Entries{}
 	for i := range 5000 {
-		big[fmt.Sprintf("%08x", i)] = Entry{Group: long, URL: "https://" + long, Scope: "repo", Owner: long, Repo: long}
+		big[fmt.Sprintf("%08x", i)] = Entry{Group: long, At: scope.New("https://"+long, "repo", long, long)}
 	}
 	left, err := m.Change(ctx, func(c Copies) bool {
 		for i := range 200 {

@@ -22,6 +22,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 func TestObservePassCountsPassesRunnersAndGroups(t *testing.T) {
@@ -107,7 +108,7 @@ func TestTransportsCountRequestsByCodeAndTarget(t *testing.T) {
 	m := New()
 	gc := &http.Client{Transport: m.GiteaTransport(http.DefaultTransport)}
 	kc := &http.Client{Transport: m.KubeTransport(http.DefaultTransport)}
-	get := func(c *http.Client, target *gitea.Target, url string) error {
+	get := func(c *http.Client, target *scope.Place, url string) error {
 		ctx := context.Background()
 		if target != nil {
 			ctx = gitea.WithTarget(ctx, *target)
@@ -120,22 +121,22 @@ func TestTransportsCountRequestsByCodeAndTarget(t *testing.T) {
 		}
 		return err
 	}
-	org := &gitea.Target{Scope: gitea.ScopeOrg, Owner: "acme"}
-	repo := &gitea.Target{Scope: gitea.ScopeRepo, Owner: "acme", Repo: "nope"}
+	org := new(scope.New("", gitea.ScopeOrg, "acme", ""))
+	repo := new(scope.New("", gitea.ScopeRepo, "acme", "nope"))
 	for _, r := range []struct {
-		target *gitea.Target
+		target *scope.Place
 		path   string
 	}{
 		{org, "/api/v1/orgs/acme/actions/jobs?page=1"},
 		{org, "/api/v1/orgs/acme/actions/jobs?page=2"},
 		{repo, "/git/api/v1/repos/acme/nope/actions/jobs"},
-		{&gitea.Target{Scope: gitea.ScopeGlobal}, "/api/v1/admin/actions/runners"},
+		{new(scope.New("", gitea.ScopeGlobal, "", "")), "/api/v1/admin/actions/runners"},
 		{nil, "/api/v1/version"},
 	} {
 		require.NoError(t, get(gc, r.target, srv.URL+r.path))
 	}
 	require.NoError(t, get(kc, nil, srv.URL+"/api/v1/namespaces/ci/pods"))
-	require.Error(t, get(gc, &gitea.Target{Scope: gitea.ScopeUser, Owner: "alice"}, "http://127.0.0.1:1/api/v1/user/actions/jobs"))
+	require.Error(t, get(gc, new(scope.New("", gitea.ScopeUser, "alice", "")), "http://127.0.0.1:1/api/v1/user/actions/jobs"))
 
 	assert.InDelta(t, 2, testutil.ToFloat64(m.giteaRequests.WithLabelValues("200", "orgs/acme")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.giteaRequests.WithLabelValues("404", "repos/acme/nope")), 0, "Gitea under a sub-path")
@@ -177,7 +178,7 @@ func TestGiteaRequestSeriesAreBoundedByTheGroupsTargets(t *testing.T) {
 	c, err := gitea.NewClient(srv.URL, "tok", gitea.Options{HTTPClient: &http.Client{Transport: m.GiteaTransport(http.DefaultTransport)}})
 	require.NoError(t, err)
 	for range 3 {
-		_, err := c.Snapshot(t.Context(), gitea.Target{Scope: gitea.ScopeUser, Owner: "alice"})
+		_, err := c.Snapshot(t.Context(), scope.New("", gitea.ScopeUser, "alice", ""))
 		require.NoError(t, err)
 	}
 	g, _ := m.Requests()
@@ -230,7 +231,7 @@ func TestGiteaLatencyIsObservedByCodeMethodAndTarget(t *testing.T) {
 	defer srv.Close()
 	m := New()
 	c := &http.Client{Transport: m.GiteaTransport(http.DefaultTransport)}
-	org := gitea.WithTarget(context.Background(), gitea.Target{Scope: gitea.ScopeOrg, Owner: "acme"})
+	org := gitea.WithTarget(context.Background(), scope.New("", gitea.ScopeOrg, "acme", ""))
 	for _, r := range []struct {
 		ctx    context.Context
 		method string

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // Confirmation is the one rule that every deletion of a runner Job whose
@@ -27,14 +28,14 @@ import (
 //     listing is paged by offset and reorders as runners report) deletes
 //     nothing.
 type Confirmation struct {
-	place   gitea.Target
+	place   scope.Place
 	running map[string]bool
 	regs    map[string][]gitea.Runner
 }
 
 // Confirm reads the confirmation of one place. An error means nothing
 // there may be deleted.
-func (r Reaper) Confirm(ctx context.Context, t gitea.Target) (*Confirmation, error) {
+func (r Reaper) Confirm(ctx context.Context, t scope.Place) (*Confirmation, error) {
 	jobs, err := r.Runners.InProgress(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the running jobs of %s: %w", t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // runners is a Gitea runners API of one place: its registrations, its
@@ -22,15 +23,15 @@ type runners struct {
 	disabled, deleted []int64
 }
 
-func (r *runners) ListRunners(context.Context, gitea.Target) ([]gitea.Runner, error) {
+func (r *runners) ListRunners(context.Context, scope.Place) ([]gitea.Runner, error) {
 	return r.regs, r.listErr
 }
 
-func (r *runners) InProgress(context.Context, gitea.Target) ([]gitea.Job, error) {
+func (r *runners) InProgress(context.Context, scope.Place) ([]gitea.Job, error) {
 	return r.running, r.runErr
 }
 
-func (r *runners) DisableRunner(_ context.Context, _ gitea.Target, id int64) error {
+func (r *runners) DisableRunner(_ context.Context, _ scope.Place, id int64) error {
 	if r.disableErr != nil {
 		return r.disableErr
 	}
@@ -38,12 +39,12 @@ func (r *runners) DisableRunner(_ context.Context, _ gitea.Target, id int64) err
 	return nil
 }
 
-func (r *runners) DeleteRunner(_ context.Context, _ gitea.Target, id int64) error {
+func (r *runners) DeleteRunner(_ context.Context, _ scope.Place, id int64) error {
 	r.deleted = append(r.deleted, id)
 	return nil
 }
 
-var acme = gitea.Target{Scope: gitea.ScopeOrg, Owner: "acme"}
+var acme = scope.New("", gitea.ScopeOrg, "acme", "")
 
 // Any doubt keeps the runner: one that runs a job, one Gitea calls busy,
 // and one to go for having no registration that has one after all.

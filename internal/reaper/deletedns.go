@@ -11,10 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // NamespaceState is what the API server says of a recorded namespace.
@@ -58,7 +58,7 @@ func (r Reaper) NamespaceState(ctx context.Context, name string, uid types.UID) 
 // nothing is left at a place are forgotten there, and the record goes once
 // no tag is left.
 func (r Reaper) SweepNamespace(ctx context.Context, log *slog.Logger, home, key string, c ledger.Copy, rep *passreport.DeletedNamespacesReport) func(ledger.Copies) bool {
-	var places []ledger.Place
+	var places []scope.Place
 	for _, e := range c.Groups {
 		for _, p := range e.Places() {
 			if !slices.Contains(places, p) {
@@ -66,11 +66,11 @@ func (r Reaper) SweepNamespace(ctx context.Context, log *slog.Logger, home, key 
 			}
 		}
 	}
-	slices.SortFunc(places, cmpPlace)
+	slices.SortFunc(places, scope.Compare)
 	left := maps.Clone(c.Groups)
 	why := map[string]string{}
 	type forgotten struct {
-		p    ledger.Place
+		p    scope.Place
 		tags []string
 	}
 	var forgets []forgotten
@@ -86,31 +86,30 @@ func (r Reaper) SweepNamespace(ctx context.Context, log *slog.Logger, home, key 
 				why[tag] = reason
 			}
 		}
-		if p.URL != home {
+		if p.URL() != home {
 			mark(passreport.LeftOtherGitea)
 			continue
 		}
-		t := gitea.Target{Scope: gitea.Scope(p.Scope), Owner: p.Owner, Repo: p.Repo}
-		all, err := r.Runners.ListRunners(ctx, t)
+		all, err := r.Runners.ListRunners(ctx, p)
 		if err != nil {
-			log.Error("cannot list the runners of a deleted namespace's groups", "scope", t.String(), "error", err)
+			log.Error("cannot list the runners of a deleted namespace's groups", "scope", p.String(), "error", err)
 			mark(passreport.LeftFailed)
 			continue
 		}
-		sw, err := r.SweepLeftBehind(ctx, t, plan.LeftBehindInput{Regs: NamedRegistrations(all, ""), Recorded: recorded}, LeftBehindActions{
+		sw, err := r.SweepLeftBehind(ctx, p, plan.LeftBehindInput{Regs: NamedRegistrations(all, ""), Recorded: recorded}, LeftBehindActions{
 			DryRun: func(r plan.Registration, group string) string {
 				return fmt.Sprintf("namespace %s of RunnerGroup %s that registered it is gone", c.Namespace, group)
 			},
 			Removed: func(r plan.Registration, group string) {
 				rep.Removed++
-				log.Info("removed a registration of a deleted namespace", "runner", r.Name, "id", r.ID, "deletedGroup", group, "scope", t.String())
+				log.Info("removed a registration of a deleted namespace", "runner", r.Name, "id", r.ID, "deletedGroup", group, "scope", p.String())
 			},
 			Failed: func(r plan.Registration, _ string, err error) {
 				log.Error("cannot remove a runner of a deleted namespace from Gitea", "runner", r.Name, "id", r.ID, "error", err)
 			},
 		})
 		if err != nil {
-			log.Error("cannot confirm that the runners of a deleted namespace run no job, so none is removed", "scope", t.String(), "error", err)
+			log.Error("cannot confirm that the runners of a deleted namespace run no job, so none is removed", "scope", p.String(), "error", err)
 			mark(passreport.LeftFailed)
 			continue
 		}
@@ -149,16 +148,4 @@ func (r Reaper) SweepNamespace(ctx context.Context, log *slog.Logger, home, key 
 		}
 		return changed
 	}
-}
-
-func cmpPlace(a, b ledger.Place) int {
-	for _, x := range [][2]string{{a.URL, b.URL}, {a.Scope, b.Scope}, {a.Owner, b.Owner}, {a.Repo, b.Repo}} {
-		if x[0] != x[1] {
-			if x[0] < x[1] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // FormerPlace is a place the group's runners registered in that no longer
@@ -20,7 +21,7 @@ import (
 // ...) leaves its runners registered in the old one, where the new
 // scope's listings never show them.
 type FormerPlace struct {
-	Target gitea.Target
+	Target scope.Place
 	// Regs is the place's runners listing.
 	Regs []gitea.Runner
 	// Jobs are the group's active runner Jobs whose runner registers

@@ -9,8 +9,8 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // Unable is a runner Job whose runner can take no work, and why.
@@ -52,9 +52,9 @@ func (r Reaper) ReapRunners(ctx context.Context, g Group, idleFor time.Duration,
 		regs []gitea.Runner
 	}
 	var errs []error
-	var places []ledger.Place
-	cands := map[ledger.Place][]candidate{}
-	add := func(p ledger.Place, c candidate) {
+	var places []scope.Place
+	cands := map[scope.Place][]candidate{}
+	add := func(p scope.Place, c candidate) {
 		if _, seen := cands[p]; !seen {
 			places = append(places, p)
 		}
@@ -62,7 +62,7 @@ func (r Reaper) ReapRunners(ctx context.Context, g Group, idleFor time.Duration,
 	}
 	for _, j := range idle {
 		p, regs := g.Where(ctx, j)
-		if err := r.Disable(ctx, p.Target(), regs); err != nil {
+		if err := r.Disable(ctx, p, regs); err != nil {
 			errs = append(errs, fmt.Errorf("cannot disable the runner of %s in Gitea: %w", j.Name, err))
 			continue
 		}
@@ -73,9 +73,8 @@ func (r Reaper) ReapRunners(ctx context.Context, g Group, idleFor time.Duration,
 		add(p, candidate{Unable: u, regs: regs})
 	}
 	for _, p := range places {
-		t := p.Target()
 		todo := cands[p]
-		conf, err := r.Confirm(ctx, t)
+		conf, err := r.Confirm(ctx, p)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("cannot confirm that the runners to reap run no job, so none is deleted: %w", err))
 			continue
@@ -94,7 +93,7 @@ func (r Reaper) ReapRunners(ctx context.Context, g Group, idleFor time.Duration,
 				continue
 			}
 			for _, reg := range c.regs {
-				if err := r.Runners.DeleteRunner(ctx, t, reg.ID); err != nil {
+				if err := r.Runners.DeleteRunner(ctx, p, reg.ID); err != nil {
 					errs = append(errs, fmt.Errorf("cannot remove runner %s from Gitea: %w", runnerName, err))
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // NamedRegistrations is the registrations of a runners listing whose
@@ -47,7 +48,7 @@ type LeftBehindSweep struct {
 // of them runs a job: the one mechanism for the registrations of deleted
 // groups and of deleted namespaces. An error means the confirmation
 // failed and nothing was removed.
-func (r Reaper) SweepLeftBehind(ctx context.Context, t gitea.Target, in plan.LeftBehindInput, do LeftBehindActions) (LeftBehindSweep, error) {
+func (r Reaper) SweepLeftBehind(ctx context.Context, t scope.Place, in plan.LeftBehindInput, do LeftBehindActions) (LeftBehindSweep, error) {
 	sw := LeftBehindSweep{Failed: map[string]bool{}}
 	remove, _ := plan.LeftBehind(in)
 	if len(remove) > 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // RemoveOrphans deletes the group's ephemeral registrations at t (all,
@@ -19,7 +20,7 @@ import (
 // runs a job), each after asking Gitea's sound listing which runners run
 // a job and the API server for the Job by name: a runner that runs a job,
 // or whose Job exists now, whatever the pass's listings said, is kept.
-func (r Reaper) RemoveOrphans(ctx context.Context, g Group, t gitea.Target, all []gitea.Runner, listed, busy map[string]bool) []error {
+func (r Reaper) RemoveOrphans(ctx context.Context, g Group, t scope.Place, all []gitea.Runner, listed, busy map[string]bool) []error {
 	var regs []plan.Registration
 	for _, reg := range all {
 		job, _ := runnerjob.JobOfRunner(g.RG, reg.Name)

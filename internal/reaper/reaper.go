@@ -32,8 +32,8 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // Reaper deletes runner Jobs (Kube) and registrations (Runners). With
@@ -54,7 +54,7 @@ type Group struct {
 	Event func(ctx context.Context, typ, reason, message string)
 	// Where is where a runner Job's runner registers and its registrations
 	// there, as the pass's listings say.
-	Where func(ctx context.Context, j *batchv1.Job) (ledger.Place, []gitea.Runner)
+	Where func(ctx context.Context, j *batchv1.Job) (scope.Place, []gitea.Runner)
 	Tally *Tally
 }
 
@@ -94,7 +94,7 @@ func (r Reaper) DeleteJob(ctx context.Context, j *batchv1.Job) (gone bool, err e
 // Disable makes every registration of one runner take no more work. A
 // Gitea without the disable endpoint (405) gets the registration deleted
 // instead; one that is gone already is fine.
-func (r Reaper) Disable(ctx context.Context, t gitea.Target, regs []gitea.Runner) error {
+func (r Reaper) Disable(ctx context.Context, t scope.Place, regs []gitea.Runner) error {
 	for _, reg := range regs {
 		err := r.Runners.DisableRunner(ctx, t, reg.ID)
 		var ae *gitea.APIError

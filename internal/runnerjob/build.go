@@ -19,6 +19,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // Build returns the runner Job for one Gitea job, or for the warm pool when
@@ -70,7 +71,7 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 			// which Gitea runner is this Job's.
 			Annotations: map[string]string{
 				v1alpha1.AnnotationRunnerName:  RunnerName(rg, name),
-				v1alpha1.AnnotationRunnerScope: ScopeOf(&rg.Spec),
+				v1alpha1.AnnotationRunnerScope: scope.Of(&rg.Spec).Stored(),
 			},
 			OwnerReferences: []metav1.OwnerReference{rg.ControllerRef()},
 		},
@@ -308,13 +309,13 @@ func configInitContainer(cache CacheOptions) corev1.Container {
 	}
 }
 
-// MarkScope records on a runner Job where its runner registers (Scope) and
+// MarkScope records on a runner Job where its runner registers and
 // whether the scaler knows it.
-func MarkScope(j *batchv1.Job, scope string, known bool) {
+func MarkScope(j *batchv1.Job, p scope.Place, known bool) {
 	if j.Annotations == nil {
 		j.Annotations = map[string]string{}
 	}
-	j.Annotations[v1alpha1.AnnotationRunnerScope] = scope
+	j.Annotations[v1alpha1.AnnotationRunnerScope] = p.Stored()
 	j.Annotations[v1alpha1.AnnotationRunnerScopeKnown] = strconv.FormatBool(known)
 }
 

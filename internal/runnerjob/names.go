@@ -11,7 +11,6 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 )
 
 // NewName returns "{group}-{5 random characters}". The scaler names Jobs
@@ -122,50 +121,4 @@ func Selector(group string) string { return v1alpha1.LabelRunnerGroupName + "=" 
 // GroupLabels are the labels that tie an object to its RunnerGroup.
 func GroupLabels(group string) map[string]string {
 	return map[string]string{v1alpha1.LabelRunnerGroupName: group, v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}
-}
-
-// Scope names one Gitea runners listing: a Gitea URL and a target, e.g.
-// "https://gitea.example.com org acme", "https://gitea.example.com repo
-// acme/app", "https://gitea.example.com global".
-func Scope(url, scope, owner, repo string) string {
-	where := url + " " + scope
-	if owner != "" {
-		where += " " + owner
-	}
-	if repo != "" {
-		where += "/" + repo
-	}
-	return where
-}
-
-// ScopeOf is where a group's runners register now (Scope), with the
-// Gitea URL normalised (assign.Instance): a URL spelt another way is the
-// same place, not a move.
-func ScopeOf(spec *v1alpha1.RunnerGroupSpec) string {
-	owner := spec.Owner()
-	if spec.Scope == v1alpha1.ScopeGlobal {
-		owner = ""
-	}
-	return Scope(assign.Instance(spec.Gitea.URL), string(spec.Scope), owner, spec.Repo)
-}
-
-// ParseScope splits a Scope back into its parts; ok is false for a
-// string Scope did not make.
-func ParseScope(s string) (url, scope, owner, repo string, ok bool) {
-	parts := strings.Split(s, " ")
-	switch {
-	case len(parts) == 2 && parts[1] == string(v1alpha1.ScopeGlobal):
-		return parts[0], parts[1], "", "", parts[0] != ""
-	case len(parts) != 3 || parts[0] == "" || parts[2] == "":
-		return "", "", "", "", false
-	}
-	url, scope, owner = parts[0], parts[1], parts[2]
-	if scope == string(v1alpha1.ScopeRepo) {
-		var found bool
-		if owner, repo, found = strings.Cut(owner, "/"); !found || owner == "" || repo == "" {
-			return "", "", "", "", false
-		}
-		return url, scope, owner, repo, true
-	}
-	return url, scope, owner, "", (scope == string(v1alpha1.ScopeOrg) || scope == string(v1alpha1.ScopeUser)) && !strings.Contains(owner, "/")
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // MountedConfigKey is the key of the group's runner config ConfigMap that
@@ -23,13 +24,15 @@ func MountedConfigKey(group string, j *batchv1.Job) (string, bool) {
 	return "", false
 }
 
-// ScopeOfJob is where a runner Job's runner registers (Scope), from its
-// annotation; "" for a Job made before the annotation, whose runner
-// registered where its group is now.
-func ScopeOfJob(j *batchv1.Job) string { return j.Annotations[v1alpha1.AnnotationRunnerScope] }
+// PlaceOfJob is where a runner Job's runner registers, from its
+// annotation; false for a Job made before the annotation, whose runner
+// registered where its group is now, or one that does not read.
+func PlaceOfJob(j *batchv1.Job) (scope.Place, bool) {
+	return scope.Parse(j.Annotations[v1alpha1.AnnotationRunnerScope])
+}
 
 // ScopeKnown says whether the scaler knew, when it made the Job, that its
-// runner registers in ScopeOfJob (see AnnotationRunnerScopeKnown).
+// runner registers in PlaceOfJob (see AnnotationRunnerScopeKnown).
 func ScopeKnown(j *batchv1.Job) bool {
 	return j.Annotations[v1alpha1.AnnotationRunnerScopeKnown] == "true"
 }

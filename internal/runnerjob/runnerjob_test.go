@@ -16,6 +16,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -631,36 +632,19 @@ func volumesNamed(spec corev1.PodSpec, name string) []corev1.Volume {
 	return vols
 }
 
-func TestParseScopeReadsBackWhatScopeWrote(t *testing.T) {
-	tests := []struct {
-		name                    string
-		url, scope, owner, repo string
-	}{
-		{"the instance", "https://gitea.example.com", "global", "", ""},
-		{"an org", "https://gitea.example.com", "org", "acme", ""},
-		{"a user", "https://gitea.example.com:3000/sub", "user", "alice", ""},
-		{"a repository", "http://127.0.0.1:3000", "repo", "acme", "app"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			url, scope, owner, repo, ok := ParseScope(Scope(tt.url, tt.scope, tt.owner, tt.repo))
-			require.True(t, ok)
-			assert.Equal(t, []string{tt.url, tt.scope, tt.owner, tt.repo}, []string{url, scope, owner, repo})
-		})
-	}
-	for _, bad := range []string{"", "https://x", "https://x org", "https://x repo acme", "https://x repo /app", "https://x team acme", "https://x org acme/app", "a b c d"} {
-		_, _, _, _, ok := ParseScope(bad)
-		assert.False(t, ok, "%q", bad)
-	}
-}
-
 func TestMarkScopeSaysWhetherTheScopeIsKnown(t *testing.T) {
 	j := &batchv1.Job{}
 	assert.False(t, ScopeKnown(j), "a Job made before the annotation")
-	MarkScope(j, "https://x org acme", true)
+	_, ok := PlaceOfJob(j)
+	assert.False(t, ok, "nor a place")
+	acme := scope.New("https://x", v1alpha1.ScopeOrg, "acme", "")
+	MarkScope(j, acme, true)
 	assert.True(t, ScopeKnown(j))
-	assert.Equal(t, "https://x org acme", ScopeOfJob(j))
-	MarkScope(j, "https://x repo acme/app", false)
+	assert.Equal(t, "https://x org acme", j.Annotations[v1alpha1.AnnotationRunnerScope])
+	got, ok := PlaceOfJob(j)
+	assert.True(t, ok)
+	assert.Equal(t, acme, got)
+	MarkScope(j, scope.New("https://x", v1alpha1.ScopeRepo, "acme", "app"), false)
 	assert.False(t, ScopeKnown(j))
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
@@ -268,8 +269,8 @@ type failingRepo struct {
 	err  error
 }
 
-func (f failingRepo) Snapshot(ctx context.Context, t gitea.Target) (gitea.Snapshot, error) {
-	if t.Repo == f.repo {
+func (f failingRepo) Snapshot(ctx context.Context, t scope.Place) (gitea.Snapshot, error) {
+	if t.Repo() == f.repo {
 		return gitea.Snapshot{}, f.err
 	}
 	return f.fakeGitea.Snapshot(ctx, t)

@@ -21,6 +21,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/kubecache"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
@@ -171,7 +172,7 @@ func TestASinglePassWithClusterWideReadsListsEachKindOnce(t *testing.T) {
 			// reads them (recordOwner) and writes nothing there.
 			for _, namespace := range []string{ns, otherNS} {
 				rg := e.groupIn(namespace, "ci")
-				require.NoError(t, ledger.Store{Client: e.kube}.Record(context.Background(), namespace, runnerjob.OwnerTag(rg.UID), "ci", placeOf(&rg.Spec)))
+				require.NoError(t, ledger.Store{Client: e.kube}.Record(context.Background(), namespace, runnerjob.OwnerTag(rg.UID), "ci", scope.Of(&rg.Spec)))
 			}
 			e.kube.ClearActions()
 			sum := e.pass(func(_ *Deps, cfg *Config) { cfg.ClusterWideReads = wide })

@@ -111,7 +111,7 @@ func (s *Scaler) createJob(ctx context.Context, g *groupRun, c plan.Claim) error
 	if err != nil {
 		return fmt.Errorf("%w: %w", errNotBuilt, err)
 	}
-	runnerjob.MarkScope(job, scopeOfPlace(g.registersIn()), g.placeKnown)
+	runnerjob.MarkScope(job, g.registersIn(), g.placeKnown)
 	jobs := s.kube.BatchV1().Jobs(g.rg.Namespace)
 	_, err = jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
 	if err != nil && !refusedForSure(err) && ctx.Err() == nil {

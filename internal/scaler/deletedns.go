@@ -7,12 +7,12 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // DeletedNamespaces turns on the sweep of the registrations deleted
@@ -201,15 +201,15 @@ func (s *Scaler) mirrorServed(ctx context.Context, runs []*groupRun, cur ledger.
 				continue
 			}
 			here := g.registersIn()
-			formerly := slices.DeleteFunc(slices.Clone(e.Formerly), func(p ledger.Place) bool { return p == here })
-			if e.Place() != here && e.Group == g.rg.Name && e.URL != "" {
-				formerly = append([]ledger.Place{e.Place()}, formerly...)
+			formerly := slices.DeleteFunc(slices.Clone(e.Formerly), func(p scope.Place) bool { return p == here })
+			if e.At != here && e.Group == g.rg.Name && e.At.URL() != "" {
+				formerly = append([]scope.Place{e.At}, formerly...)
 			}
 			if len(formerly) == 0 {
 				formerly = nil
 			}
 			formerly = formerly[:min(len(formerly), ledger.MaxFormerly)]
-			c.Groups[tag] = ledger.Entry{Group: g.rg.Name, URL: here.URL, Scope: here.Scope, Owner: here.Owner, Repo: here.Repo, Formerly: formerly}
+			c.Groups[tag] = ledger.Entry{Group: g.rg.Name, At: here, Formerly: formerly}
 		}
 		for tag, e := range cur[key].Groups {
 			if _, ok := c.Groups[tag]; ok {
@@ -245,5 +245,5 @@ func (s *Scaler) sweepNamespace(ctx context.Context, key string, c ledger.Copy, 
 	if !ok {
 		return fail("cannot sweep deleted namespaces", errors.New("this Gitea client has no runners API"))
 	}
-	return s.reaperWith(runners).SweepNamespace(ctx, log, assign.Instance(d.GiteaURL), key, c, rep)
+	return s.reaperWith(runners).SweepNamespace(ctx, log, scope.Instance(d.GiteaURL), key, c, rep)
 }

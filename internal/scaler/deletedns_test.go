@@ -20,6 +20,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 const (
@@ -49,7 +50,7 @@ type failingList struct {
 	err error
 }
 
-func (f failingList) ListRunners(context.Context, gitea.Target) ([]gitea.Runner, error) {
+func (f failingList) ListRunners(context.Context, scope.Place) ([]gitea.Runner, error) {
 	return nil, f.err
 }
 
@@ -119,8 +120,7 @@ func (e *nsEnv) namespace(name string, uid types.UID, terminating bool) {
 func record(namespace string, uid types.UID, groups ...*v1alpha1.RunnerGroup) ledger.Copy {
 	c := ledger.Copy{Namespace: namespace, UID: uid, Groups: ledger.Entries{}}
 	for _, g := range groups {
-		p := placeOf(&g.Spec)
-		c.Groups[runnerjob.OwnerTag(g.UID)] = ledger.Entry{Group: g.Name, URL: p.URL, Scope: p.Scope, Owner: p.Owner, Repo: p.Repo}
+		c.Groups[runnerjob.OwnerTag(g.UID)] = ledger.Entry{Group: g.Name, At: scope.Of(&g.Spec)}
 	}
 	return c
 }
@@ -235,17 +235,17 @@ func TestAPassMirrorsWhatItsNamespacesRegistered(t *testing.T) {
 	books := ledger.Store{Client: e.kube}
 	ctx := context.Background()
 	victim := newGroup("victim", 1, inNS("team-b", "uid-victim"))
-	require.NoError(t, books.Record(ctx, ns, runnerjob.OwnerTag(ci.UID), "ci", placeOf(&ci.Spec)))
-	require.NoError(t, books.Record(ctx, ns, runnerjob.OwnerTag(web.UID), "web", placeOf(&web.Spec)))
-	require.NoError(t, books.Record(ctx, ns, runnerjob.OwnerTag(victim.UID), "victim", placeOf(&victim.Spec))) // forged
+	require.NoError(t, books.Record(ctx, ns, runnerjob.OwnerTag(ci.UID), "ci", scope.Of(&ci.Spec)))
+	require.NoError(t, books.Record(ctx, ns, runnerjob.OwnerTag(web.UID), "web", scope.Of(&web.Spec)))
+	require.NoError(t, books.Record(ctx, ns, runnerjob.OwnerTag(victim.UID), "victim", scope.Of(&victim.Spec))) // forged
 
 	e.pass(e.sweep(platformToken))
 
 	key := ledger.MirrorKey(ns, "ns-uid")
 	got := e.copies()[key]
 	assert.Equal(t, ledger.Copy{Namespace: ns, UID: "ns-uid", Groups: ledger.Entries{
-		runnerjob.OwnerTag(ci.UID):  {Group: "ci", URL: platformURL, Scope: "org", Owner: "acme"},
-		runnerjob.OwnerTag(web.UID): {Group: "web", URL: platformURL, Scope: "org", Owner: "acme"},
+		runnerjob.OwnerTag(ci.UID):  {Group: "ci", At: scope.New(platformURL, "org", "acme", "")},
+		runnerjob.OwnerTag(web.UID): {Group: "web", At: scope.New(platformURL, "org", "acme", "")},
 	}}, got, "the forged tag is not copied")
 
 	// web is deleted: its tag stays while the ledger keeps it.
@@ -254,20 +254,20 @@ func TestAPassMirrorsWhatItsNamespacesRegistered(t *testing.T) {
 	assert.Contains(t, e.copies()[key].Groups, runnerjob.OwnerTag(web.UID))
 
 	// No registration of it is left (the ledger forgot it): it goes.
-	require.NoError(t, books.Forget(ctx, ns, placeOf(&web.Spec), []string{runnerjob.OwnerTag(web.UID)}))
+	require.NoError(t, books.Forget(ctx, ns, scope.Of(&web.Spec), []string{runnerjob.OwnerTag(web.UID)}))
 	e.pass(e.sweep(platformToken))
 	assert.NotContains(t, e.copies()[key].Groups, runnerjob.OwnerTag(web.UID))
 	assert.Contains(t, e.copies()[key].Groups, runnerjob.OwnerTag(ci.UID))
 
 	// The tenant empties its ledger: only its own clean-up is lost, and
 	// the record, with nothing left, goes.
-	require.NoError(t, books.Forget(ctx, ns, placeOf(&ci.Spec), []string{runnerjob.OwnerTag(ci.UID)}))
+	require.NoError(t, books.Forget(ctx, ns, scope.Of(&ci.Spec), []string{runnerjob.OwnerTag(ci.UID)}))
 	e.pass(e.sweep(platformToken))
 	assert.NotContains(t, e.copies(), key)
 
 	// Without the opt-in, no mirror is written.
 	e2 := newNSEnv(t, ci)
-	require.NoError(t, ledger.Store{Client: e2.kube}.Record(ctx, ns, runnerjob.OwnerTag(ci.UID), "ci", placeOf(&ci.Spec)))
+	require.NoError(t, ledger.Store{Client: e2.kube}.Record(ctx, ns, runnerjob.OwnerTag(ci.UID), "ci", scope.Of(&ci.Spec)))
 	e2.pass()
 	assert.Empty(t, e2.copies())
 }

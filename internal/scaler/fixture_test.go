@@ -32,6 +32,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
@@ -52,7 +53,7 @@ type fakeGitea struct {
 	snap  gitea.Snapshot
 	err   error
 	calls int
-	seen  []gitea.Target
+	seen  []scope.Place
 	// barrier, when set, runs before answering, outside the lock: a pass
 	// asks Gitea after it read the state and before it writes it.
 	barrier func()
@@ -63,7 +64,7 @@ type fakeGitea struct {
 	mints    int
 }
 
-func (f *fakeGitea) RegistrationToken(_ context.Context, t gitea.Target) (string, error) {
+func (f *fakeGitea) RegistrationToken(_ context.Context, t scope.Place) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.mints++
@@ -74,7 +75,7 @@ func (f *fakeGitea) RegistrationToken(_ context.Context, t gitea.Target) (string
 	return f.regToken, nil
 }
 
-func (f *fakeGitea) Snapshot(_ context.Context, t gitea.Target) (gitea.Snapshot, error) {
+func (f *fakeGitea) Snapshot(_ context.Context, t scope.Place) (gitea.Snapshot, error) {
 	if f.barrier != nil {
 		f.barrier()
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // whyFormerScope says why a runner Job whose runner registered in the
@@ -34,22 +35,19 @@ func stranded(why string) bool { return strings.HasPrefix(why, whyStranded) }
 // own), the runners API is off (--runner-idle-timeout 0), or the group's
 // token may not list p's runners. A listing that failed otherwise (Gitea
 // slow or down) is no reason: the next pass tries again.
-func (s *Scaler) unreachable(ctx context.Context, g *groupRun, p ledger.Place) string {
-	if p.URL != placeOf(&g.rg.Spec).URL {
-		return fmt.Sprintf("it is on another Gitea (%s)", p.URL)
+func (s *Scaler) unreachable(ctx context.Context, g *groupRun, p scope.Place) string {
+	if p.URL() != scope.Of(&g.rg.Spec).URL() {
+		return fmt.Sprintf("it is on another Gitea (%s)", p.URL())
 	}
 	if _, ok := g.gitea.(gitea.Runners); !ok || s.cfg.RunnerIdleTimeout <= 0 {
 		return "the runners API is off (--runner-idle-timeout 0)"
 	}
 	_, _, err := s.registrationsAt(ctx, g, p)
 	if errors.Is(err, gitea.ErrForbidden) || errors.Is(err, gitea.ErrUnauthorized) || errors.Is(err, gitea.ErrNotFound) {
-		return fmt.Sprintf("spec.authToken may not list the runners of %s (%v)", p.Target(), err)
+		return fmt.Sprintf("spec.authToken may not list the runners of %s (%v)", p, err)
 	}
 	return ""
 }
-
-// scopeOfPlace names a ledger place as the runner-scope annotation does.
-func scopeOfPlace(p ledger.Place) string { return runnerjob.Scope(p.URL, p.Scope, p.Owner, p.Repo) }
 
 // reapFormerScopes looks for the group's runners where its spec no longer
 // puts it: a group moved to another scope (org to repo, another
@@ -80,8 +78,8 @@ func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gite
 	// The runner Jobs say where they registered themselves: they are
 	// looked for there whatever the ledger holds (it keeps only the last
 	// few places).
-	byPlace := map[ledger.Place][]*batchv1.Job{}
-	var places []ledger.Place
+	byPlace := map[scope.Place][]*batchv1.Job{}
+	var places []scope.Place
 	for _, j := range formerJobs {
 		p, _ := placeOfJob(g, j)
 		if _, seen := byPlace[p]; !seen {
@@ -89,7 +87,7 @@ func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gite
 		}
 		byPlace[p] = append(byPlace[p], j)
 	}
-	inLedger := map[ledger.Place]bool{}
+	inLedger := map[scope.Place]bool{}
 	entries, err := s.ledger(ctx, g)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("cannot read the registrations ledger, so the registrations the group left in its former scopes without a runner Job are not looked for: %w", err))
@@ -99,7 +97,7 @@ func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gite
 		}
 		if e.Group == g.rg.Name {
 			for _, p := range e.Places() {
-				if p == here || p.URL != here.URL {
+				if p == here || p.URL() != here.URL() {
 					continue
 				}
 				inLedger[p] = true
@@ -124,11 +122,10 @@ func (s *Scaler) reapFormerScopes(ctx context.Context, g *groupRun, runners gite
 
 // reapFormerScope does reapFormerScopes' work in one former place
 // (reaper.ReapFormerPlace); done says nothing of the group is left there.
-func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea.Runners, p ledger.Place, jobs []*batchv1.Job, obs *observation, rep *reaper.Tally) (done bool, errs []error) {
-	t := p.Target()
+func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea.Runners, p scope.Place, jobs []*batchv1.Job, obs *observation, rep *reaper.Tally) (done bool, errs []error) {
 	all, _, err := s.registrationsAt(ctx, g, p)
 	if err != nil {
-		return false, []error{fmt.Errorf("cannot list the runners of the group's former scope %s, so none of its runners there is reaped: %w", t, err)}
+		return false, []error{fmt.Errorf("cannot list the runners of the group's former scope %s, so none of its runners there is reaped: %w", p, err)}
 	}
 	// Only a Job with no registration there can be silent.
 	silent := map[string]bool{}
@@ -141,5 +138,5 @@ func (s *Scaler) reapFormerScope(ctx context.Context, g *groupRun, runners gitea
 		}
 	}
 	return s.reaperWith(runners).ReapFormerPlace(ctx, s.reapGroup(g, rep), reaper.FormerPlace{
-		Target: t, Regs: all, Jobs: jobs, Silent: silent, Listed: obs.listedJobs(), Why: whyFormerScope})
+		Target: p, Regs: all, Jobs: jobs, Silent: silent, Listed: obs.listedJobs(), Why: whyFormerScope})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // TestRunnersOfAGroupsFormerScopeAreReaped (issue 25.8): a group whose
@@ -27,7 +28,7 @@ func TestRunnersOfAGroupsFormerScopeAreReaped(t *testing.T) {
 	before := newGroup("ci", 3) // org acme
 	// Org beta: acme's runners take none of its jobs.
 	moved := func(o *v1alpha1.RunnerGroup) { o.Spec.Org = "beta" }
-	old := gitea.TargetOf(&before.Spec)
+	old := scope.Of(&before.Spec)
 	tests := []struct {
 		name string
 		// setup registers the runner Job's runner (runner) and anything
@@ -73,7 +74,7 @@ func TestRunnersOfAGroupsFormerScopeAreReaped(t *testing.T) {
 			rg := newGroup("ci", 3, moved)
 			e, g, set := lifecycleEnv(t, rg)
 			books := ledger.Store{Client: e.kube}
-			require.NoError(t, books.Record(context.Background(), ns, runnerjob.OwnerTag(rg.UID), "ci", placeOf(&before.Spec)))
+			require.NoError(t, books.Record(context.Background(), ns, runnerjob.OwnerTag(rg.UID), "ci", scope.Of(&before.Spec)))
 			j := e.addRunner(before, "ci-aaaaa", 1, 20*time.Minute, runnerRunningSince(t0.Add(-19*time.Minute)))
 			runner := runnerjob.RunnerNameOf(j)
 			tt.setup(t, g, e, runner)
@@ -115,8 +116,8 @@ func TestRegistrationsLeftInAGroupsFormerScopeAreRemoved(t *testing.T) {
 	e, g, set := lifecycleEnv(t, rg)
 	books := ledger.Store{Client: e.kube}
 	tag := runnerjob.OwnerTag(rg.UID)
-	require.NoError(t, books.Record(context.Background(), ns, tag, "ci", placeOf(&before.Spec)))
-	old := gitea.TargetOf(&before.Spec)
+	require.NoError(t, books.Record(context.Background(), ns, tag, "ci", scope.Of(&before.Spec)))
+	old := scope.Of(&before.Spec)
 	g.registerAt(old, runnerjob.RunnerName(before, "ci-gone1"), false) // removed
 	g.registerAt(old, runnerjob.RunnerName(before, "ci-gone2"), true)  // online: kept
 	g.registerAt(old, runnerjob.RunnerName(before, "ci-gone3"), false) // runs a job: kept
@@ -133,7 +134,7 @@ func TestRegistrationsLeftInAGroupsFormerScopeAreRemoved(t *testing.T) {
 		runnerjob.RunnerName(other, "ci-bbbbb")}, g.namesAt(old))
 	entries, _, err := books.Load(context.Background(), ns)
 	require.NoError(t, err)
-	assert.Equal(t, []ledger.Place{placeOf(&rg.Spec), placeOf(&before.Spec)}, entries[tag].Places(), "moved, the former scope kept while runners are left there")
+	assert.Equal(t, []scope.Place{scope.Of(&rg.Spec), scope.Of(&before.Spec)}, entries[tag].Places(), "moved, the former scope kept while runners are left there")
 
 	// The online one went offline and the job ended: both go, and the
 	// former scope is forgotten.
@@ -146,7 +147,7 @@ func TestRegistrationsLeftInAGroupsFormerScopeAreRemoved(t *testing.T) {
 	assert.Equal(t, []string{runnerjob.RunnerName(other, "ci-bbbbb")}, g.namesAt(old))
 	entries, _, err = books.Load(context.Background(), ns)
 	require.NoError(t, err)
-	assert.Equal(t, []ledger.Place{placeOf(&rg.Spec)}, entries[tag].Places(), "nothing of the group is left in its former scope")
+	assert.Equal(t, []scope.Place{scope.Of(&rg.Spec)}, entries[tag].Places(), "nothing of the group is left in its former scope")
 }
 
 // TestAGroupWhoseURLIsSpeltAnotherWayHasNotMoved: a Gitea URL spelt
@@ -164,5 +165,5 @@ func TestAGroupWhoseURLIsSpeltAnotherWayHasNotMoved(t *testing.T) {
 
 	assert.Zero(t, sum.Created, "its registered runner takes the queued job")
 	assert.Contains(t, jobNamesOf(e), "ci-aaaaa")
-	assert.Equal(t, placeOf(&rg.Spec), placeOf(&before.Spec))
+	assert.Equal(t, scope.Of(&rg.Spec), scope.Of(&before.Spec))
 }

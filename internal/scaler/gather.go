@@ -15,11 +15,13 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
-// listingKey names one Gitea listing that groups can share: the same Gitea,
-// the same API token and the same target see the same jobs. The token is
+// listingKey names one Gitea listing that groups can share: the same Gitea
+// URL (as the spec spells it: the client is made from it), the same API
+// token and the same place see the same jobs. The token is
 // compared by its SHA-256, so the key holds no copy of it; the key is
 // never logged.
 //
@@ -31,12 +33,12 @@ import (
 type listingKey struct {
 	url    string
 	token  [sha256.Size]byte
-	target gitea.Target
+	target scope.Place
 }
 
 // newListingKey is the key of a group's listing.
 func newListingKey(spec *v1alpha1.RunnerGroupSpec, token string) listingKey {
-	return listingKey{url: spec.Gitea.URL, token: sha256.Sum256([]byte(token)), target: gitea.TargetOf(spec)}
+	return listingKey{url: spec.Gitea.URL, token: sha256.Sum256([]byte(token)), target: scope.Of(spec)}
 }
 
 // gathered is what a pass reads once and its groups share (see gather).

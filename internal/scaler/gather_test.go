@@ -22,6 +22,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
@@ -39,7 +40,7 @@ type loggedGitea struct {
 	url, token string
 }
 
-func (l loggedGitea) Snapshot(ctx context.Context, t gitea.Target) (gitea.Snapshot, error) {
+func (l loggedGitea) Snapshot(ctx context.Context, t scope.Place) (gitea.Snapshot, error) {
 	l.log.mu.Lock()
 	l.log.calls = append(l.log.calls, l.url+" "+l.token+" "+t.String())
 	l.log.mu.Unlock()
@@ -327,8 +328,8 @@ type failingOrg struct {
 	org string
 }
 
-func (f failingOrg) Snapshot(ctx context.Context, t gitea.Target) (gitea.Snapshot, error) {
-	if t.Owner == f.org {
+func (f failingOrg) Snapshot(ctx context.Context, t scope.Place) (gitea.Snapshot, error) {
+	if t.Owner() == f.org {
 		return gitea.Snapshot{}, &gitea.APIError{Kind: gitea.ErrServer, Status: 503, URL: "/api/v1/orgs/" + f.org + "/actions/jobs"}
 	}
 	return f.fakeGitea.Snapshot(ctx, t)

@@ -12,13 +12,13 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tokenrule"
@@ -65,7 +65,7 @@ type groupRun struct {
 	regCheck *metav1.Condition
 	// place is where the group's new runners register, and placeKnown
 	// whether the scaler knows it (place.go); set by validate.
-	place      ledger.Place
+	place      scope.Place
 	placeKnown bool
 	// cacheCheck is the Cache condition (nil: no shared cache, or the
 	// validate step did not get that far).
@@ -74,8 +74,8 @@ type groupRun struct {
 	// register in, listed once per group and pass (registrationsAt), and
 	// running the jobs that run in a place other than the group's own
 	// scope (runningAt).
-	regs    map[ledger.Place]listedRunners
-	running map[ledger.Place]runningJobs
+	regs    map[scope.Place]listedRunners
+	running map[scope.Place]runningJobs
 	// namespaces are the pass's answers on the groups' namespaces, and
 	// checks its registration token checks (onePass).
 	namespaces *namespaces
@@ -168,7 +168,7 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 			return err
 		}
 		g.regCheck = mintedRegistrationToken(g.rg)
-		g.setPlace(gitea.TargetOf(spec), true)
+		g.setPlace(scope.Of(spec), true)
 	} else {
 		// The registration token reaches Gitea only from the runner pods
 		// (secretKeyRef). The scaler reads it to turn a typo into a

@@ -16,6 +16,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // The tests of issue 32: the ways the lifecycle killed a running job or
@@ -28,7 +29,7 @@ type checkingRunners struct {
 	check *checkingGitea
 }
 
-func (c checkingRunners) RegistrationScope(ctx context.Context, t gitea.Target, token string) (gitea.Target, bool, error) {
+func (c checkingRunners) RegistrationScope(ctx context.Context, t scope.Place, token string) (scope.Place, bool, error) {
 	return c.check.RegistrationScope(ctx, t, token)
 }
 
@@ -46,11 +47,11 @@ func repoGroupWithOrgToken(t *testing.T, max int32) (*v1alpha1.RunnerGroup, *env
 	return rg, e, g, withCheck
 }
 
-var orgAcme = gitea.Target{Scope: gitea.ScopeOrg, Owner: "acme"}
+var orgAcme = scope.New("https://gitea.example.com", gitea.ScopeOrg, "acme", "")
 
 // orgScope is the runner-scope annotation of a runner registered in org
 // acme on the tests' Gitea.
-func orgScope() string { return runnerjob.Scope("https://gitea.example.com", "org", "acme", "") }
+func orgScope() scope.Place { return orgAcme }
 
 // 32.1: a runner registered with a containing scope's token is judged
 // where it registered, never killed because the group's own scope does not
@@ -64,7 +65,9 @@ func TestARunnerRegisteredWithAContainingScopesTokenIsJudgedWhereItRegistered(t 
 
 		require.Equal(t, 1, sum.Created)
 		j := e.jobs()[0]
-		assert.Equal(t, orgScope(), runnerjob.ScopeOfJob(&j))
+		assert.Equal(t, "https://gitea.example.com org acme", j.Annotations[v1alpha1.AnnotationRunnerScope], "the stored form")
+		at, _ := runnerjob.PlaceOfJob(&j)
+		assert.Equal(t, orgScope(), at)
 		assert.True(t, runnerjob.ScopeKnown(&j))
 		assert.Contains(t, regCondition(e.group("ci")).Message, "org acme, which contains repo acme/app")
 	})
@@ -102,7 +105,7 @@ func TestARunnerRegisteredWithAContainingScopesTokenIsJudgedWhereItRegistered(t 
 		e, g, set := lifecycleEnv(t, rg)
 		// The check could not be made (the API token may not ask the
 		// org): the Job names the repository, not known.
-		e.addRunnerAt(rg, runnerjob.ScopeOf(&rg.Spec), false, "ci-aaaaa", 0, 20*time.Minute, runnerRunningSince(t0.Add(-19*time.Minute)))
+		e.addRunnerAt(rg, scope.Of(&rg.Spec), false, "ci-aaaaa", 0, 20*time.Minute, runnerRunningSince(t0.Add(-19*time.Minute)))
 
 		e.pass(set)
 
@@ -148,11 +151,11 @@ func TestARunnerStrandedInAFormerPlaceHoldsNoSlot(t *testing.T) {
 	tests := []struct {
 		name string
 		// scope is where the old runner registered.
-		scope string
+		scope scope.Place
 		set   func(*Deps, *Config)
 		reach func(g *runnersGitea)
 	}{
-		{name: "another Gitea", scope: runnerjob.Scope("https://old-gitea.example.com", "org", "acme", "")},
+		{name: "another Gitea", scope: scope.New("https://old-gitea.example.com", gitea.ScopeOrg, "acme", "")},
 		{name: "the runners API off", scope: orgScope(), set: func(_ *Deps, c *Config) { c.RunnerIdleTimeout = 0 }},
 		{name: "a place the token may not list", scope: orgScope(), reach: func(g *runnersGitea) { g.place(orgAcme).listErr = gitea.ErrForbidden }},
 	}

@@ -53,7 +53,6 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 		return []error{fmt.Errorf("cannot read the registrations ledger: %w", err)}
 	}
 	here := g.registersIn()
-	t := here.Target()
 	recorded := map[string]string{}
 	for tag, e := range entries {
 		if slices.Contains(e.Places(), here) {
@@ -86,7 +85,7 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 		}
 	}
 	var errs []error
-	sw, err := s.reaperWith(runners).SweepLeftBehind(ctx, t, plan.LeftBehindInput{Regs: named, Recorded: recorded, Live: live}, reaper.LeftBehindActions{
+	sw, err := s.reaperWith(runners).SweepLeftBehind(ctx, here, plan.LeftBehindInput{Regs: named, Recorded: recorded, Live: live}, reaper.LeftBehindActions{
 		DryRun: func(r plan.Registration, group string) string {
 			return fmt.Sprintf("RunnerGroup %s/%s that registered it is gone", ns, group)
 		},
@@ -109,12 +108,6 @@ func (s *Scaler) removeLeftBehind(ctx context.Context, g *groupRun, runners gite
 		}
 	}
 	return errs
-}
-
-// placeOf is the runners listing a group's runners register in now, with
-// the Gitea URL normalised as runnerjob.ScopeOf does.
-func placeOf(spec *v1alpha1.RunnerGroupSpec) ledger.Place {
-	return placeAt(spec.Gitea.URL, gitea.TargetOf(spec))
 }
 
 // ledger is the pass's reading of the group's namespace's ledger: from the

@@ -15,6 +15,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // TestRegistrationsOfDeletedGroupsAreRemoved: a runner that registered and
@@ -39,7 +40,7 @@ func TestRegistrationsOfDeletedGroupsAreRemoved(t *testing.T) {
 	otherScope := newGroup("web", 1, func(o *v1alpha1.RunnerGroup) { o.Spec.Org = "other-org" }) // deleted, another scope
 	books := ledger.Store{Client: e.kube}
 	for _, r := range []*v1alpha1.RunnerGroup{oldCI, gone, other, otherScope} {
-		require.NoError(t, books.Record(context.Background(), ns, runnerjob.OwnerTag(r.UID), r.Name, placeOf(&r.Spec)))
+		require.NoError(t, books.Record(context.Background(), ns, runnerjob.OwnerTag(r.UID), r.Name, scope.Of(&r.Spec)))
 	}
 
 	g.register(runnerjob.RunnerName(oldCI, "ci-old01"), false)           // removed
@@ -87,7 +88,7 @@ func TestAGroupIsRecordedBeforeItsFirstRunner(t *testing.T) {
 	assert.Empty(t, cm.OwnerReferences, "it outlives the group")
 	left, _, err := ledger.Store{Client: e.kube}.Load(context.Background(), ns)
 	require.NoError(t, err)
-	assert.Equal(t, ledger.Entry{Group: "ci", URL: rg.Spec.Gitea.URL, Scope: "org", Owner: "acme"}, left[runnerjob.OwnerTag(rg.UID)])
+	assert.Equal(t, ledger.Entry{Group: "ci", At: scope.New(rg.Spec.Gitea.URL, "org", "acme", "")}, left[runnerjob.OwnerTag(rg.UID)])
 }
 
 // staleGroups is a loop's RunnerGroup watch cache that has not seen yet
@@ -130,7 +131,7 @@ func TestTheSweepOfDeletedGroupsConfirmsWithTheAPIServer(t *testing.T) {
 	gone := newGroup("gone", 1) // deleted for real
 	books := ledger.Store{Client: e.kube}
 	for _, r := range []*v1alpha1.RunnerGroup{young, gone} {
-		require.NoError(t, books.Record(context.Background(), ns, runnerjob.OwnerTag(r.UID), r.Name, placeOf(&r.Spec)))
+		require.NoError(t, books.Record(context.Background(), ns, runnerjob.OwnerTag(r.UID), r.Name, scope.Of(&r.Spec)))
 	}
 	// Registered, not polling yet: offline, as a deleted group's would be.
 	g.register(runnerjob.RunnerName(young, "young-aaaa1"), false)

@@ -15,12 +15,12 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerpod"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // podView is what the lifecycle needs of a runner Job's pods.
@@ -130,17 +130,17 @@ type listedRunners struct {
 // registrationsAt are the runners registered in place p, listed once per
 // group and pass; listed is false when they were not asked
 // (--runner-idle-timeout 0 turns off the runners API) or could not be.
-func (s *Scaler) registrationsAt(ctx context.Context, g *groupRun, p ledger.Place) (all []gitea.Runner, listed bool, err error) {
+func (s *Scaler) registrationsAt(ctx context.Context, g *groupRun, p scope.Place) (all []gitea.Runner, listed bool, err error) {
 	runners, _ := g.gitea.(gitea.Runners)
 	if runners == nil || s.cfg.RunnerIdleTimeout <= 0 {
 		return nil, false, nil
 	}
 	if g.regs == nil {
-		g.regs = map[ledger.Place]listedRunners{}
+		g.regs = map[scope.Place]listedRunners{}
 	}
 	l, ok := g.regs[p]
 	if !ok {
-		l.all, l.err = s.listRunners(ctx, g, runners, p.Target())
+		l.all, l.err = s.listRunners(ctx, g, runners, p)
 		l.byName = reaper.ByRunnerName(l.all)
 		g.regs[p] = l
 	}
@@ -149,7 +149,7 @@ func (s *Scaler) registrationsAt(ctx context.Context, g *groupRun, p ledger.Plac
 
 // registrationsOf are the registrations of a runner Job's runner in place
 // p (registrationsAt), and whether p was listed.
-func (s *Scaler) registrationsOf(ctx context.Context, g *groupRun, p ledger.Place, j *batchv1.Job) (mine []gitea.Runner, listed bool) {
+func (s *Scaler) registrationsOf(ctx context.Context, g *groupRun, p scope.Place, j *batchv1.Job) (mine []gitea.Runner, listed bool) {
 	if _, listed, _ = s.registrationsAt(ctx, g, p); !listed {
 		return nil, false
 	}
@@ -230,7 +230,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 	all, listed, listErr := s.registrationsAt(ctx, g, here)
 	switch {
 	case listErr != nil:
-		errs = append(errs, fmt.Errorf("cannot list the runners of %s: %w", here.Target(), listErr))
+		errs = append(errs, fmt.Errorf("cannot list the runners of %s: %w", here, listErr))
 	case listed:
 		reap := plan.ReapIdle(plan.IdleInput{Now: s.now(), Timeout: s.cfg.RunnerIdleTimeout,
 			Surplus: obs.surplus, MinIdle: int(g.rg.Spec.WarmPool()), Demand: len(obs.queued), Runners: idle})
@@ -245,7 +245,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			unables = append(unables, reaper.Unable{Job: j, Why: why, Unregistered: why == whyUnregistered})
 		}
 		errs = append(errs, rp.ReapRunners(ctx, rg, s.cfg.RunnerIdleTimeout, idleJobs, unables)...)
-		errs = append(errs, rp.RemoveOrphans(ctx, rg, here.Target(), all, obs.listedJobs(), obs.busy)...)
+		errs = append(errs, rp.RemoveOrphans(ctx, rg, here, all, obs.listedJobs(), obs.busy)...)
 		errs = append(errs, s.removeLeftBehind(ctx, g, runners, all, rep)...)
 	}
 	if runners != nil && s.cfg.RunnerIdleTimeout > 0 {
@@ -259,7 +259,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 
 // listRunners lists the runners registered in target t, once per pass
 // for the groups that share a listing (same Gitea and token).
-func (s *Scaler) listRunners(ctx context.Context, g *groupRun, runners gitea.Runners, t gitea.Target) ([]gitea.Runner, error) {
+func (s *Scaler) listRunners(ctx context.Context, g *groupRun, runners gitea.Runners, t scope.Place) ([]gitea.Runner, error) {
 	list := func(ctx context.Context) ([]gitea.Runner, error) {
 		return runners.ListRunners(ctx, t)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // runnersGitea adds the runners API to the scaler tests' fake Gitea.
@@ -46,7 +47,7 @@ type runnersGitea struct {
 	// elsewhere are the runners and running jobs of targets other than
 	// the group's own, when a test gives them; every other target
 	// answers with runners and the snapshot.
-	elsewhere map[gitea.Target]*scopeRunners
+	elsewhere map[scope.Place]*scopeRunners
 }
 
 // scopeRunners are one other target's registrations and running jobs.
@@ -57,11 +58,11 @@ type scopeRunners struct {
 }
 
 // place returns the other target t, made on first use.
-func (r *runnersGitea) place(t gitea.Target) *scopeRunners {
+func (r *runnersGitea) place(t scope.Place) *scopeRunners {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.elsewhere == nil {
-		r.elsewhere = map[gitea.Target]*scopeRunners{}
+		r.elsewhere = map[scope.Place]*scopeRunners{}
 	}
 	if r.elsewhere[t] == nil {
 		r.elsewhere[t] = &scopeRunners{}
@@ -70,7 +71,7 @@ func (r *runnersGitea) place(t gitea.Target) *scopeRunners {
 }
 
 // registerAt registers a runner in the other target t.
-func (r *runnersGitea) registerAt(t gitea.Target, name string, online bool) {
+func (r *runnersGitea) registerAt(t scope.Place, name string, online bool) {
 	p := r.place(t)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -79,7 +80,7 @@ func (r *runnersGitea) registerAt(t gitea.Target, name string, online bool) {
 }
 
 // namesAt are the runners registered in the other target t.
-func (r *runnersGitea) namesAt(t gitea.Target) []string {
+func (r *runnersGitea) namesAt(t scope.Place) []string {
 	p := r.place(t)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -90,7 +91,7 @@ func (r *runnersGitea) namesAt(t gitea.Target) []string {
 	return out
 }
 
-func (r *runnersGitea) ListRunners(_ context.Context, t gitea.Target) ([]gitea.Runner, error) {
+func (r *runnersGitea) ListRunners(_ context.Context, t scope.Place) ([]gitea.Runner, error) {
 	r.mu.Lock()
 	if p := r.elsewhere[t]; p != nil {
 		defer r.mu.Unlock()
@@ -109,7 +110,7 @@ func (r *runnersGitea) ListRunners(_ context.Context, t gitea.Target) ([]gitea.R
 	return append([]gitea.Runner(nil), r.runners...), r.listErr
 }
 
-func (r *runnersGitea) InProgress(_ context.Context, t gitea.Target) ([]gitea.Job, error) {
+func (r *runnersGitea) InProgress(_ context.Context, t scope.Place) ([]gitea.Job, error) {
 	r.mu.Lock()
 	if p := r.elsewhere[t]; p != nil {
 		defer r.mu.Unlock()
@@ -130,7 +131,7 @@ func (r *runnersGitea) InProgress(_ context.Context, t gitea.Target) ([]gitea.Jo
 	return append([]gitea.Job(nil), r.fakeGitea.snap.Running...), nil
 }
 
-func (r *runnersGitea) DisableRunner(_ context.Context, _ gitea.Target, id int64) error {
+func (r *runnersGitea) DisableRunner(_ context.Context, _ scope.Place, id int64) error {
 	r.mu.Lock()
 	r.calls = append(r.calls, "disable "+r.nameOf(id))
 	for i := range r.runners {
@@ -153,7 +154,7 @@ func (r *runnersGitea) DisableRunner(_ context.Context, _ gitea.Target, id int64
 	return nil
 }
 
-func (r *runnersGitea) DeleteRunner(_ context.Context, _ gitea.Target, id int64) error {
+func (r *runnersGitea) DeleteRunner(_ context.Context, _ scope.Place, id int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "delete "+r.nameOf(id))
@@ -218,16 +219,16 @@ func (e *env) addRunner(rg *v1alpha1.RunnerGroup, name string, giteaJob int64, a
 	e.t.Helper()
 	// As a pass makes it for a group whose registration token is its
 	// scope's own: the runner registers where the group is.
-	return e.addRunnerAt(rg, runnerjob.ScopeOf(&rg.Spec), true, name, giteaJob, age, pod)
+	return e.addRunnerAt(rg, scope.Of(&rg.Spec), true, name, giteaJob, age, pod)
 }
 
 // addRunnerAt is addRunner for a runner Job whose runner registers in
-// scope (runnerjob.Scope), as known or not.
-func (e *env) addRunnerAt(rg *v1alpha1.RunnerGroup, scope string, known bool, name string, giteaJob int64, age time.Duration, pod *corev1.PodStatus) *batchv1.Job {
+// at, as known or not.
+func (e *env) addRunnerAt(rg *v1alpha1.RunnerGroup, at scope.Place, known bool, name string, giteaJob int64, age time.Duration, pod *corev1.PodStatus) *batchv1.Job {
 	e.t.Helper()
 	j, err := runnerjob.Build(rg, name, giteaJob, runnerjob.DefaultOptions())
 	require.NoError(e.t, err)
-	runnerjob.MarkScope(j, scope, known)
+	runnerjob.MarkScope(j, at, known)
 	j.UID = types.UID("job-uid-" + name)
 	j.CreationTimestamp = metav1.NewTime(t0.Add(-age))
 	_, err = e.kube.BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{})

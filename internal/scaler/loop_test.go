@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // scriptedGitea runs during for each Snapshot, with the pass's context and
@@ -23,7 +24,7 @@ type scriptedGitea struct {
 	during func(ctx context.Context, call int32)
 }
 
-func (g *scriptedGitea) Snapshot(ctx context.Context, _ gitea.Target) (gitea.Snapshot, error) {
+func (g *scriptedGitea) Snapshot(ctx context.Context, _ scope.Place) (gitea.Snapshot, error) {
 	g.during(ctx, g.calls.Add(1))
 	return gitea.Snapshot{}, ctx.Err()
 }

@@ -11,11 +11,11 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // observation is what one pass saw of one group.
@@ -112,7 +112,7 @@ func (s *Scaler) busyElsewhere(ctx context.Context, g *groupRun, obs *observatio
 	if !ok || obs.podsErr != nil {
 		return
 	}
-	own := placeOf(&g.rg.Spec)
+	own := scope.Of(&g.rg.Spec)
 	for i := range obs.jobs {
 		j := &obs.jobs[i]
 		if !runnerjob.IsActive(j) || obs.busy[j.Name] || !obs.pods[j.UID].started {
@@ -123,14 +123,14 @@ func (s *Scaler) busyElsewhere(ctx context.Context, g *groupRun, obs *observatio
 			continue
 		}
 		if g.running == nil {
-			g.running = map[ledger.Place]runningJobs{}
+			g.running = map[scope.Place]runningJobs{}
 		}
 		r, read := g.running[p]
 		if !read {
 			r = runningJobs{names: map[string]bool{}}
 			var jobs []gitea.Job
-			if jobs, r.err = runners.InProgress(ctx, p.Target()); r.err != nil {
-				g.log.Warn("cannot read the running jobs of the scope the group's runners register in; its runners there count as busy", "scope", p.Target().String(), "error", r.err)
+			if jobs, r.err = runners.InProgress(ctx, p); r.err != nil {
+				g.log.Warn("cannot read the running jobs of the scope the group's runners register in; its runners there count as busy", "scope", p.String(), "error", r.err)
 			}
 			for _, rj := range jobs {
 				r.names[rj.RunnerName] = true
@@ -154,7 +154,7 @@ type runningJobs struct {
 // keeps those it owns), when Gitea was asked and what Gitea said.
 func (s *Scaler) read(ctx context.Context, g *groupRun) ([]batchv1.Job, time.Time, gitea.Snapshot, error) {
 	rg := g.rg
-	target := gitea.TargetOf(&rg.Spec)
+	target := scope.Of(&rg.Spec)
 	giteaErr := func(err error) error {
 		return reason.Errorf(giteaReason(err), "cannot list Gitea jobs of %s at %s: %w", target, rg.Spec.Gitea.URL, err)
 	}
@@ -238,9 +238,9 @@ func (g *groupRun) serves(j gitea.Job) bool {
 // namespaces this pass gathered are seen, and only runners of the group's
 // Gitea count: job IDs are per Gitea.
 func (s *Scaler) startingElsewhere(g *groupRun, id int64, running map[string]bool) bool {
-	instance := assign.Instance(g.rg.Spec.Gitea.URL)
+	instance := scope.Instance(g.rg.Spec.Gitea.URL)
 	for _, j := range g.shared.runnersFor(id) {
-		if owned.Controls(g.rg, j) || !runnerjob.IsActive(j) || assign.Instance(instanceURL(j)) != instance {
+		if owned.Controls(g.rg, j) || !runnerjob.IsActive(j) || scope.Instance(instanceURL(j)) != instance {
 			continue
 		}
 		// A Job without a creation time (never so from the API server)
@@ -271,9 +271,9 @@ func (g *groupRun) runningRunners(own gitea.Snapshot) map[string]bool {
 	if g.shared == nil {
 		return out
 	}
-	instance := assign.Instance(g.rg.Spec.Gitea.URL)
+	instance := scope.Of(&g.rg.Spec).URL()
 	for k, l := range g.shared.listings {
-		if assign.Instance(k.url) != instance {
+		if k.target.URL() != instance {
 			continue
 		}
 		select {

@@ -20,6 +20,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -236,7 +237,7 @@ func TestLargeGiteaAnswerFailsOnlyItsGroup(t *testing.T) {
 // would, and fails the way the real client does then.
 type cancellingGitea struct{ cancel context.CancelFunc }
 
-func (g cancellingGitea) Snapshot(ctx context.Context, _ gitea.Target) (gitea.Snapshot, error) {
+func (g cancellingGitea) Snapshot(ctx context.Context, _ scope.Place) (gitea.Snapshot, error) {
 	g.cancel()
 	<-ctx.Done()
 	return gitea.Snapshot{}, fmt.Errorf("gitea: GET /api/v1/orgs/acme/actions/jobs: %w", ctx.Err())
@@ -315,10 +316,10 @@ func TestPassesRotateWhichGroupGoesFirst(t *testing.T) {
 	})
 }
 
-func servedOrgs(seen []gitea.Target) []string {
+func servedOrgs(seen []scope.Place) []string {
 	var out []string
 	for _, t := range seen {
-		out = append(out, t.Owner[len("org-"):])
+		out = append(out, t.Owner()[len("org-"):])
 	}
 	return out
 }

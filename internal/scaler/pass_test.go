@@ -16,6 +16,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -39,7 +40,7 @@ func TestPassServesQueuedMatchingJobsOnly(t *testing.T) {
 		Namespace: ns, Name: "ci", Queued: 1, Blocked: 1, Running: 1, Active: 1, Max: 5, Created: 1,
 	}}}, sum, "no queued-to-Job time: the fake's jobs have no creation time")
 	assert.Equal(t, map[int64]int{1: 1}, e.giteaJobsServed(), "one runner for the matching queued job; none for gpu or blocked jobs")
-	assert.Equal(t, []gitea.Target{{Scope: gitea.ScopeOrg, Owner: "acme"}}, e.gitea.seen)
+	assert.Equal(t, []scope.Place{scope.New("https://gitea.example.com", gitea.ScopeOrg, "acme", "")}, e.gitea.seen)
 	assert.Equal(t, []string{secretToken}, e.tokens, "Gitea is asked with the authToken")
 
 	st := e.group("ci").Status
@@ -209,8 +210,8 @@ func TestOneBrokenGroupDoesNotStopTheOthers(t *testing.T) {
 // one healthy Gitea target.
 type perOrg map[string]*fakeGitea
 
-func (p perOrg) Snapshot(ctx context.Context, t gitea.Target) (gitea.Snapshot, error) {
-	return p[t.Owner].Snapshot(ctx, t)
+func (p perOrg) Snapshot(ctx context.Context, t scope.Place) (gitea.Snapshot, error) {
+	return p[t.Owner()].Snapshot(ctx, t)
 }
 
 func TestSelectorsPickGroups(t *testing.T) {

@@ -5,10 +5,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // Where a group's runners register. A registration token of a
@@ -27,51 +25,42 @@ import (
 // taken for unregistered: it may be registered in a scope that contains it.
 
 // setPlace records where the group's runners register from now on.
-func (g *groupRun) setPlace(t gitea.Target, known bool) {
-	g.place, g.placeKnown = placeAt(g.rg.Spec.Gitea.URL, t), known
+func (g *groupRun) setPlace(p scope.Place, known bool) {
+	g.place, g.placeKnown = p, known
 }
 
 // registersIn is the place the group's new runners register in: set by
 // validate, or the group's own place when validate did not get that far.
-func (g *groupRun) registersIn() ledger.Place {
-	if g.place == (ledger.Place{}) {
-		return placeOf(&g.rg.Spec)
+func (g *groupRun) registersIn() scope.Place {
+	if g.place.IsZero() {
+		return scope.Of(&g.rg.Spec)
 	}
 	return g.place
-}
-
-// placeAt names a target on a Gitea as the ledger does, with the URL
-// normalised (assign.Instance).
-func placeAt(url string, t gitea.Target) ledger.Place {
-	return ledger.Place{URL: assign.Instance(url), Scope: string(t.Scope), Owner: t.Owner, Repo: t.Repo}
 }
 
 // placeOfJob is where a runner Job's runner registers, and whether the
 // scaler knew it when it made the Job. A Job made before the runner-scope
 // annotation registered where its group's spec is now, as far as anyone
 // knew: not known.
-func placeOfJob(g *groupRun, j *batchv1.Job) (ledger.Place, bool) {
-	url, scope, owner, repo, ok := runnerjob.ParseScope(runnerjob.ScopeOfJob(j))
+func placeOfJob(g *groupRun, j *batchv1.Job) (scope.Place, bool) {
+	p, ok := runnerjob.PlaceOfJob(j)
 	if !ok {
-		return placeOf(&g.rg.Spec), false
+		return scope.Of(&g.rg.Spec), false
 	}
-	return ledger.Place{URL: url, Scope: scope, Owner: owner, Repo: repo}, runnerjob.ScopeKnown(j)
+	return p, runnerjob.ScopeKnown(j)
 }
 
 // placeServes says whether runners registered in place p take jobs of
 // the group's scope as its spec is now: p is on the group's Gitea and is
 // its scope or one that contains it.
-func placeServes(p ledger.Place, g *groupRun) bool {
-	here := placeOf(&g.rg.Spec)
-	return p.URL == here.URL && p.Target().Contains(here.Target())
-}
+func placeServes(p scope.Place, g *groupRun) bool { return p.Contains(scope.Of(&g.rg.Spec)) }
 
 // runnerPlace is where a runner Job's runner is registered, as far as the
 // pass can tell, whether the scaler knew it, and whether that is a former
 // place of the group's (one that does not serve its scope now). A runner
 // whose Job names a former place but that the group's current place lists
 // (its pod restarted with the group's new token) is judged where it is.
-func (s *Scaler) runnerPlace(ctx context.Context, g *groupRun, j *batchv1.Job) (p ledger.Place, known, former bool) {
+func (s *Scaler) runnerPlace(ctx context.Context, g *groupRun, j *batchv1.Job) (p scope.Place, known, former bool) {
 	p, known = placeOfJob(g, j)
 	if placeServes(p, g) {
 		return p, known, false

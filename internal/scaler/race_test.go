@@ -22,6 +22,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/kubecache"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // TestRacingPassesCampaign is the bounded randomized proof of "exactly one
@@ -188,7 +189,7 @@ func (sc *scene) arrive(n int) {
 
 // Snapshot answers as Gitea's listing does, for any target: the scene is
 // one org.
-func (sc *scene) Snapshot(context.Context, gitea.Target) (gitea.Snapshot, error) {
+func (sc *scene) Snapshot(context.Context, scope.Place) (gitea.Snapshot, error) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	var snap gitea.Snapshot

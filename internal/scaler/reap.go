@@ -15,10 +15,10 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/plan"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reaper"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
@@ -96,27 +96,26 @@ func (s *Scaler) recheckStuck(ctx context.Context, g *groupRun, jobs []*batchv1.
 	names := map[string]bool{}
 	if runners, ok := g.gitea.(gitea.Runners); ok {
 		// Each runner is looked for where it registers (place.go).
-		var places []ledger.Place
+		var places []scope.Place
 		for _, j := range jobs {
 			if p, _, _ := s.runnerPlace(ctx, g, j); !slices.Contains(places, p) {
 				places = append(places, p)
 			}
 		}
 		for _, p := range places {
-			t := p.Target()
-			running, err := runners.InProgress(ctx, t)
+			running, err := runners.InProgress(ctx, p)
 			if err != nil {
-				return nil, fmt.Errorf("cannot list the running jobs of %s: %w", t, err)
+				return nil, fmt.Errorf("cannot list the running jobs of %s: %w", p, err)
 			}
 			for _, r := range running {
 				names[r.RunnerName] = true
 			}
-			regs, err := runners.ListRunners(ctx, t)
+			regs, err := runners.ListRunners(ctx, p)
 			switch {
 			case errors.Is(err, gitea.ErrForbidden) || errors.Is(err, gitea.ErrUnauthorized):
 				g.log.Debug("the API token may not list runners; judging runners that did not start by their pods and Gitea's running jobs", "error", err)
 			case err != nil:
-				return nil, fmt.Errorf("cannot list the runners of %s: %w", t, err)
+				return nil, fmt.Errorf("cannot list the runners of %s: %w", p, err)
 			}
 			for _, r := range regs {
 				names[r.Name] = true
@@ -233,7 +232,7 @@ func (s *Scaler) reaperOf(g *groupRun) reaper.Reaper {
 func (s *Scaler) reapGroup(g *groupRun, rep *reaper.Tally) reaper.Group {
 	return reaper.Group{RG: g.rg, Log: g.log, Tally: rep,
 		Event: func(ctx context.Context, typ, reason, message string) { s.event(ctx, g.rg, typ, reason, message) },
-		Where: func(ctx context.Context, j *batchv1.Job) (ledger.Place, []gitea.Runner) {
+		Where: func(ctx context.Context, j *batchv1.Job) (scope.Place, []gitea.Runner) {
 			p, _, _ := s.runnerPlace(ctx, g, j)
 			regs, _ := s.registrationsOf(ctx, g, p, j)
 			return p, regs

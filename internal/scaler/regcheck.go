@@ -13,6 +13,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // regChecks remembers the verdicts of registration token checks, keyed by
@@ -35,7 +36,7 @@ type regVerdict struct {
 	at    time.Time
 	match bool
 	// scope is the scope whose token matched: where runners register.
-	scope   gitea.Target
+	scope   scope.Place
 	refused error
 	// transient is a failure a retry may not repeat (Gitea slow or down):
 	// that verdict is for the asking pass only and is not kept.
@@ -122,7 +123,7 @@ func (r *regChecks) put(key [sha256.Size]byte, v regVerdict) {
 func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiToken, regToken string) error {
 	rg := g.rg
 	ref := rg.RegistrationTokenRef()
-	target := gitea.TargetOf(&rg.Spec)
+	target := scope.Of(&rg.Spec)
 	where := fmt.Sprintf("the registration token in Secret %s/%s (key %q)", rg.Namespace, ref.Name, ref.Key)
 	g.setPlace(target, false)
 	unchecked := func(why error) {
@@ -141,10 +142,10 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 	key := sha256.Sum256([]byte(rg.Spec.Gitea.URL + "\x00" + target.String() + "\x00" + apiToken + "\x00" + regToken))
 	now := s.now()
 	v := g.checks.verdict(key, now, func() regVerdict {
-		scope, match, err := checker.RegistrationScope(ctx, target, regToken)
+		registersIn, match, err := checker.RegistrationScope(ctx, target, regToken)
 		switch {
 		case err == nil:
-			return regVerdict{at: now, match: match, scope: scope}
+			return regVerdict{at: now, match: match, scope: registersIn}
 		case errors.Is(err, gitea.ErrUnauthorized), errors.Is(err, gitea.ErrForbidden), errors.Is(err, gitea.ErrNotFound), errors.Is(err, gitea.ErrWrongUser):
 			return regVerdict{at: now, refused: err}
 		default:
@@ -179,5 +180,5 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 // whose token the scaler mints: the scope's own by construction.
 func mintedRegistrationToken(rg *v1alpha1.RunnerGroup) *metav1.Condition {
 	return &metav1.Condition{Type: v1alpha1.ConditionRegistrationToken, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRegistrationTokenMinted,
-		Message: fmt.Sprintf("the scaler mints the registration token of %s with spec.authToken into Secret %s/%s", gitea.TargetOf(&rg.Spec), rg.Namespace, rg.RegistrationTokenRef().Name)}
+		Message: fmt.Sprintf("the scaler mints the registration token of %s with spec.authToken into Secret %s/%s", scope.Of(&rg.Spec), rg.Namespace, rg.RegistrationTokenRef().Name)}
 }

@@ -21,12 +21,13 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // checkingGitea is fakeGitea that can also tell a scope's active
 // registration token (gitea.RegistrationCheck), as the real client does
 // by asking Gitea: active holds each target's token and errs each
-// target's failure (both by Target.String); checks counts them.
+// target's failure (both by scope.Place.String); checks counts them.
 type checkingGitea struct {
 	*fakeGitea
 	mu     sync.Mutex
@@ -38,26 +39,26 @@ type checkingGitea struct {
 // RegistrationScope answers as Gitea does: the target's own token, then
 // its owner's (org or user) for a repository, then the instance's; the
 // first that matches is the scope runners register in.
-func (c *checkingGitea) RegistrationScope(_ context.Context, t gitea.Target, token string) (gitea.Target, bool, error) {
+func (c *checkingGitea) RegistrationScope(_ context.Context, t scope.Place, token string) (scope.Place, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.checks++
 	if err := c.errs[t.String()]; err != nil {
-		return gitea.Target{}, false, err
+		return scope.Place{}, false, err
 	}
-	scopes := []gitea.Target{t}
-	if t.Scope == gitea.ScopeRepo {
-		scopes = append(scopes, gitea.Target{Scope: gitea.ScopeOrg, Owner: t.Owner}, gitea.Target{Scope: gitea.ScopeUser, Owner: t.Owner})
+	scopes := []scope.Place{t}
+	if t.Scope() == gitea.ScopeRepo {
+		scopes = append(scopes, t.On(gitea.ScopeOrg, t.Owner()), t.On(gitea.ScopeUser, t.Owner()))
 	}
-	if t.Scope != gitea.ScopeGlobal {
-		scopes = append(scopes, gitea.Target{Scope: gitea.ScopeGlobal})
+	if t.Scope() != gitea.ScopeGlobal {
+		scopes = append(scopes, t.On(gitea.ScopeGlobal, ""))
 	}
 	for _, s := range scopes {
 		if active, ok := c.active[s.String()]; ok && active == token {
 			return s, true, nil
 		}
 	}
-	return gitea.Target{}, false, nil
+	return scope.Place{}, false, nil
 }
 
 // checkedBy makes the pass's Gitea client the checking fake c.

@@ -12,6 +12,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/owned"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // RegistrationTokenRecheck is how often the scaler asks Gitea again for a
@@ -86,13 +87,13 @@ func (s *Scaler) mintRegistrationToken(ctx context.Context, g *groupRun) (string
 	if !ok {
 		return "", reason.Errorf(v1alpha1.ReasonGiteaUnavailable, "registration token: the Gitea client cannot mint registration tokens")
 	}
-	token, err := minter.RegistrationToken(ctx, gitea.TargetOf(&g.rg.Spec))
+	token, err := minter.RegistrationToken(ctx, scope.Of(&g.rg.Spec))
 	if err != nil {
 		why := giteaReason(err)
 		if errors.Is(err, gitea.ErrWrongUser) {
 			why = v1alpha1.ReasonGiteaForbidden
 		}
-		return "", reason.Errorf(why, "registration token: cannot mint one for %s with spec.authToken: %w", gitea.TargetOf(&g.rg.Spec), err)
+		return "", reason.Errorf(why, "registration token: cannot mint one for %s with spec.authToken: %w", scope.Of(&g.rg.Spec), err)
 	}
 	return token, nil
 }

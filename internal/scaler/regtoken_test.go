@@ -15,6 +15,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 const mintedToken = "m1nted-REGISTRATION-t0ken-abc"
@@ -51,7 +52,7 @@ func TestAGroupWithoutRegistrationTokenGetsOneMintedIntoItsOwnSecret(t *testing.
 	assert.EqualValues(t, "uid-ci", sec.OwnerReferences[0].UID, "deleted with its group")
 	assert.True(t, *sec.OwnerReferences[0].Controller)
 	assert.Equal(t, "ci", sec.Labels[v1alpha1.LabelRunnerGroupName])
-	assert.Equal(t, []gitea.Target{{Scope: gitea.ScopeOrg, Owner: "acme"}}, e.gitea.seen[:1], "minted for the group's scope")
+	assert.Equal(t, []scope.Place{scope.New("https://gitea.example.com", gitea.ScopeOrg, "acme", "")}, e.gitea.seen[:1], "minted for the group's scope")
 	assert.Equal(t, []string{secretToken}, e.tokens, "with the group's own API token")
 
 	jobs := e.jobs()

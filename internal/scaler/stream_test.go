@@ -13,6 +13,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // stalledGitea answers the org "stalled" only once stop is closed or the
@@ -25,8 +26,8 @@ type stalledGitea struct {
 	log  *[]string
 }
 
-func (s stalledGitea) Snapshot(ctx context.Context, t gitea.Target) (gitea.Snapshot, error) {
-	if t.Owner != "stalled" {
+func (s stalledGitea) Snapshot(ctx context.Context, t scope.Place) (gitea.Snapshot, error) {
+	if t.Owner() != "stalled" {
 		return s.fast.Snapshot(ctx, t)
 	}
 	select {

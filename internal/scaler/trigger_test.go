@@ -12,6 +12,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 func TestCouldServeAnyByScopeAndLabels(t *testing.T) {
@@ -53,7 +54,7 @@ type countingGitea struct {
 	calls map[string]int
 }
 
-func (c *countingGitea) Snapshot(_ context.Context, t gitea.Target) (gitea.Snapshot, error) {
+func (c *countingGitea) Snapshot(_ context.Context, t scope.Place) (gitea.Snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls[t.String()]++

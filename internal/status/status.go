@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/termtext"
 )
@@ -89,7 +90,7 @@ func rowOf(rg *v1alpha1.RunnerGroup, now time.Time) Row {
 	st := rg.Status
 	r := Row{
 		Namespace: rg.Namespace, Name: rg.Name,
-		Scope: string(rg.Spec.Scope), Target: target(&rg.Spec),
+		Scope: string(rg.Spec.Scope), Target: scope.Of(&rg.Spec).Name(),
 		Queued: st.QueuedJobs, Blocked: st.BlockedJobs, Running: st.RunningJobs,
 		Active: st.ActiveRunners, Max: rg.Spec.MaxActiveRunners,
 		Idle: st.IdleRunners, Warm: st.WarmRunners, MinIdle: rg.Spec.MinIdleRunners, Starting: st.StartingRunners, LeftToOtherGroups: st.JobsLeftToOtherGroups,
@@ -106,17 +107,6 @@ func rowOf(rg *v1alpha1.RunnerGroup, now time.Time) Row {
 		r.LastPass, r.AgeSeconds = &t, &age
 	}
 	return r
-}
-
-func target(spec *v1alpha1.RunnerGroupSpec) string {
-	switch spec.Scope {
-	case v1alpha1.ScopeGlobal:
-		return ""
-	case v1alpha1.ScopeRepo:
-		return spec.Owner() + "/" + spec.Repo
-	default:
-		return spec.Owner()
-	}
 }
 
 func condition(rg *v1alpha1.RunnerGroup, typ string) Condition {

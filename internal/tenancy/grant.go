@@ -9,6 +9,7 @@ import (
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // The grant: what a namespace's RunnerGroups may serve, as the platform
@@ -35,29 +36,25 @@ const (
 	AnnotationGrantedRepositories = v1alpha1.Group + "/granted-repositories"
 )
 
-// Target is what a group serves: its scope, owner and repository.
-type Target struct {
-	Scope       v1alpha1.Scope
-	Owner, Repo string
-}
-
 // ErrNotGranted is what every refusal of CheckGrant wraps.
 var ErrNotGranted = errors.New("not granted")
 
-// CheckGrant says whether the namespace's grant lets a group serve target
-// on the Gitea at url. An annotation that is absent limits nothing (a
+// CheckGrant says whether the namespace's grant lets a group serve the
+// scope of p on the Gitea at url. The URL is the one the group's spec
+// spells, as its client dials it: the grant judges that spelling, not the
+// normalised p.URL(). An annotation that is absent limits nothing (a
 // namespace the platform has not annotated may claim what it could
 // before); one that is present but empty grants nothing; one that does
 // not parse grants nothing and says which entry is wrong.
-func CheckGrant(ns *corev1.Namespace, url string, target Target) error {
+func CheckGrant(ns *corev1.Namespace, url string, p scope.Place) error {
 	name := ns.Name
 	if raw, ok := ns.Annotations[AnnotationGrantedGiteaURLs]; ok {
 		entries := splitList(raw)
-		p, err := giteaurl.Parse(entries)
+		urls, err := giteaurl.Parse(entries)
 		if err != nil {
 			return fmt.Errorf("%w: annotation %s of namespace %s: %w", ErrNotGranted, AnnotationGrantedGiteaURLs, name, err)
 		}
-		if p.Empty() || p.Check(url) != nil {
+		if urls.Empty() || urls.Check(url) != nil {
 			return fmt.Errorf("%w: Gitea %s is not granted to namespace %s (granted: %s; annotation %s, set by the platform team)",
 				ErrNotGranted, url, name, describeGrant(entries), AnnotationGrantedGiteaURLs)
 		}
@@ -67,7 +64,7 @@ func CheckGrant(ns *corev1.Namespace, url string, target Target) error {
 		return nil
 	}
 	entries := splitList(raw)
-	owner, repo := strings.ToLower(target.Owner), strings.ToLower(target.Repo)
+	owner, repo := strings.ToLower(p.Owner()), strings.ToLower(p.Repo())
 	granted := false
 	for _, e := range entries {
 		o, r, hasRepo := strings.Cut(strings.ToLower(e), "/")
@@ -77,22 +74,22 @@ func CheckGrant(ns *corev1.Namespace, url string, target Target) error {
 		switch {
 		case e == "*":
 			granted = true
-		case target.Scope == v1alpha1.ScopeGlobal:
+		case p.Scope() == v1alpha1.ScopeGlobal:
 		case !hasRepo:
 			granted = granted || o == owner
 		default:
-			granted = granted || (target.Scope == v1alpha1.ScopeRepo && o == owner && r == repo)
+			granted = granted || (p.Scope() == v1alpha1.ScopeRepo && o == owner && r == repo)
 		}
 	}
 	if granted {
 		return nil
 	}
-	what := "owner " + target.Owner
-	switch target.Scope {
+	what := "owner " + p.Owner()
+	switch p.Scope() {
 	case v1alpha1.ScopeGlobal:
 		what = "every repository (scope global)"
 	case v1alpha1.ScopeRepo:
-		what = "repository " + target.Owner + "/" + target.Repo
+		what = "repository " + p.Owner() + "/" + p.Repo()
 	}
 	return fmt.Errorf("%w: %s is not granted to namespace %s (granted: %s; annotation %s, set by the platform team)",
 		ErrNotGranted, what, name, describeGrant(entries), AnnotationGrantedRepositories)

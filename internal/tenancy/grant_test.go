@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 func namespaceWith(annotations map[string]string) *corev1.Namespace {
@@ -23,24 +25,24 @@ func TestGrant(t *testing.T) {
 		name        string
 		annotations map[string]string
 		url         string
-		target      Target
+		target      scope.Place
 		wantErr     string
 	}{
-		{"no annotation: the namespace may claim anything, as before", nil, gitea, Target{Scope: "global"}, ""},
-		{"an owner of its own", teamB, gitea, Target{Scope: "org", Owner: "fabrikam"}, ""},
-		{"a repository of a granted owner", teamB, gitea, Target{Scope: "repo", Owner: "Fabrikam", Repo: "web"}, ""},
-		{"a granted repository, names compared without case as Gitea does", teamB, gitea, Target{Scope: "repo", Owner: "CONTOSO", Repo: "tools"}, ""},
-		{"a path under a granted URL", teamB, "https://other.example.com/gitea/", Target{Scope: "user", Owner: "fabrikam"}, ""},
-		{"another team's repository", teamB, gitea, Target{Scope: "repo", Owner: "contoso", Repo: "web"}, `repository contoso/web is not granted to namespace team-b`},
-		{"the owner of a granted repository is not granted whole", teamB, gitea, Target{Scope: "org", Owner: "contoso"}, `owner contoso is not granted to namespace team-b`},
-		{"global needs *", teamB, gitea, Target{Scope: "global"}, `every repository (scope global) is not granted to namespace team-b`},
-		{"a Gitea not granted", teamB, "https://evil.example.com", Target{Scope: "org", Owner: "fabrikam"}, `Gitea https://evil.example.com is not granted to namespace team-b`},
-		{"* grants every repository", map[string]string{AnnotationGrantedRepositories: "*"}, gitea, Target{Scope: "global"}, ""},
-		{"URLs only: any repository there", map[string]string{AnnotationGrantedGiteaURLs: gitea}, gitea, Target{Scope: "repo", Owner: "x", Repo: "y"}, ""},
-		{"present but empty grants nothing", map[string]string{AnnotationGrantedRepositories: " "}, gitea, Target{Scope: "org", Owner: "fabrikam"}, `owner fabrikam is not granted to namespace team-b (granted: none;`},
-		{"present but empty URLs grant no Gitea", map[string]string{AnnotationGrantedGiteaURLs: ""}, gitea, Target{Scope: "org", Owner: "fabrikam"}, `Gitea https://gitea.example.com is not granted to namespace team-b (granted: none;`},
-		{"a malformed entry grants nothing and says so", map[string]string{AnnotationGrantedRepositories: "a/b/c"}, gitea, Target{Scope: "org", Owner: "a"}, `annotation gitea.bpg.pw/granted-repositories of namespace team-b: entry "a/b/c"`},
-		{"a malformed URL grants nothing and says so", map[string]string{AnnotationGrantedGiteaURLs: "ftp://x"}, gitea, Target{Scope: "org", Owner: "a"}, `annotation gitea.bpg.pw/granted-gitea-urls of namespace team-b`},
+		{"no annotation: the namespace may claim anything, as before", nil, gitea, scope.New("", "global", "", ""), ""},
+		{"an owner of its own", teamB, gitea, scope.New("", "org", "fabrikam", ""), ""},
+		{"a repository of a granted owner", teamB, gitea, scope.New("", "repo", "Fabrikam", "web"), ""},
+		{"a granted repository, names compared without case as Gitea does", teamB, gitea, scope.New("", "repo", "CONTOSO", "tools"), ""},
+		{"a path under a granted URL", teamB, "https://other.example.com/gitea/", scope.New("", "user", "fabrikam", ""), ""},
+		{"another team's repository", teamB, gitea, scope.New("", "repo", "contoso", "web"), `repository contoso/web is not granted to namespace team-b`},
+		{"the owner of a granted repository is not granted whole", teamB, gitea, scope.New("", "org", "contoso", ""), `owner contoso is not granted to namespace team-b`},
+		{"global needs *", teamB, gitea, scope.New("", "global", "", ""), `every repository (scope global) is not granted to namespace team-b`},
+		{"a Gitea not granted", teamB, "https://evil.example.com", scope.New("", "org", "fabrikam", ""), `Gitea https://evil.example.com is not granted to namespace team-b`},
+		{"* grants every repository", map[string]string{AnnotationGrantedRepositories: "*"}, gitea, scope.New("", "global", "", ""), ""},
+		{"URLs only: any repository there", map[string]string{AnnotationGrantedGiteaURLs: gitea}, gitea, scope.New("", "repo", "x", "y"), ""},
+		{"present but empty grants nothing", map[string]string{AnnotationGrantedRepositories: " "}, gitea, scope.New("", "org", "fabrikam", ""), `owner fabrikam is not granted to namespace team-b (granted: none;`},
+		{"present but empty URLs grant no Gitea", map[string]string{AnnotationGrantedGiteaURLs: ""}, gitea, scope.New("", "org", "fabrikam", ""), `Gitea https://gitea.example.com is not granted to namespace team-b (granted: none;`},
+		{"a malformed entry grants nothing and says so", map[string]string{AnnotationGrantedRepositories: "a/b/c"}, gitea, scope.New("", "org", "a", ""), `annotation gitea.bpg.pw/granted-repositories of namespace team-b: entry "a/b/c"`},
+		{"a malformed URL grants nothing and says so", map[string]string{AnnotationGrantedGiteaURLs: "ftp://x"}, gitea, scope.New("", "org", "a", ""), `annotation gitea.bpg.pw/granted-gitea-urls of namespace team-b`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

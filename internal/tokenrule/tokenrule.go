@@ -31,9 +31,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -72,7 +72,7 @@ func CheckNamespace(names tenancy.Names, rg *v1alpha1.RunnerGroup, f NamespaceFa
 	case f.Namespace == nil:
 		return reason.Errorf(v1alpha1.ReasonKubernetesError, "namespace %s was not read, so its grant is not known", rg.Namespace)
 	}
-	if err := tenancy.CheckGrant(f.Namespace, rg.Spec.Gitea.URL, grantTarget(&rg.Spec)); err != nil {
+	if err := tenancy.CheckGrant(f.Namespace, rg.Spec.Gitea.URL, scope.Of(&rg.Spec)); err != nil {
 		return reason.Errorf(v1alpha1.ReasonNotGranted, "%w", err)
 	}
 	return nil
@@ -110,12 +110,6 @@ func APITokenUse(rg *v1alpha1.RunnerGroup) tenancy.TokenUse {
 // Errors name the Secret and key, never the value.
 func APIToken(ctx context.Context, kube kubernetes.Interface, rg *v1alpha1.RunnerGroup) (string, error) {
 	return SecretKey(ctx, kube, map[string]*corev1.Secret{}, rg.Namespace, "authToken", rg.Spec.AuthToken.SecretRef, APITokenUse(rg))
-}
-
-// grantTarget is what a group serves, as a namespace's grant names it.
-func grantTarget(spec *v1alpha1.RunnerGroupSpec) tenancy.Target {
-	t := gitea.TargetOf(spec)
-	return tenancy.Target{Scope: t.Scope, Owner: t.Owner, Repo: t.Repo}
 }
 
 // SecretKey returns one key of a Secret in a group's namespace, for use,

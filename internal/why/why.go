@@ -29,6 +29,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/reason"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerpod"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tokenrule"
@@ -296,12 +297,12 @@ func findJob(ctx context.Context, d Deps, cfg Config, selected []*v1alpha1.Runne
 			refused = append(refused, rg)
 			continue
 		}
-		target := gitea.TargetOf(&rg.Spec)
+		target := scope.Of(&rg.Spec)
 		base := rg.Spec.Gitea.URL
 		if ref.Base != "" {
-			target = gitea.Target{Scope: gitea.ScopeRepo, Owner: ref.Owner, Repo: ref.Repo}
+			target = scope.New(base, gitea.ScopeRepo, ref.Owner, ref.Repo)
 		}
-		ask := assign.Instance(base) + " " + target.String() + " " + rg.Namespace + "/" + rg.Spec.AuthToken.SecretRef.Name + "/" + rg.Spec.AuthToken.SecretRef.Key
+		ask := target.Stored() + " " + rg.Namespace + "/" + rg.Spec.AuthToken.SecretRef.Name + "/" + rg.Spec.AuthToken.SecretRef.Key
 		if asked[ask] {
 			continue
 		}
@@ -330,8 +331,8 @@ func findJob(ctx context.Context, d Deps, cfg Config, selected []*v1alpha1.Runne
 				if j.ID != ref.JobID {
 					continue
 				}
-				if j.Repo == "" && target.Scope == gitea.ScopeRepo {
-					j.Repo = target.Owner + "/" + target.Repo
+				if j.Repo == "" && target.Scope() == gitea.ScopeRepo {
+					j.Repo = target.Owner() + "/" + target.Repo()
 				}
 				rep.Job = JobInfo{ID: j.ID, Gitea: base, Repo: j.Repo, Status: l.status, Labels: j.Labels, RunnerName: j.RunnerName}
 				for _, f := range failures {

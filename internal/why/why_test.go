@@ -28,6 +28,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -396,7 +397,7 @@ func TestExplainAsksGiteaAsLittleAsItCan(t *testing.T) {
 	client, err := gitea.NewClient(w.srv.URL, token, gitea.Options{})
 	require.NoError(t, err)
 	w.srv.ResetRequests()
-	_, err = client.Snapshot(context.Background(), gitea.Target{Scope: gitea.ScopeOrg, Owner: "acme"})
+	_, err = client.Snapshot(context.Background(), scope.New("", gitea.ScopeOrg, "acme", ""))
 	require.NoError(t, err)
 	oneSnapshot := len(w.srv.Requests())
 

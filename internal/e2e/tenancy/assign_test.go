@@ -25,6 +25,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
@@ -252,11 +253,11 @@ func TestRegistrationTokenCheckOnTheRealGitea(t *testing.T) {
 	admin, err := gitea.NewClient(g.Admin.URL(), g.AdminToken, gitea.Options{})
 	require.NoError(t, err)
 	check := admin.(gitea.RegistrationCheck)
-	orgTarget := gitea.Target{Scope: gitea.ScopeOrg, Owner: org}
-	repoTarget := gitea.Target{Scope: gitea.ScopeRepo, Owner: repo.Owner, Repo: repo.Name}
+	orgTarget := scope.New("", gitea.ScopeOrg, org, "")
+	repoTarget := scope.New("", gitea.ScopeRepo, repo.Owner, repo.Name)
 	for _, tt := range []struct {
 		name   string
-		target gitea.Target
+		target scope.Place
 		token  string
 		want   bool
 	}{
@@ -278,10 +279,10 @@ func TestRegistrationTokenCheckOnTheRealGitea(t *testing.T) {
 	userRepo := g.CreateUserRepo(ctx, t, owner, "tool")
 	asUser, err := gitea.NewClient(g.Admin.URL(), g.UserToken(ctx, t, user, pass, "check", "write:repository", "write:user"), gitea.Options{})
 	require.NoError(t, err)
-	scope, got, err := asUser.(gitea.RegistrationCheck).RegistrationScope(ctx, gitea.Target{Scope: gitea.ScopeRepo, Owner: userRepo.Owner, Repo: userRepo.Name}, userToken)
+	where, got, err := asUser.(gitea.RegistrationCheck).RegistrationScope(ctx, scope.New("", gitea.ScopeRepo, userRepo.Owner, userRepo.Name), userToken)
 	require.NoError(t, err)
 	assert.True(t, got, "the user's token serves the user's repository")
-	assert.Equal(t, gitea.Target{Scope: gitea.ScopeUser, Owner: userRepo.Owner}, scope, "its runners register in the user's scope")
+	assert.Equal(t, scope.New("", gitea.ScopeUser, userRepo.Owner, ""), where, "its runners register in the user's scope")
 
 	ro, err := gitea.NewClient(g.Admin.URL(), readOnly, gitea.Options{})
 	require.NoError(t, err)
