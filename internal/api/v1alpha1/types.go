@@ -109,36 +109,26 @@ type RunnerGroupList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.registrationToken) || self.registrationToken.secretRef.name != self.authToken.secretRef.name || self.registrationToken.secretRef.key != self.authToken.secretRef.key",message="spec.registrationToken and spec.authToken name the same key of the same Secret: the registration token reaches the runner pod and the API token must not; point them at different keys",fieldPath=".registrationToken",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultLabels) || self.defaultLabels || (has(self.labels) && size(self.labels) > 0)",message="spec.labels must name at least one label when spec.defaultLabels is false: a runner with no labels would get act_runner's own defaults",fieldPath=".labels",reason=FieldValueRequired
 type RunnerGroupSpec struct {
-	// Scope says at which level the runners register in Gitea and so whose
-	// jobs they serve: global (the whole instance, needs an instance-wide
-	// registration token), org (one organization, spec.org), user (one user's
-	// repositories, spec.user) or repo (one repository, spec.repo with its
-	// owner in spec.org or spec.user).
+	// Scope says where the runners register in Gitea and so whose jobs they
+	// serve: global (the instance), org (spec.org), user (spec.user) or repo
+	// (spec.repo, its owner in spec.org or spec.user).
 	Scope Scope `json:"scope"`
 
-	// Org names the organization: required for scope org, and the
-	// repository's owner for scope repo when the owner is an organization.
-	// Not allowed with scopes global and user. Gitea names: letters, digits,
-	// '-', '_' and '.', starting with a letter or digit, at most 40
-	// characters.
+	// Org names the organization: for scope org, or the repository's owner
+	// for scope repo.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=40
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][-_.a-zA-Z0-9]*$`
 	Org string `json:"org,omitempty"`
 
-	// User names the user: required for scope user, and the repository's
-	// owner for scope repo when the owner is a user. Not allowed with scopes
-	// global and org. Gitea names: letters, digits, '-', '_' and '.',
-	// starting with a letter or digit, at most 40 characters.
+	// User names the user: for scope user, or the repository's owner for
+	// scope repo.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=40
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][-_.a-zA-Z0-9]*$`
 	User string `json:"user,omitempty"`
 
-	// Repo names the repository, without its owner (the owner goes in
-	// spec.org or spec.user): required for scope repo and not allowed with
-	// other scopes. Letters, digits, '-', '_' and '.', at most 100
-	// characters; not '.' or '..'.
+	// Repo names the repository, without its owner, for scope repo.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=100
 	// +kubebuilder:validation:Pattern=`^[-_.a-zA-Z0-9]+$`
@@ -162,50 +152,38 @@ type RunnerGroupSpec struct {
 	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[^:]+(:(host|docker(:.+)?))?$')",message=`each of spec.labels is "name", "name:host" or "name:docker://image", with a non-empty name`
 
 	// Labels are the runner's labels, each "name", "name:host" or
-	// "name:docker://image" (no commas, no whitespace), as act_runner takes
-	// them. Label names (the part before the first ':') are unique. The
-	// scaler's default labels are added, except those whose name a label
-	// here already has. At most 50 labels of at most 256 characters.
+	// "name:docker://image"; the scaler's default labels are added, except
+	// those whose name a label here already has.
 	Labels []string `json:"labels,omitempty"`
 
 	// DefaultLabels, when false, leaves out the scaler's default labels
-	// (ubuntu-latest and the like): the group's runners offer only
-	// spec.labels. A `[gpu]` group that sets it false never competes with
-	// a plain group for `ubuntu-latest` jobs. Default true.
+	// (ubuntu-latest and the like), so a special-purpose group never takes a
+	// plain group's jobs. Default true.
 	// +optional
 	DefaultLabels *bool `json:"defaultLabels,omitempty"`
 
 	// MaxActiveRunners caps the group's unfinished runner Jobs; 0 pauses the
-	// group (no new runner Jobs; running ones finish). From 0 to 1000: each
-	// runner is a privileged dind pod, and a larger pool belongs in several
-	// groups.
+	// group (running ones finish).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	MaxActiveRunners int32 `json:"maxActiveRunners"`
 
-	// Suspend pauses the group without losing its cap and warm pool: while
-	// true the group starts no runner Jobs and keeps no warm pool (its
-	// idle runners are reaped after the idle timeout), runners that run a
-	// job finish it, and it holds no job away from another group, as with
-	// maxActiveRunners 0. Default false.
+	// Suspend pauses the group as maxActiveRunners 0 does, keeping its cap
+	// and warm pool for later. Default false.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
-	// MinIdleRunners is the warm pool: the scaler keeps this many idle
-	// runners registered beyond the queued jobs, so a job starts without
-	// waiting for a pod, and never reaps those for being idle. The group
-	// asks for min(minIdleRunners + queued jobs, maxActiveRunners) runners.
-	// At most maxActiveRunners. Default 0.
+	// MinIdleRunners is the warm pool: idle runners kept registered beyond
+	// the queued jobs, so a job need not wait for a pod. At most
+	// maxActiveRunners. Default 0.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	MinIdleRunners int32 `json:"minIdleRunners,omitempty"`
 
-	// RegistrationToken points at the runner registration token of the
-	// group's scope, in a Secret in the RunnerGroup's namespace. Optional:
-	// left out, the scaler mints the scope's registration token through
-	// the Gitea API with spec.authToken and keeps it in the Secret
-	// "<name>-registration-token" (key "token"), which the group owns.
+	// RegistrationToken points at the registration token of the group's
+	// scope, in the group's namespace. Left out, the scaler mints it with
+	// spec.authToken into the Secret "<name>-registration-token".
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self.secretRef.key != '.' && self.secretRef.key != '..' && !self.secretRef.key.startsWith('..')",message="spec.registrationToken.secretRef.key is not a valid Secret key: it must not be '.' or '..' or start with '..'",fieldPath=".secretRef.key"
 	RegistrationToken *SecretKeySelector `json:"registrationToken,omitempty"`
@@ -215,24 +193,11 @@ type RunnerGroupSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.secretRef.key != '.' && self.secretRef.key != '..' && !self.secretRef.key.startsWith('..')",message="spec.authToken.secretRef.key is not a valid Secret key: it must not be '.' or '..' or start with '..'",fieldPath=".secretRef.key"
 	AuthToken SecretKeySelector `json:"authToken"`
 
-	// Template is merged over the runner pod that the scaler builds (after
-	// the install-wide runnerTemplate), one rule per field: pod-level
-	// fields replace the default's; the container named "runner" is merged
-	// into the runner container (image, resources, securityContext and the
-	// like replace, env and volumeMounts are added by name); other
-	// containers and initContainers are added; volumes are added by name.
-	// Refused here: GITEA_INSTANCE_URL and GITEA_RUNNER_* env, CONFIG_FILE in
-	// the runner container (spec.runnerConfig configures the runner), restartPolicy,
-	// the scaler's labels (gitea.bpg.pw/* and app.kubernetes.io/name,
-	// component, managed-by), and references to Secrets or ServiceAccounts
-	// (serviceAccountName, secret volumes and projections, secretKeyRef,
-	// envFrom secretRef), automountServiceAccountToken, and volume types
-	// other than emptyDir, configMap, downwardAPI, projected (configMap and
-	// downwardAPI sources), ephemeral (without a dataSource) and image: the
-	// scaler would hand those to whoever may write RunnerGroups. The
-	// docs/runner-pods.md of the chart has the full table.
-	// Field descriptions are left out of this part of the schema to keep
-	// the CRD small; see kubectl explain pod.spec.
+	// Template is merged over the runner pod the scaler builds, after the
+	// chart's runnerTemplate, by the rules of the chart's
+	// docs/runner-pods.md; the rules below list what a group may not set.
+	// Its field descriptions are left out to keep the CRD small; see
+	// kubectl explain pod.spec.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.restartPolicy)",message="spec.template.spec.restartPolicy is reserved: runner Jobs use OnFailure, so that a runner that fails to register starts again",fieldPath=".spec.restartPolicy",reason=FieldValueForbidden
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || ((!has(self.spec.containers) || self.spec.containers.all(c, !has(c.env) || c.env.all(e, e.name != 'GITEA_INSTANCE_URL' && !e.name.startsWith('GITEA_RUNNER_')))) && (!has(self.spec.initContainers) || self.spec.initContainers.all(c, !has(c.env) || c.env.all(e, e.name != 'GITEA_INSTANCE_URL' && !e.name.startsWith('GITEA_RUNNER_')))))",message="spec.template must not set env GITEA_INSTANCE_URL or GITEA_RUNNER_* in any container: the scaler sets them from spec.gitea, spec.registrationToken and spec.labels",fieldPath=".spec",reason=FieldValueForbidden
@@ -247,25 +212,18 @@ type RunnerGroupSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.automountServiceAccountToken)",message="spec.template.spec.automountServiceAccountToken is reserved: runner pods get no ServiceAccount token (the namespace's default one would reach every runner) unless the platform's runnerTemplate says so",fieldPath=".spec",reason=FieldValueForbidden
 	Template *corev1.PodTemplateSpec `json:"template,omitempty"`
 
-	// RunnerConfig is the group's part of the runner's config.yaml
-	// (gitea/runner's keys): job env, job timeout, polling, how job
-	// containers start. The scaler merges it over the chart's
-	// runnerConfig.defaults and under runnerConfig.pinned, adds what it
-	// owns (capacity 1, shutdown_timeout from the pod's grace period, the
-	// cache), and mounts the result into every runner pod (CONFIG_FILE).
-	// The chart's docs/runner-config.md has the table.
+	// RunnerConfig is the group's part of the runner's config.yaml, merged
+	// over the chart's runnerConfig.defaults and under runnerConfig.pinned
+	// (the chart's docs/runner-config.md).
 	// +optional
 	RunnerConfig *RunnerConfig `json:"runnerConfig,omitempty"`
 }
 
 // GiteaSpec locates the Gitea instance.
 type GiteaSpec struct {
-	// URL is the base URL of the Gitea instance, for example
-	// https://gitea.example.com or https://example.com/gitea: an absolute
-	// http or https URL with a host, no whitespace, no credentials
-	// (user:password@ would leak into status, events and logs; tokens belong
-	// in the Secrets that registrationToken and authToken name), no query
-	// and no fragment. At most 1024 characters.
+	// URL is the base URL of the Gitea instance, such as
+	// https://gitea.example.com: http or https, without credentials, query
+	// or fragment.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule=`!self.matches('[\\s]')`,message="spec.gitea.url must not contain whitespace"
