@@ -41,6 +41,8 @@ IMAGE_PLATFORMS ?= linux/$(shell go env GOARCH)
 IMAGE_SOURCE := https://github.com/gitea-runner-operator/gitea-runner-operator
 IMAGE_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 IMAGE_CREATED ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# The CA bundle the image ships; the release's SBOM lists it by checksum.
+IMAGE_CA := /etc/ssl/certs/ca-certificates.crt
 
 .PHONY: image
 image: ## Build the scaler's OCI image into bin/image without Docker (IMAGE_PLATFORMS="linux/amd64 linux/arm64" for more).
@@ -50,7 +52,7 @@ image: ## Build the scaler's OCI image into bin/image without Docker (IMAGE_PLAT
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(LDFLAGS)' -o $$out ./cmd/gitea-runner-scaler; \
 	  bins+=(-binary "$$p=$(CURDIR)/$$out"); done; \
 	cd scripts/tools/image && go run -mod=readonly . -out $(CURDIR)/$(IMAGE_DIR) "$${bins[@]}" \
-	  -ca /etc/ssl/certs/ca-certificates.crt -rootfs rootfs \
+	  -ca $(IMAGE_CA) -rootfs rootfs \
 	  -source $(IMAGE_SOURCE) -version $(VERSION) -revision $(IMAGE_REVISION) -created $(IMAGE_CREATED)
 
 # The release: make release VERSION=x.y.z REGISTRY=ghcr.io/OWNER builds
@@ -77,7 +79,8 @@ release: ## Push the image (amd64, arm64) with its SBOM and the chart pinned to 
 	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
 	cd scripts/tools/image && $(RELEASE_TOOL) sbom -layout $(CURDIR)/$(IMAGE_DIR) -version $(VERSION) -repository $(RELEASE_IMAGE) \
 	  $(foreach p,$(RELEASE_PLATFORMS),-binary $(p)=$(CURDIR)/bin/image-build/$(subst /,-,$(p))/gitea-runner-scaler) \
-	  -source $(IMAGE_SOURCE) -created $(IMAGE_CREATED) -out $(CURDIR)/$(RELEASE_DIR)/gitea-runner-scaler-$(VERSION).spdx.json
+	  -source $(IMAGE_SOURCE) -created $(IMAGE_CREATED) -out $(CURDIR)/$(RELEASE_DIR)/gitea-runner-scaler-$(VERSION).spdx.json \
+	  -ca $(IMAGE_CA) -ca-version "$$(dpkg-query -W -f='$${Version}' ca-certificates 2>/dev/null)"
 	cd scripts/tools/image && $(RELEASE_TOOL) push -layout $(CURDIR)/$(IMAGE_DIR) -version $(VERSION) -repository $(RELEASE_IMAGE) \
 	  -sbom $(CURDIR)/$(RELEASE_DIR)/gitea-runner-scaler-$(VERSION).spdx.json -plain-http=$(RELEASE_PLAIN_HTTP) \
 	  -digest-file $(CURDIR)/$(RELEASE_DIR)/image.digest

@@ -2,7 +2,7 @@
 // or edits the chart; the Makefile builds the binaries, the image layout
 // (scripts/tools/image) and packages and pushes the chart with helm.
 //
-//	release sbom  -layout bin/image -version V -repository REPO -binary linux/amd64=PATH ... -created UNIX -source URL -out FILE
+//	release sbom  -layout bin/image -version V -repository REPO -binary linux/amd64=PATH ... -created UNIX -source URL -ca FILE [-ca-version V] -out FILE
 //	release push  -layout bin/image -version V -repository REPO [-sbom FILE] [-plain-http] [-digest-file FILE]
 //	release chart -chart DIR -out DIR -version V -repository REPO -digest sha256:...
 //
@@ -77,6 +77,8 @@ func runSBOM(args []string) error {
 	fs.StringVar(&s.Repository, "repository", "", "image repository it is pushed to")
 	fs.Var(binaries(s.Binaries), "binary", "PLATFORM=PATH of the scaler binary in that platform's image (repeat)")
 	fs.StringVar(&s.Source, "source", "", "the project's repository URL")
+	fs.StringVar(&s.CABundle, "ca", "", "the CA bundle file the image builder copied into the image")
+	fs.StringVar(&s.CABundleVersion, "ca-version", "", "its package's version, if known")
 	created := fs.String("created", "", "creation time, Unix seconds (the commit's)")
 	out := fs.String("out", "", "SPDX JSON file to write")
 	if err := fs.Parse(args); err != nil {

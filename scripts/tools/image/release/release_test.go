@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,16 @@ func testSpec(t *testing.T) SBOMSpec {
 		Binaries:   map[string]string{runtime.GOOS + "/" + runtime.GOARCH: testBinary(t)},
 		Created:    time.Unix(1700000000, 0),
 		Source:     "https://github.com/gitea-runner-operator/gitea-runner-operator",
+		CABundle:   testCABundle(t),
 	}
+}
+
+// testCABundle stands in for the host's CA bundle: the SBOM reads only its bytes.
+func testCABundle(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "ca-certificates.crt")
+	require.NoError(t, os.WriteFile(f, []byte("-----BEGIN CERTIFICATE-----\ntest\n-----END CERTIFICATE-----\n"), 0o644))
+	return f
 }
 
 func TestSBOMListsEveryModuleOfTheBinaryByPURL(t *testing.T) {
@@ -109,7 +119,15 @@ func TestSBOMListsEveryModuleOfTheBinaryByPURL(t *testing.T) {
 			bins = append(bins, byID[r.RelatedSPDXElement])
 		}
 	}
-	require.Len(t, bins, 1)
+	require.Len(t, bins, 2, "the binary and the CA bundle")
+	ca := byID["SPDXRef-File-ca-certificates.crt"]
+	assert.Contains(t, bins, ca, "the image contains the CA bundle")
+	caContent, err := os.ReadFile(s.CABundle)
+	require.NoError(t, err)
+	caSum := sha256.Sum256(caContent)
+	assert.Equal(t, []spdxChecksum{{"SHA256", hex.EncodeToString(caSum[:])}}, ca.Checksums, "the CA bundle by its SHA-256")
+	assert.Contains(t, ca.Comment, "/etc/ssl/certs/ca-certificates.crt")
+	bins = slices.DeleteFunc(bins, func(p spdxPackage) bool { return p.SPDXID == ca.SPDXID })
 	content, err := os.ReadFile(testBinary(t))
 	require.NoError(t, err)
 	sum := sha256.Sum256(content)
@@ -139,6 +157,8 @@ func TestSBOMRefusesWhatItCannotDescribe(t *testing.T) {
 	}{
 		{"no binary", func(s *SBOMSpec) { s.Binaries = nil }, "no binary given"},
 		{"no digest", func(s *SBOMSpec) { s.Digest = v1.Hash{} }, "must all be set"},
+		{"no CA bundle", func(s *SBOMSpec) { s.CABundle = "" }, "must all be set"},
+		{"a CA bundle that is not there", func(s *SBOMSpec) { s.CABundle = filepath.Join(t.TempDir(), "none") }, "CA bundle"},
 		{"a binary of another platform", func(s *SBOMSpec) { s.Binaries = map[string]string{other: testBinary(t)} }, "was built for"},
 		{"not a Go binary", func(s *SBOMSpec) {
 			f := filepath.Join(t.TempDir(), "x")

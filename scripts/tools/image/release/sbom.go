@@ -88,7 +88,14 @@ type SBOMSpec struct {
 	Created time.Time
 	// Source is the project's repository, the namespace of the document.
 	Source string
+	// CABundle is the CA bundle file copied into every platform's image;
+	// CABundleVersion its package's version where the build host knows it.
+	CABundle        string
+	CABundleVersion string
 }
+
+// caBundleInImage is where the image builder puts the CA bundle.
+const caBundleInImage = "/etc/ssl/certs/ca-certificates.crt"
 
 var spdxIDUnsafe = regexp.MustCompile(`[^A-Za-z0-9.-]+`)
 
@@ -120,8 +127,8 @@ func BuildSBOM(s SBOMSpec) ([]byte, error) {
 	if len(s.Binaries) == 0 {
 		return nil, errors.New("no binary given")
 	}
-	if s.Repository == "" || s.Version == "" || s.Digest.Hex == "" || s.Source == "" {
-		return nil, errors.New("repository, version, digest and source must all be set")
+	if s.Repository == "" || s.Version == "" || s.Digest.Hex == "" || s.Source == "" || s.CABundle == "" {
+		return nil, errors.New("repository, version, digest, source and CA bundle must all be set")
 	}
 	name := s.Repository[strings.LastIndex(s.Repository, "/")+1:]
 	imageID := spdxID("Image", name)
@@ -157,6 +164,15 @@ func BuildSBOM(s SBOMSpec) ([]byte, error) {
 		Comment: "The multi-platform image index, by the digest it was pushed with.",
 	})
 	doc.Relationships = append(doc.Relationships, spdxRelationship{"SPDXRef-DOCUMENT", "DESCRIBES", imageID})
+
+	// The CA bundle decides whom the scaler trusts over TLS, so a scanner
+	// must see which one shipped.
+	ca, err := caBundlePackage(s.CABundle, s.CABundleVersion)
+	if err != nil {
+		return nil, err
+	}
+	doc.Packages = append(doc.Packages, ca)
+	doc.Relationships = append(doc.Relationships, spdxRelationship{imageID, "CONTAINS", ca.SPDXID})
 
 	platforms := make([]string, 0, len(s.Binaries))
 	for p := range s.Binaries {
@@ -276,6 +292,29 @@ func modulePackage(path, version, comment string) spdxPackage {
 		}},
 		Comment: comment,
 	}
+}
+
+func caBundlePackage(file, version string) (spdxPackage, error) {
+	sum, err := fileSHA256(file)
+	if err != nil {
+		return spdxPackage{}, fmt.Errorf("CA bundle: %w", err)
+	}
+	if version == "" {
+		version = "NOASSERTION"
+	}
+	return spdxPackage{
+		SPDXID:                "SPDXRef-File-ca-certificates.crt",
+		Name:                  "ca-certificates",
+		VersionInfo:           version,
+		Supplier:              "NOASSERTION",
+		DownloadLocation:      "NOASSERTION",
+		Checksums:             []spdxChecksum{{Algorithm: "SHA256", ChecksumValue: sum}},
+		LicenseConcluded:      "NOASSERTION",
+		LicenseDeclared:       "NOASSERTION",
+		CopyrightText:         "NOASSERTION",
+		PrimaryPackagePurpose: "FILE",
+		Comment:               fmt.Sprintf("The CA bundle at %s in every platform's image, copied from the build host's %s.", caBundleInImage, file),
+	}, nil
 }
 
 func fileSHA256(file string) (string, error) {
