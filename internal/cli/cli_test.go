@@ -20,12 +20,19 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
-func parse(t *testing.T, args ...string) (*RunCmd, error) {
+// parseCLI parses args as Main would, without running anything.
+func parseCLI(t *testing.T, args ...string) (*CLI, error) {
 	t.Helper()
 	var c CLI
 	p, err := kong.New(&c, kong.Exit(func(int) { t.Fatal("unexpected exit") }))
 	require.NoError(t, err)
-	_, err = p.Parse(append([]string{"run"}, args...))
+	_, err = p.Parse(args)
+	return &c, err
+}
+
+func parse(t *testing.T, args ...string) (*RunCmd, error) {
+	t.Helper()
+	c, err := parseCLI(t, append([]string{"run"}, args...)...)
 	return &c.Run, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,18 +36,12 @@ type EnableNamespaceCmd struct {
 }
 
 func (c *EnableNamespaceCmd) request() enable.Request {
-	r := enable.Request{
+	// A mint key is an API token key too (tenancy's key annotations).
+	return enable.Request{
 		Namespace: c.Namespace, TenantClusterRole: c.TenantClusterRole, ServiceAccount: c.ServiceAccount,
-		PodSecurity: c.PodSecurity, TokenSecret: c.TokenSecret,
-		RegistrationKeys: c.RegistrationKey, APIKeys: append(append([]string(nil), c.APIKey...), c.MintKey...), MintKeys: c.MintKey,
+		PodSecurity: c.PodSecurity, GiteaURLs: c.GiteaURL, Repositories: c.Repository, TokenSecret: c.TokenSecret,
+		RegistrationKeys: c.RegistrationKey, APIKeys: slices.Concat(c.APIKey, c.MintKey), MintKeys: c.MintKey,
 	}
-	if c.GiteaURL != nil {
-		r.GiteaURLs = c.GiteaURL
-	}
-	if c.Repository != nil {
-		r.Repositories = c.Repository
-	}
-	return r
 }
 
 // Validate refuses, at parse time, a request that cannot be applied.

@@ -13,16 +13,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
-
-	"github.com/alecthomas/kong"
 )
 
 func parseEnable(t *testing.T, args ...string) (*EnableNamespaceCmd, error) {
 	t.Helper()
-	var c CLI
-	p, err := kong.New(&c, kong.Exit(func(int) { t.Fatal("unexpected exit") }))
-	require.NoError(t, err)
-	_, err = p.Parse(append([]string{"enable-namespace"}, args...))
+	c, err := parseCLI(t, append([]string{"enable-namespace"}, args...)...)
 	return &c.EnableNamespace, err
 }
 

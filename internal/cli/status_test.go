@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alecthomas/kong"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,10 +20,7 @@ import (
 
 func parseStatus(t *testing.T, args ...string) (*StatusCmd, error) {
 	t.Helper()
-	var c CLI
-	p, err := kong.New(&c, kong.Exit(func(int) { t.Fatal("unexpected exit") }))
-	require.NoError(t, err)
-	_, err = p.Parse(append([]string{"status"}, args...))
+	c, err := parseCLI(t, append([]string{"status"}, args...)...)
 	return &c.Status, err
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/alecthomas/kong"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,10 +22,7 @@ import (
 
 func parseWhy(t *testing.T, args ...string) (*WhyCmd, error) {
 	t.Helper()
-	var c CLI
-	p, err := kong.New(&c, kong.Exit(func(int) { t.Fatal("unexpected exit") }))
-	require.NoError(t, err)
-	_, err = p.Parse(append([]string{"why"}, args...))
+	c, err := parseCLI(t, append([]string{"why"}, args...)...)
 	return &c.Why, err
 }
 
