@@ -267,11 +267,11 @@ func (c *client) targetListings(ctx context.Context, t scope.Place, of func(jobS
 
 // runListings reads every listing, at most maxConcurrentListings at a time,
 // and stops at the first failure. pages is the most pages one listing took.
-func (c *client) runListings(ctx context.Context, ls []listing) (results [][]*sdk.ActionWorkflowJob, pages int, err error) {
+func (c *client) runListings(ctx context.Context, ls []listing) (results []listed, pages int, err error) {
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	results = make([][]*sdk.ActionWorkflowJob, len(ls))
+	results = make([]listed, len(ls))
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -282,16 +282,16 @@ func (c *client) runListings(ctx context.Context, ls []listing) (results [][]*sd
 	for range min(maxConcurrentListings, len(ls)) {
 		wg.Go(func() {
 			for i := range next {
-				jobs, n, err := c.fetchJobs(gctx, ls[i])
+				got, err := c.fetchJobs(gctx, ls[i])
 				if err != nil {
 					// The first failure is the cause; the ones after it are
 					// mostly our own cancellation of the others.
 					errOnce.Do(func() { firstErr = err; cancel() })
 					continue
 				}
-				results[i] = jobs
+				results[i] = got
 				mu.Lock()
-				pages = max(pages, n)
+				pages = max(pages, got.pages)
 				mu.Unlock()
 			}
 		})
@@ -317,25 +317,18 @@ feed:
 	return results, pages, nil
 }
 
-// fetchJobs reads every page of one listing, and says how many pages it
-// read. A job whose status the listing did not ask for fails it: Gitea
-// filters in its query, so such a job means a proxy or a Gitea dropped the
-// status filter, and the listing may lack the jobs it was asked for (a
-// proxy that keeps one of repeated parameters would make busy runners look
-// idle).
-func (c *client) fetchJobs(ctx context.Context, l listing) ([]*sdk.ActionWorkflowJob, int, error) {
-	var jobs []*sdk.ActionWorkflowJob
-	pages := 0
+// fetchJobs reads every page of one listing. A job whose status the
+// listing did not ask for fails it (checkStatuses); a page that fails for
+// one job is read around it (readAround).
+func (c *client) fetchJobs(ctx context.Context, l listing) (listed, error) {
+	var out listed
 	uri := func(page int) string { return c.requestURI(l.src.apiPath, c.pageQuery(page, l.statuses...)) }
 	keep := func(page int, resp *sdk.Response, res *sdk.ActionWorkflowJobsResponse) (int, *sdk.Response, error) {
-		pages++
-		for _, j := range res.Jobs {
-			if j != nil && !askedFor(l.statuses, j.Status) {
-				return 0, resp, &APIError{Kind: ErrBadResponse, URL: uri(page), Status: statusOf(resp),
-					Message: fmt.Sprintf("job %d has status %q, which the listing did not ask for: a proxy or Gitea ignored the status filter", j.ID, j.Status)}
-			}
+		out.pages++
+		if err := checkStatuses(l, uri(page), resp, res.Jobs); err != nil {
+			return 0, resp, err
 		}
-		jobs = append(jobs, res.Jobs...)
+		out.jobs = append(out.jobs, res.Jobs...)
 		return len(res.Jobs), resp, nil
 	}
 	err := paginate(ctx, true, uri, func(ctx context.Context, page int) (int, *sdk.Response, error) {
@@ -343,6 +336,9 @@ func (c *client) fetchJobs(ctx context.Context, l listing) ([]*sdk.ActionWorkflo
 		if len(l.statuses) > 1 {
 			res = new(sdk.ActionWorkflowJobsResponse)
 			resp, err := c.getJSON(ctx, l.src.apiPath, c.pageQuery(page, l.statuses...), res)
+			if readAroundable(l, err) {
+				return c.readAround(ctx, l, page, err, &out)
+			}
 			if err != nil {
 				return 0, resp, err
 			}
@@ -359,16 +355,42 @@ func (c *client) fetchJobs(ctx context.Context, l listing) ([]*sdk.ActionWorkflo
 			})
 			return resp, err
 		})
+		if readAroundable(l, err) {
+			return c.readAround(ctx, l, page, err, &out)
+		}
 		if err != nil {
 			return 0, resp, err
 		}
 		if res == nil { // not produced by SDK v0.25.1; an empty page is the safe reading
-			pages++
+			out.pages++
 			return 0, resp, nil
 		}
 		return keep(page, resp, res)
 	})
-	return jobs, pages, err
+	return out, err
+}
+
+// listed is what one listing read: its jobs, how many pages that took, and
+// how many jobs Gitea could not list (readAround).
+type listed struct {
+	jobs     []*sdk.ActionWorkflowJob
+	pages    int
+	unlisted int
+}
+
+// checkStatuses fails a page holding a job whose status the listing did
+// not ask for: Gitea filters in its query, so such a job means a proxy or
+// a Gitea dropped the status filter, and the listing may lack the jobs it
+// was asked for (a proxy that keeps one of repeated parameters would make
+// busy runners look idle).
+func checkStatuses(l listing, uri string, resp *sdk.Response, jobs []*sdk.ActionWorkflowJob) error {
+	for _, j := range jobs {
+		if j != nil && !askedFor(l.statuses, j.Status) {
+			return &APIError{Kind: ErrBadResponse, URL: uri, Status: statusOf(resp),
+				Message: fmt.Sprintf("job %d has status %q, which the listing did not ask for: a proxy or Gitea ignored the status filter", j.ID, j.Status)}
+		}
+	}
+	return nil
 }
 
 // askedFor says whether a job with this status belongs in a listing that
@@ -434,14 +456,16 @@ func (c *client) userRepos(ctx context.Context, user string) ([]repoRef, int, er
 }
 
 // buildSnapshot merges the listings' jobs, keeping each ID once.
-func buildSnapshot(ls []listing, results [][]*sdk.ActionWorkflowJob) Snapshot {
+func buildSnapshot(ls []listing, results []listed) Snapshot {
 	type entry struct {
 		job    Job
 		status string // one of the three filters
 	}
 	byID := map[int64]entry{}
+	var s Snapshot
 	for i, l := range ls {
-		for _, j := range results[i] {
+		s.Unlisted += results[i].unlisted
+		for _, j := range results[i].jobs {
 			if j == nil {
 				continue
 			}
@@ -458,7 +482,6 @@ func buildSnapshot(ls []listing, results [][]*sdk.ActionWorkflowJob) Snapshot {
 			byID[j.ID] = entry{job: toJob(j, l.src.repo), status: status}
 		}
 	}
-	var s Snapshot
 	for _, e := range byID {
 		switch e.status {
 		case statusQueued:

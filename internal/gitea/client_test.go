@@ -370,8 +370,10 @@ func TestSnapshotErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake(t, fixtureScene())
 			if tt.fault != nil {
-				// Fail all of the first listings, whichever runs first.
-				f.InjectFault(maxConcurrentListings, *tt.fault)
+				// Fail all of the first listings, whichever runs first; a
+				// 500 fails every request, as a broken Gitea does, since one
+				// failing page is read around (readaround.go).
+				f.InjectFault(faultCount(*tt.fault), *tt.fault)
 			}
 			c := newTestClient(t, f.URL, tt.token, Options{Timeout: tt.timeout})
 

@@ -102,6 +102,10 @@ type Snapshot struct {
 	Blocked []Job
 	// Running jobs have been taken by a runner.
 	Running []Job
+	// Unlisted counts the jobs Gitea could not list: their page answered
+	// 500 until it was read around them, as it does for a job whose
+	// repository is gone (readaround.go). No runner is started for them.
+	Unlisted int
 }
 
 // Factory returns a Client for one Gitea instance and API token.

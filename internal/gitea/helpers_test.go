@@ -1,6 +1,7 @@
 package gitea
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -80,4 +81,14 @@ func ids(jobs []Job) []int64 {
 		out = append(out, j.ID)
 	}
 	return out
+}
+
+// faultCount is how many requests a test that wants the first listings to
+// fail with f injects it into: a 500 into every request, as a broken Gitea
+// answers, since one failing page of 500 is read around (readaround.go).
+func faultCount(f giteatest.Fault) int {
+	if f.Status == http.StatusInternalServerError {
+		return 1000
+	}
+	return maxConcurrentListings
 }

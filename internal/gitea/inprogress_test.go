@@ -72,7 +72,7 @@ func TestInProgressMissesNoRunningJob(t *testing.T) {
 		{
 			name: "page 2 fails: an error, never the jobs of page 1 alone",
 			faults: func(*giteatest.Server) []giteatest.Fault {
-				return []giteatest.Fault{{}, {Status: http.StatusInternalServerError}}
+				return []giteatest.Fault{{}, {Status: http.StatusServiceUnavailable}}
 			},
 			wantErr: ErrServer,
 		},

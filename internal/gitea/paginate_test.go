@@ -118,10 +118,10 @@ func TestBuildSnapshotDedupes(t *testing.T) {
 	j := func(id int64, status string) *sdk.ActionWorkflowJob {
 		return &sdk.ActionWorkflowJob{ID: id, Name: "j" + strconv.FormatInt(id, 10), Status: status, Labels: []string{"l"}}
 	}
-	results := [][]*sdk.ActionWorkflowJob{
-		{j(3, "queued"), j(1, "queued"), j(3, "queued"), j(2, "queued"), nil},
-		{j(1, "waiting"), j(4, "waiting")},
-		{j(2, "in_progress")},
+	results := []listed{
+		{jobs: []*sdk.ActionWorkflowJob{j(3, "queued"), j(1, "queued"), j(3, "queued"), j(2, "queued"), nil}},
+		{jobs: []*sdk.ActionWorkflowJob{j(1, "waiting"), j(4, "waiting")}, unlisted: 2},
+		{jobs: []*sdk.ActionWorkflowJob{j(2, "in_progress")}, unlisted: 1},
 	}
 	snap := buildSnapshot(ls, results)
 
@@ -129,6 +129,7 @@ func TestBuildSnapshotDedupes(t *testing.T) {
 	assert.Equal(t, []int64{4}, ids(snap.Blocked))
 	assert.Equal(t, []int64{2}, ids(snap.Running), "2 moved queued->running")
 	assert.Equal(t, "acme/app", snap.Queued[0].Repo, "no URLs: the listing's repository")
+	assert.Equal(t, 3, snap.Unlisted, "what the listings could not read adds up")
 }
 
 // TestBuildSnapshotPlacesJobsOfOneRequestByTheirStatus reads a listing
@@ -141,10 +142,10 @@ func TestBuildSnapshotPlacesJobsOfOneRequestByTheirStatus(t *testing.T) {
 		return &sdk.ActionWorkflowJob{ID: id, Status: status}
 	}
 	ls := []listing{{repoSource("acme", "app"), allStatuses}}
-	results := [][]*sdk.ActionWorkflowJob{{
+	results := []listed{{jobs: []*sdk.ActionWorkflowJob{
 		j(1, "queued"), j(2, "waiting"), j(3, "in_progress"), j(4, "pending"), j(5, "requested"),
 		j(6, "completed"), j(7, "queued"), j(7, "in_progress"),
-	}}
+	}}}
 	snap := buildSnapshot(ls, results)
 
 	assert.Equal(t, []int64{1}, ids(snap.Queued))
@@ -175,7 +176,7 @@ func TestNextLinkReadsThePageOfRelNext(t *testing.T) {
 func TestBuildSnapshotCopiesLabels(t *testing.T) {
 	src := adminSource()
 	raw := &sdk.ActionWorkflowJob{ID: 1, Labels: []string{"a"}}
-	snap := buildSnapshot([]listing{{src, []string{statusQueued}}}, [][]*sdk.ActionWorkflowJob{{raw}})
+	snap := buildSnapshot([]listing{{src, []string{statusQueued}}}, []listed{{jobs: []*sdk.ActionWorkflowJob{raw}}})
 	raw.Labels[0] = "changed"
 	assert.Equal(t, []string{"a"}, snap.Queued[0].Labels)
 	assert.Empty(t, snap.Queued[0].Repo)

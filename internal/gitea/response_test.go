@@ -197,7 +197,7 @@ func TestErrorMessagesEchoOnlyGiteasOwn(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake(t, fixtureScene())
-			f.InjectFault(maxConcurrentListings, tt.fault)
+			f.InjectFault(faultCount(tt.fault), tt.fault)
 			c := newTestClient(t, f.URL, adminToken, Options{})
 
 			_, err := c.Snapshot(t.Context(), scope.New("", ScopeOrg, "acme", ""))

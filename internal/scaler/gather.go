@@ -165,6 +165,7 @@ func (s *Scaler) gather(ctx context.Context, runs []*groupRun) *gathered {
 				l := out.listings[k]
 				l.askedAt = s.now()
 				l.snap, l.err = clients[k].Snapshot(ctx, k.target)
+				warnUnlisted(s.log, k.target, l.snap)
 				close(l.done)
 				out.ready <- k
 			}()

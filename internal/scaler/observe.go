@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -182,6 +183,7 @@ func (s *Scaler) read(ctx context.Context, g *groupRun) ([]batchv1.Job, time.Tim
 	if err != nil {
 		return nil, time.Time{}, gitea.Snapshot{}, giteaErr(err)
 	}
+	warnUnlisted(g.log, target, snap)
 	return list.Items, askedAt, snap, nil
 }
 
@@ -325,4 +327,14 @@ func (o *observation) listedJobs() map[string]bool {
 		listed[o.jobs[i].Name] = true
 	}
 	return listed
+}
+
+// warnUnlisted says which scope's listing left jobs out (gitea.Snapshot's
+// Unlisted), so an admin can find and delete them in Gitea: until then
+// every pass reads around them.
+func warnUnlisted(log *slog.Logger, target scope.Place, snap gitea.Snapshot) {
+	if snap.Unlisted > 0 {
+		log.Warn("Gitea could not list some jobs of the scope and they were left out; a run queued as its repository was deleted leaves such jobs, and an admin can delete them in Gitea",
+			"scope", target.String(), "unlisted", snap.Unlisted)
+	}
 }

@@ -399,3 +399,19 @@ func TestABrokenGroupIsReportedOnlyByTheListenerThatServesIt(t *testing.T) {
 		})
 	}
 }
+
+// A listing that left jobs out (a job whose repository is gone fails its
+// page in Gitea, gitea.Snapshot.Unlisted) still serves the jobs it read,
+// and the log names the scope, so an admin can delete the stray job.
+func TestJobsLeftOutOfAListingStrandNoOthers(t *testing.T) {
+	e := newEnv(t, newGroup("ci", 5))
+	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(1, "ubuntu-latest")}, Unlisted: 1}
+
+	sum, err := e.scaler().Pass(context.Background())
+
+	require.NoError(t, err)
+	require.NoError(t, sum.Err())
+	assert.Equal(t, 1, sum.Created)
+	assert.Contains(t, e.logs.String(), `"msg":"Gitea could not list some jobs of the scope`)
+	assert.Contains(t, e.logs.String(), `"unlisted":1`)
+}

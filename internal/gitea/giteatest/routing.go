@@ -66,7 +66,7 @@ func (s *Server) answer(r *http.Request) reply {
 		if s.findRepo(segs[1], segs[2]) == nil {
 			return s.notFoundReply("", nil)
 		}
-		return s.listJobs(r, func(j *Job) bool { return j.Owner == segs[1] && j.Repo == segs[2] })
+		return s.listRepoJobs(r, func(j *Job) bool { return j.Owner == segs[1] && j.Repo == segs[2] })
 	case match(segs, "user", "actions", "jobs"):
 		return s.listJobs(r, func(j *Job) bool { return j.Owner == acct.user })
 	default: // users/{user}/repos
@@ -196,7 +196,20 @@ func statusFilter(v string) (func(*Job) bool, bool) {
 	return nil, false
 }
 
+// listJobs answers an instance, org or user listing. Gitea renders each
+// job there with its run's repository, and a job whose repository is gone
+// fails the whole page with 500.
 func (s *Server) listJobs(r *http.Request, inScope func(*Job) bool) reply {
+	return s.jobsPage(r, inScope, false)
+}
+
+// listRepoJobs answers one repository's listing, which renders its jobs
+// with the repository of the request.
+func (s *Server) listRepoJobs(r *http.Request, inScope func(*Job) bool) reply {
+	return s.jobsPage(r, inScope, true)
+}
+
+func (s *Server) jobsPage(r *http.Request, inScope func(*Job) bool, repoLevel bool) reply {
 	var filters []func(*Job) bool
 	for _, v := range r.URL.Query()["status"] {
 		f, ok := statusFilter(v)
@@ -225,6 +238,9 @@ func (s *Server) listJobs(r *http.Request, inScope func(*Job) bool) reply {
 	page, size := pageParams(r)
 	items := make([]jobJSON, 0)
 	for _, j := range pageOf(all, page, size) {
+		if id, gone := s.goneRepos[j.Owner+"/"+j.Repo]; gone && !repoLevel {
+			return s.errorReply(http.StatusInternalServerError, s.missingRepo(j, id))
+		}
 		items = append(items, s.jobJSON(j))
 	}
 	return s.jsonReply(http.StatusOK,

@@ -75,3 +75,47 @@ func TestAuthAndRouting(t *testing.T) {
 		})
 	}
 }
+
+// A job whose repository is gone fails, with 500 and the release's
+// message, every instance, org and user listing page that holds it, and
+// only those: pages without it and the other repositories' own listings
+// are answered.
+func TestAJobWhoseRepositoryIsGoneFailsThePagesThatHoldIt(t *testing.T) {
+	sc := Scene{Orgs: []Org{{Name: "acme"}}, Users: []string{"root"},
+		Repos: []Repo{{Owner: "acme", Name: "app"}, {Owner: "acme", Name: "gone"}},
+		Jobs: []Job{
+			{ID: 1, Owner: "acme", Repo: "app", Status: StatusQueued},
+			{ID: 2, Owner: "acme", Repo: "gone", Status: StatusQueued},
+			{ID: 3, Owner: "acme", Repo: "app", Status: StatusQueued},
+		}}
+	for _, v := range Versions() {
+		t.Run(string(v), func(t *testing.T) {
+			s := start(t, sc)
+			require.NoError(t, s.AnswerAs(v))
+			require.NoError(t, s.DeleteRepoKeepingJobs("acme", "gone"))
+			want := map[Version]string{
+				Gitea126: "repository does not exist [id: 2, uid: 0, owner_name: , name: ]",
+				Gitea127: "job 2 is missing its run or repository",
+			}[v]
+			tests := []struct {
+				path   string
+				status int
+			}{
+				{"/api/v1/admin/actions/jobs", 500},
+				{"/api/v1/orgs/acme/actions/jobs", 500},
+				{"/api/v1/orgs/acme/actions/jobs?limit=1&page=2", 500},
+				{"/api/v1/orgs/acme/actions/jobs?limit=1&page=1", 200},
+				{"/api/v1/orgs/acme/actions/jobs?limit=1&page=3", 200},
+				{"/api/v1/repos/acme/app/actions/jobs", 200},
+				{"/api/v1/repos/acme/gone/actions/jobs", 404},
+			}
+			for _, tt := range tests {
+				a := get(t, s, tt.path, token)
+				assert.Equal(t, tt.status, a.status, "%s: %s", tt.path, a.body)
+				if tt.status == 500 {
+					assert.Contains(t, a.body, want, tt.path)
+				}
+			}
+		})
+	}
+}

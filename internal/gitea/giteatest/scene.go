@@ -125,6 +125,7 @@ func (s *Server) Load(sc Scene) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.owners, s.repos, s.jobs, s.runners = owners, repos, jobs, runners
+	s.goneRepos = nil
 	return nil
 }
 
@@ -196,6 +197,26 @@ func (s *Server) UpdateJob(id int64, change func(*Job)) error {
 	}
 	c.ID, c.Owner, c.Repo = j.ID, j.Owner, j.Repo
 	*j = c
+	return nil
+}
+
+// DeleteRepoKeepingJobs deletes a repository but not its jobs: what Gitea
+// leaves when a push's workflow is queued just as its repository is
+// deleted (the deletion removes the repository's jobs, then the queued
+// notifier inserts the run). Such a job fails every page of an instance,
+// org or user listing that holds it (listJobs).
+func (s *Server) DeleteRepoKeepingJobs(owner, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.repos, func(r *repo) bool { return r.Owner == owner && r.Name == name })
+	if i < 0 {
+		return fmt.Errorf("giteatest: no repo %s/%s", owner, name)
+	}
+	if s.goneRepos == nil {
+		s.goneRepos = map[string]int64{}
+	}
+	s.goneRepos[owner+"/"+name] = s.repos[i].id
+	s.repos = slices.Delete(s.repos, i, i+1)
 	return nil
 }
 

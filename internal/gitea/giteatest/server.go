@@ -60,15 +60,18 @@ type Server struct {
 
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	owners   map[string]*owner
-	repos    []*repo
-	jobs     map[int64]*Job
-	runners  map[int64]*Runner
-	tokens   map[string]account
-	faults   []*fault
-	requests []string
-	version  string
+	mu     sync.Mutex
+	owners map[string]*owner
+	repos  []*repo
+	// goneRepos are the IDs of repositories deleted with their jobs kept
+	// (DeleteRepoKeepingJobs), by "owner/name".
+	goneRepos map[string]int64
+	jobs      map[int64]*Job
+	runners   map[int64]*Runner
+	tokens    map[string]account
+	faults    []*fault
+	requests  []string
+	version   string
 	// regTokens are the scopes' active registration tokens (registration.go)
 	// and mints counts the mint requests answered.
 	regTokens map[string]string

@@ -210,3 +210,15 @@ func (s *Server) Rerun(id int64) (int64, error) {
 	s.jobs[next.ID] = &next
 	return next.ID, nil
 }
+
+// missingRepo is the message of the 500 a listing page answers when one of
+// its jobs' repository is gone: 1.26's LoadAttributes fails on the
+// repository (recorded on the bed: "repository does not exist [id: 56,
+// uid: 0, owner_name: , name: ]"); 1.27 checks the run's repository itself
+// (routers/api/v1/shared/action.go, ListJobs).
+func (s *Server) missingRepo(j *Job, repoID int64) string {
+	if s.is127() {
+		return fmt.Sprintf("job %d is missing its run or repository", j.ID)
+	}
+	return fmt.Sprintf("repository does not exist [id: %d, uid: 0, owner_name: , name: ]", repoID)
+}

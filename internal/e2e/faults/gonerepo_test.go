@@ -1,0 +1,89 @@
+//go:build e2e
+
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e"
+)
+
+// A run queued just as its repository is deleted leaves jobs whose
+// repository is gone, and real Gitea then answers 500 for every org (and
+// instance) listing page that holds one. The test makes such a job the
+// way Gitea's race leaves it, by pointing a queued run's rows at a
+// repository ID that does not exist in Gitea's own database, proves the
+// 500, and holds the scaler to serving the org's other job all the same.
+func TestFaultGiteaJobWhoseRepositoryIsGoneStrandsNoOtherJob(t *testing.T) {
+	e2e.Parallel(t)
+	b := e2e.Bed(t)
+	ctx := e2e.TestContext(t, 5*time.Minute)
+
+	fx := b.NewOrgScope(ctx, t, e2e.Uniq("e2e-fault-gone"))
+	label := e2e.Uniq("e2e-gone")
+	healthy := b.QueueJobs(ctx, t, fx, "healthy.yml", map[string]int{label: 1})[label]
+	goneFx := fx
+	goneFx.Repo = b.Gitea.CreateOrgRepo(ctx, t, fx.Spec.Org, "gone")
+	b.QueueJobs(ctx, t, goneFx, "gone.yml", map[string]int{label: 1})
+
+	db := filepath.Join(b.Dir, "gitea", "data", "gitea.db")
+	repoID := sqlite(ctx, t, db, fmt.Sprintf(
+		"SELECT r.id FROM repository r JOIN \"user\" u ON u.id = r.owner_id WHERE u.lower_name = '%s' AND r.lower_name = 'gone';",
+		strings.ToLower(goneFx.Repo.Owner)))
+	require.NotEmpty(t, repoID)
+	const missing = "999999999"
+	repoize := func(from, to string) string {
+		return fmt.Sprintf("UPDATE action_run_job SET repo_id = %s WHERE repo_id = %s; UPDATE action_run SET repo_id = %s WHERE repo_id = %s;",
+			to, from, to, from)
+	}
+	sqlite(ctx, t, db, repoize(repoID, missing))
+	t.Cleanup(func() {
+		// Back to its repository, so deleting the repository deletes it and
+		// no later listing meets it.
+		ctx, cancel := e2e.CleanupContext()
+		defer cancel()
+		sqlite(ctx, t, db, repoize(missing, repoID))
+	})
+	requireOrgListing500(ctx, t, b, fx.Spec.Org)
+
+	ns := b.QuietNamespace(ctx, t, "e2e-fault-gone")
+	b.FaultGroup(ctx, t, ns, "org", fx, b.Gitea.Admin.URL(), 5, label)
+	pass := b.Pass(ctx, t, e2e.PassOpts{Namespaces: []string{ns}})
+	e2e.RequireSanePass(t, pass, "pass over the org with a job whose repository is gone")
+	require.Equal(t, 0, pass.Exit, e2e.Redact(e2e.Tail(pass.Log, 30)))
+	b.RequireOneRunnerEach(ctx, t, ns, "org", healthy, "the org's job beside the one whose repository is gone")
+	b.RequireReady(ctx, t, ns, "org", "a listing that left one job out")
+	require.Contains(t, pass.Log, "Gitea could not list some jobs of the scope", "the pass says which scope left a job out")
+}
+
+// requireOrgListing500 proves the premise on the real Gitea: its org
+// listing fails as a whole.
+func requireOrgListing500(ctx context.Context, t *testing.T, b *e2e.Testbed, org string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		e2e.GiteaURL+"/api/v1/orgs/"+org+"/actions/jobs?status=queued", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "token "+b.Gitea.AdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode, "Gitea's org listing with a job whose repository is gone")
+}
+
+// sqlite runs SQL on Gitea's database while Gitea runs (it keeps it in WAL
+// mode, so a second writer waits its turn).
+func sqlite(ctx context.Context, t *testing.T, db, sql string) string {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, "sqlite3", "-cmd", ".timeout 10000", db, sql).CombinedOutput()
+	require.NoError(t, err, "sqlite3 %s: %s", sql, out)
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,131 @@
+package gitea
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	sdk "code.gitea.io/sdk/gitea"
+)
+
+// Gitea renders each job of an instance, org or user listing with its
+// run's repository, and answers the whole page 500 when one job's
+// repository is gone. Gitea leaves such jobs when a push's workflow is
+// queued just as its repository is deleted: the deletion removes the
+// repository's jobs, then the notifier inserts the run (1.26 answers
+// "repository does not exist [id: …]", 1.27 "job N is missing its run or
+// repository"). Failing the listing would leave every group of that scope
+// without runners until an admin deletes the job in Gitea's database, so
+// the page is read again in smaller aligned pieces, and a piece of one job
+// that still fails is left out and counted (Snapshot.Unlisted).
+//
+// A repository's own listing renders its jobs with the repository it was
+// asked for, so its 500 is never this, and only exactly 500 is: a 502, 503
+// or 504 comes from in front of Gitea.
+
+// maxUnlisted bounds the jobs left out of one listing. More failing
+// pieces mean Gitea fails everything, and the listing fails with the
+// page's own error, as it would without reading around.
+const maxUnlisted = 4
+
+// readAroundable says whether a listing's failed page may be read around.
+func readAroundable(l listing, err error) bool {
+	var apiErr *APIError
+	return l.src.repo == "" && errors.As(err, &apiErr) && apiErr.Status == http.StatusInternalServerError
+}
+
+// piece is a run of the listing's items, offset first, that one request
+// reads: page offset/size+1 with limit size, so offset is a multiple of
+// size.
+type piece struct{ offset, size int }
+
+// alignedPieces covers [start, end) with the largest pieces that a page
+// and limit can ask for, in order.
+func alignedPieces(start, end int) []piece {
+	var out []piece
+	for start < end {
+		size := 1
+		for start%(size*2) == 0 && start+size*2 <= end {
+			size *= 2
+		}
+		out = append(out, piece{start, size})
+		start += size
+	}
+	return out
+}
+
+// readAround reads the failed page of l in pieces, halving each piece that
+// fails with 500 down to single jobs, which are left out. It appends what
+// it read to out and answers as paginate's page function: how many of
+// the page's places it covered, and a response whose X-Total-Count (the
+// pieces' own) tells paginate whether the listing goes on.
+func (c *client) readAround(ctx context.Context, l listing, page int, pageErr error, out *listed) (int, *sdk.Response, error) {
+	size := c.opts.PageSize
+	start := (page - 1) * size
+	todo := alignedPieces(start, start+size)
+	covered, total := 0, -1
+	for len(todo) > 0 {
+		p := todo[0]
+		todo = todo[1:]
+		if total >= 0 && p.offset >= total {
+			break
+		}
+		jobs, pieceTotal, err := c.readPiece(ctx, l, p)
+		switch {
+		case err == nil:
+			total = pieceTotal
+			out.jobs = append(out.jobs, jobs...)
+			covered = p.offset + len(jobs) - start
+			if len(jobs) < p.size {
+				todo = nil // the listing ends in this piece
+			}
+		case !readAroundable(l, err):
+			return 0, nil, err
+		case p.size > 1:
+			half := p.size / 2
+			todo = append([]piece{{p.offset, half}, {p.offset + half, half}}, todo...)
+		default:
+			if out.unlisted++; out.unlisted > maxUnlisted {
+				return 0, nil, pageErr
+			}
+			covered = p.offset + 1 - start
+		}
+	}
+	out.pages++
+	return covered, pageAnswer(page, total), nil
+}
+
+// pageAnswer stands in for the failed page's answer: the pieces' total
+// decides whether the listing goes on, and without one (every piece read
+// was left out) the next page is asked for, since an empty page ends a job
+// listing.
+func pageAnswer(page, total int) *sdk.Response {
+	r := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}
+	if total < 0 {
+		r.Header.Set("Link", `<>; rel="next"`)
+		return &sdk.Response{Response: r, NextPage: page + 1}
+	}
+	r.Header.Set("X-Total-Count", strconv.Itoa(total))
+	return &sdk.Response{Response: r}
+}
+
+// readPiece reads one piece, and the listing's total as Gitea counts it.
+func (c *client) readPiece(ctx context.Context, l listing, p piece) ([]*sdk.ActionWorkflowJob, int, error) {
+	q := url.Values{}
+	q.Set("page", strconv.Itoa(p.offset/p.size+1))
+	q.Set("limit", strconv.Itoa(p.size))
+	for _, st := range l.statuses {
+		q.Add("status", st)
+	}
+	res := new(sdk.ActionWorkflowJobsResponse)
+	resp, err := c.getJSON(ctx, l.src.apiPath, q, res)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := checkStatuses(l, c.requestURI(l.src.apiPath, q), resp, res.Jobs); err != nil {
+		return nil, 0, err
+	}
+	return res.Jobs, int(res.TotalCount), nil
+}
