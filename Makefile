@@ -25,8 +25,11 @@ CHART := charts/gitea-runner-operator
 # What `make generate` writes; verify-generated fails when it differs from git.
 GENERATED := crds $(CHART)/files/crds ':(glob)internal/api/**/zz_generated.*.go'
 # The e2e suite drives a real API server, Gitea and scaler pods; it bounds
-# itself, and this bounds it again.
-E2E_TIMEOUT ?= 25m
+# itself, and this bounds it again. Each area is a test binary; all run at
+# once, and e2e.Parallel and e2e.Exclusive (internal/e2e/share.go) share the
+# bed among them, so a binary's timeout covers the waits for the others.
+E2E_TIMEOUT ?= 40m
+E2E_AREAS ?= 9
 
 .PHONY: build
 build: ## Build the scaler into bin/.
@@ -194,7 +197,7 @@ testbed-down: ## Stop everything the test bed started.
 
 .PHONY: test-e2e
 test-e2e: testbed-up ## End-to-end tests against the test bed.
-	go test -count=1 -p 1 -tags e2e -timeout $(E2E_TIMEOUT) -v ./internal/e2e/... 2>&1 | tee $(CACHE)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
+	go test -count=1 -p $(E2E_AREAS) -tags e2e -timeout $(E2E_TIMEOUT) -v ./internal/e2e/... 2>&1 | tee $(CACHE)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  exit $${PIPESTATUS[0]}
 
 # The scale benchmark's full matrices take tens of minutes each: groups ×
@@ -292,7 +295,7 @@ test-k8s-versions: ## The focused e2e suite on the chart's lowest and highest su
 	  export TESTBED_K8S_VERSION=$$v TESTBED_REAL_NODE=0 TESTBED_DIR=$(CURDIR)/.testbed/k8s-$$v; t0=$$(date +%s); rc=0; \
 	  echo "test-k8s-versions: Kubernetes $$v"; \
 	  if scripts/testbed up --fresh && eval "$$(scripts/testbed env)"; then \
-	    (set +e; go test -count=1 -p 1 -tags e2e -timeout 10m -run '$(K8S_VERSIONS_RUN)' -v ./internal/e2e/... 2>&1 | tee $(CACHE)/e2e-k8s-$$v.log | \
+	    (set +e; go test -count=1 -p $(E2E_AREAS) -tags e2e -timeout 10m -run '$(K8S_VERSIONS_RUN)' -v ./internal/e2e/... 2>&1 | tee $(CACHE)/e2e-k8s-$$v.log | \
 	      grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)'; exit $${PIPESTATUS[0]}) || rc=$$?; \
 	  else rc=1; fi; \
 	  scripts/testbed down; echo "test-k8s-versions: Kubernetes $$v took $$(( $$(date +%s) - t0 ))s"; \
@@ -320,7 +323,7 @@ test-gitea-versions: ## The focused e2e suite on Gitea $(GITEA_STACK_VERSION) wi
 	  TESTBED_DIR=$(CURDIR)/.testbed/gitea-$(GITEA_STACK_VERSION); t0=$$(date +%s); rc=0; \
 	echo "test-gitea-versions: Gitea $(GITEA_STACK_VERSION), gitea-runner $(GITEA_STACK_RUNNER_VERSION)"; \
 	if scripts/testbed up --fresh && eval "$$(scripts/testbed env)"; then \
-	  (set +e; go test -count=1 -p 1 -tags e2e -timeout 15m -run '$(GITEA_VERSIONS_RUN)' -skip '$(GITEA_VERSIONS_SKIP)' -v ./internal/e2e/... 2>&1 | \
+	  (set +e; go test -count=1 -p $(E2E_AREAS) -tags e2e -timeout 15m -run '$(GITEA_VERSIONS_RUN)' -skip '$(GITEA_VERSIONS_SKIP)' -v ./internal/e2e/... 2>&1 | \
 	    tee $(CACHE)/e2e-gitea-$(GITEA_STACK_VERSION).log | \
 	    grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)'; exit $${PIPESTATUS[0]}) || rc=$$?; \
 	else rc=1; fi; \

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -146,4 +149,64 @@ func TestE2EFileNameRule(t *testing.T) {
 		assert.True(t, hasMain, "internal/e2e/%s has no main_test.go", area)
 	}
 	assert.NotZero(t, areas, "no test area under internal/e2e")
+}
+
+// Every top-level e2e test says how it shares the bed with the other
+// areas' binaries, which go test runs at once (internal/e2e/share.go): its
+// body starts, after any skip checks, with e2e.Parallel(t) or
+// e2e.Exclusive(t), and a bare t.Parallel() would bypass the bed's locks.
+func TestE2ETestsSayHowTheyShareTheBed(t *testing.T) {
+	callOf := func(s ast.Stmt) string {
+		es, ok := s.(*ast.ExprStmt)
+		if !ok {
+			return ""
+		}
+		call, ok := es.X.(*ast.CallExpr)
+		if !ok {
+			return ""
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return ""
+		}
+		if x, ok := sel.X.(*ast.Ident); ok {
+			return x.Name + "." + sel.Sel.Name
+		}
+		return ""
+	}
+	files, err := filepath.Glob("../../internal/e2e/*/*_test.go")
+	require.NoError(t, err)
+	tests := 0
+	for _, path := range files {
+		if e2eOthers[filepath.Base(filepath.Dir(path))] {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestMain" {
+				continue
+			}
+			tests++
+			share := ""
+			for _, s := range fn.Body.List {
+				if _, isSkipCheck := s.(*ast.IfStmt); isSkipCheck && share == "" {
+					continue
+				}
+				switch c := callOf(s); c {
+				case "e2e.Parallel", "e2e.Exclusive":
+					assert.Empty(t, share, "%s: %s says twice how it shares the bed", path, fn.Name.Name)
+					share = c
+				case "t.Parallel":
+					assert.Fail(t, "a bare t.Parallel", "%s: %s: use e2e.Parallel(t), which also takes the bed's shared lock", path, fn.Name.Name)
+				}
+				if share == "" {
+					break
+				}
+			}
+			assert.NotEmpty(t, share, "%s: %s must start with e2e.Parallel(t) or e2e.Exclusive(t)", path, fn.Name.Name)
+		}
+	}
+	assert.NotZero(t, tests)
 }

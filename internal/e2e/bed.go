@@ -79,9 +79,9 @@ func connectBed() (*Testbed, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := os.Getenv("TESTBED_DIR")
-	if dir == "" {
-		dir = filepath.Join(root, ".testbed")
+	dir, err := bedDir()
+	if err != nil {
+		return nil, err
 	}
 	b := &Testbed{Root: root, Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig")}
 	HoldDir = filepath.Join(dir, "hold")
@@ -125,6 +125,19 @@ func connectBed() (*Testbed, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// bedDir is TESTBED_DIR, or the repository's .testbed as scripts/testbed
+// makes it.
+func bedDir() (string, error) {
+	if dir := os.Getenv("TESTBED_DIR"); dir != "" {
+		return dir, nil
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".testbed"), nil
 }
 
 func repoRoot() (string, error) {

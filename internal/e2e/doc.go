@@ -48,15 +48,20 @@
 //	scalerpass.go   scaler passes the test runs itself as local processes
 //	scene.go        the usual scene: the chart serving one group of an org
 //	serving.go      one runner Job per queued Gitea job, and hold files
+//	share.go        how the areas' binaries share the bed: Parallel, Exclusive
 //	wait.go         polling until a condition holds
+//
+// Every top-level test starts with e2e.Parallel(t) or, when it needs the
+// bed to itself (the quick start, the CRD's reinstall, the API server's
+// restart, the benchmarks), e2e.Exclusive(t) with a comment saying why; the
+// house test checks it. The two hold file locks in the bed's folder, so the
+// areas run at once (-p) and still see the bed as one binary did.
 //
 // Run with:
 //
 //	scripts/testbed up
-//	go test -count=1 -p 1 -tags e2e -timeout 25m -v ./internal/e2e/...
+//	go test -count=1 -p 4 -tags e2e -timeout 40m -v ./internal/e2e/...
 //
-// -p 1 runs one area at a time: some tests (the quick start, the CRD's
-// install, the API server's restart, the benchmarks) must have the bed to
-// themselves. E2E_KEEP=1 keeps the namespaces, releases, organisations and
+// E2E_KEEP=1 keeps the namespaces, releases, organisations and
 // repositories of a run for inspection.
 package e2e

@@ -122,6 +122,7 @@ func admWaitCRDRules(b *e2e.Testbed, ctx context.Context, t *testing.T) {
 // testdata: good-*.yaml must be admitted, bad-*.yaml refused with
 // a message holding each of the file's "# want:" phrases.
 func TestAdmissionRunnerGroups(t *testing.T) {
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 3*time.Minute)
 	admWaitCRDRules(b, ctx, t)
@@ -171,6 +172,7 @@ func TestAdmissionRunnerGroups(t *testing.T) {
 // fields are accepted there, negative counters are not, and a spec write
 // cannot set status.
 func TestAdmissionRunnerGroupStatus(t *testing.T) {
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 2*time.Minute)
 	admWaitCRDRules(b, ctx, t)
@@ -305,6 +307,9 @@ func admPoliciesDir(b *e2e.Testbed) string { return filepath.Join(b.Root, "polic
 // one fixed name and is re-pointed at each run's namespace; once that
 // namespace is gone it matches nothing.
 func TestPolicyRunnerGroupGuardrails(t *testing.T) {
+	// Alone on the bed: the API server keeps one ConfigMap param informer for every
+	// policy, and this test re-points the one binding that keeps it alive.
+	e2e.Exclusive(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 3*time.Minute)
 	admWaitCRDRules(b, ctx, t)
@@ -637,6 +642,8 @@ func withTemplate(t *testing.T, g *unstructured.Unstructured, tmpl map[string]an
 // carries) and runs the pods and workloads under
 // testdata/policies through it.
 func TestPolicyRestrictedPods(t *testing.T) {
+	// Alone on the bed: a cluster-wide admission policy comes and goes.
+	e2e.Exclusive(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 3*time.Minute)
 	var policyName string

@@ -248,6 +248,8 @@ func chartLatencyScene(b *e2e.Testbed, ctx context.Context, t *testing.T, o e2e.
 // existing and to the job being in_progress, beside the README's goal.
 // LATENCY=full (make bench-latency) takes latencyFullSamples per mode.
 func TestScaleUpLatency(t *testing.T) {
+	// Alone on the bed: its figures must not measure other tests.
+	e2e.Exclusive(t)
 	full := os.Getenv("LATENCY") == "full"
 	if !full {
 		t.Parallel()
@@ -788,6 +790,7 @@ func deadlineOf(ctx context.Context) time.Time {
 // period/n apart, at least latencyMinGap after each other; without a
 // period they come spacing/2 to 3×spacing/2 apart.
 func TestPushGapsSpreadPushesOverThePeriod(t *testing.T) {
+	e2e.Parallel(t)
 	for _, tc := range []struct {
 		period time.Duration
 		n      int

@@ -172,6 +172,8 @@ func (p nsBenchPass) String() string {
 }
 
 func TestBenchmarkNamespaces(t *testing.T) {
+	// Alone on the bed: its figures must not measure other tests.
+	e2e.Exclusive(t)
 	full := os.Getenv("BENCH") == "full"
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, map[bool]time.Duration{true: 150 * time.Minute, false: 5 * time.Minute}[full])

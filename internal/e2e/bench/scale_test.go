@@ -130,6 +130,8 @@ func (p benchPass) String() string {
 // (which writes each group's empty state ConfigMap) and a steady pass
 // (nothing to create).
 func TestBenchmarkScale(t *testing.T) {
+	// Alone on the bed: its figures must not measure other tests.
+	e2e.Exclusive(t)
 	full := os.Getenv("BENCH") == "full"
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, map[bool]time.Duration{true: 90 * time.Minute, false: 5 * time.Minute}[full])

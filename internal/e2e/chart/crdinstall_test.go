@@ -46,6 +46,8 @@ const (
 // never uninstalls with crds.keep=false, and gives the CRD back without
 // Helm's ownership metadata.
 func TestChartInstallsOverAnExistingCRD(t *testing.T) {
+	// Alone on the bed: it replaces the CRD every test uses.
+	e2e.Exclusive(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	ns1 := b.Namespace(ctx, t, "e2e-crd-a", nil)
@@ -144,6 +146,8 @@ func TestChartInstallsOverAnExistingCRD(t *testing.T) {
 // TestChartInstallsOverAnExistingCRD. Should the guard ever fail to refuse,
 // the cleanup applies crds/ again so the tests after this one still run.
 func TestTurningCRDInstallOffKeepsEveryRunnerGroup(t *testing.T) {
+	// Alone on the bed: it replaces the CRD every test uses.
+	e2e.Exclusive(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 4*time.Minute)
 	ns := b.Namespace(ctx, t, "e2e-crd-off", nil)

@@ -24,7 +24,7 @@ import (
 // does not play probes, so this proves the chart's wiring and the binary's
 // endpoint; internal/metrics' tests prove the 503 once passes stop.
 func TestLoopingListenerServesHealthz(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 5*time.Minute)
 	port := freePort(t)

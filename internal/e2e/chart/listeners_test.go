@@ -95,7 +95,7 @@ func parsePassLog(job, log string) passWindow {
 // --from=cronjob/...` just as the CronJob's own pass starts. All four passes
 // succeed, and each Gitea job gets exactly one runner Job: six in all.
 func TestCronJobAndManualPassesStartNoDuplicate(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	values := e2e.BaseValues()
@@ -239,7 +239,7 @@ func TestCronJobAndManualPassesStartNoDuplicate(t *testing.T) {
 // served a Gitea job: it ran on a pool-b node, with the merged resources and
 // the sidecar, which ended with the pass.
 func TestListenerTemplateShapesTheRealPod(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	const pool, sidecarImage = "b", "registry.e2e.invalid/tools/log-shipper:1.0"
@@ -359,7 +359,7 @@ func TestListenerTemplateShapesTheRealPod(t *testing.T) {
 // jobs served; the listeners' logs show that each group was served by its
 // own listener only, pass after pass.
 func TestAdditionalListenerServesOnlyItsGroups(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	const poolKey = "e2e.gitea.bpg.pw/pool"

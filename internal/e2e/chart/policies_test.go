@@ -238,7 +238,7 @@ var polRules = []string{"resources", "runAsNonRoot", "allowPrivilegeEscalation",
 // shows that the same runner Job is refused in the restricted namespace:
 // why policies/README.md says runner namespaces must stay unlabelled.
 func TestPolicyChartCronJobListener(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	ctx := e2e.TestContext(t, 5*time.Minute)
 	b := polSetup(ctx, t)
 
@@ -399,7 +399,7 @@ func polRunnerJobCopy(j *batchv1.Job, ns string) *batchv1.Job {
 // into a namespace under restricted-pods and PSA restricted: the Deployment
 // is admitted, and its pod is admitted, Running and passing.
 func TestPolicyChartDeploymentListener(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	ctx := e2e.TestContext(t, 3*time.Minute)
 	b := polSetup(ctx, t)
 
@@ -455,7 +455,7 @@ func TestPolicyChartDeploymentListener(t *testing.T) {
 // each: `helm install` itself must fail, with the policy's message naming
 // exactly that rule and the container, and the workload must not exist.
 func TestPolicyChartRefusals(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	ctx := e2e.TestContext(t, 3*time.Minute)
 	b := polSetup(ctx, t)
 	ns := polNamespace(b, ctx, t, "refusals", true)

@@ -98,6 +98,9 @@ func quickStartBlocks(readme string) ([]string, error) {
 // The quick start's names are fixed, so the test is not parallel and first
 // removes what an earlier, interrupted run left of them.
 func TestQuickStartAsWritten(t *testing.T) {
+	// Alone on the bed: the quick start installs as written, with its fixed
+	// names and cluster-wide objects.
+	e2e.Exclusive(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	raw, err := os.ReadFile(filepath.Join(b.Root, "README.md"))

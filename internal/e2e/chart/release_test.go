@@ -89,6 +89,9 @@ type ociDoc struct {
 // not pull images, so the proof is the CronJob's image reference against the
 // registry's manifest digest. The SBOM must hang off that image.
 func TestReleasePushesAnImageAndAChartPinnedToItsDigest(t *testing.T) {
+	// Alone on the bed: `make release` builds images on both cores, and other
+	// tests' short Gitea timeouts would fire.
+	e2e.Exclusive(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 15*time.Minute)
 	reg := bedRegistry()

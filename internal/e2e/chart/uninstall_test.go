@@ -45,7 +45,7 @@ func runbookBlock(t *testing.T, root, name string) string {
 // README's table says stays; the second block removes it, in the
 // namespaces and in Gitea.
 func TestUninstallRunbook(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 12*time.Minute)
 	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "uninst", Max: 3, MinIdle: 1, MintToken: true, ListenerNamespace: true})

@@ -33,7 +33,7 @@ import (
 // Then the fault is healed and the next pass (exit 0) gives faulted's job
 // exactly one runner Job and healthy's no second one.
 func TestFaultGiteaFailsOnlyItsGroupAndTheNextPassRecovers(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 5*time.Minute)
 	limit := b.ListenerMemoryLimit(t)
@@ -136,7 +136,7 @@ func TestFaultGiteaFailsOnlyItsGroupAndTheNextPassRecovers(t *testing.T) {
 // never read; a third, steady pass must start no second runner for it,
 // because that job's runner Job is still active and will take a job.
 func TestFaultGiteaListingThatChangesBetweenPagesStartsNoSecondRunner(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	const jobs = 5
 	for _, shift := range []e2e.PageShift{e2e.ShiftDrop, e2e.ShiftInsert} {

@@ -66,7 +66,7 @@ func stateClaims(b *e2e.Testbed, ctx context.Context, t *testing.T, ns, group st
 // race. In all, each Gitea job gets exactly one runner Job and the cap
 // holds.
 func TestFaultKubeRacingPassesShareOneStateConfigMap(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 4*time.Minute)
 	const (
@@ -129,7 +129,7 @@ func TestFaultKubeRacingPassesShareOneStateConfigMap(t *testing.T) {
 // so that once the quota is raised the next pass serves them at once, each
 // with exactly one runner Job.
 func TestFaultKubeJobQuotaRefusalReleasesTheClaim(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 4*time.Minute)
 	fx := b.NewOrgScope(ctx, t, e2e.Uniq("e2e-fault-quota"))
@@ -174,7 +174,7 @@ func TestFaultKubeJobQuotaRefusalReleasesTheClaim(t *testing.T) {
 // must not make doomed's state ConfigMap again, and what doomed leaves
 // behind goes with it.
 func TestFaultKubeGroupDeletedMidPassLeavesTheOthersServed(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 4*time.Minute)
 	const deleteAfter = 3
@@ -270,6 +270,8 @@ func TestFaultKubeGroupDeletedMidPassLeavesTheOthersServed(t *testing.T) {
 // It does not run in parallel: while the API server restarts, every other
 // test would fail its requests.
 func TestFaultKubeAPIServerRestartBetweenPasses(t *testing.T) {
+	// Alone on the bed: it restarts the API server every test uses.
+	e2e.Exclusive(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 4*time.Minute)
 	fx := b.NewOrgScope(ctx, t, e2e.Uniq("e2e-fault-restart"))
@@ -334,7 +336,7 @@ func deadKubeconfig(t *testing.T) string {
 // its deadline. Whether the Job exists is unknown to that pass; the next
 // pass (straight to the API server) must find it, not start a second one.
 func TestFaultKubeLostCreateResponseStartsNoSecondRunner(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 4*time.Minute)
 	rows := []struct {

@@ -17,7 +17,7 @@ import (
 // another group of its namespace and Gitea scope remove the registration
 // (the namespace's ledger names the deleted group's owner tag).
 func TestLifecycleDeletedGroupRegistrationIsRemoved(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	ns, fx, _, runner := idleRegisteredRunner(b, ctx, t, "e2e-gone", time.Hour)

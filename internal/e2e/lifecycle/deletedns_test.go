@@ -28,7 +28,7 @@ import (
 // Without the token nothing is removed and the pass says why. Another
 // namespace's registration stays.
 func TestLifecycleDeletedNamespaceRegistrationIsRemoved(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 12*time.Minute)
 	gone, fx, _, runner := idleRegisteredRunner(b, ctx, t, "e2e-nsgone", time.Hour)
@@ -88,7 +88,7 @@ func TestLifecycleDeletedNamespaceRegistrationIsRemoved(t *testing.T) {
 // namespace is deleted and gone, its runner's registration is removed and
 // the other namespace's stays.
 func TestChartSweepsADeletedNamespacesRegistrations(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 12*time.Minute)
 	gone := b.Namespace(ctx, t, "e2e-nsgc", nil)

@@ -23,7 +23,7 @@ import (
 // is no move for the runners: an org's runners take its repositories'
 // jobs, and they stay supply; issue 32.)
 func TestLifecycleRunnerOfAFormerScopeIsReaped(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	ns, fx, job, runner := idleRegisteredRunner(b, ctx, t, "e2e-moved", time.Hour)

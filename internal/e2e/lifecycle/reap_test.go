@@ -57,7 +57,7 @@ func idleRegisteredRunner(b *e2e.Testbed, ctx context.Context, t *testing.T, pre
 // An idle runner beyond the demand is disabled or deleted in Gitea and its
 // runner Job deleted within two passes after the idle timeout.
 func TestLifecycleIdleRunnerIsReaped(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	const idle = 20 * time.Second
@@ -86,7 +86,7 @@ func TestLifecycleIdleRunnerIsReaped(t *testing.T) {
 // after the start timeout, with the pod's reason on the group, and the job
 // it was for waits a back-off before its next runner.
 func TestLifecycleRunnerThatNeverStartsIsFreed(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 4*time.Minute)
 	fx := b.NewOrgScope(ctx, t, e2e.Uniq("e2e-stuck"))
@@ -132,7 +132,7 @@ func TestLifecycleRunnerThatNeverStartsIsFreed(t *testing.T) {
 // A registered runner whose pod was deleted with its Job is removed from
 // Gitea once Gitea shows it offline.
 func TestLifecycleOrphanRegistrationIsRemoved(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	ns, fx, job, runner := idleRegisteredRunner(b, ctx, t, "e2e-orphan", time.Hour)

@@ -36,7 +36,7 @@ var pullFailures = []string{"ErrImagePull", "ImagePullBackOff"}
 // group, in the kubelet's words; once the template is fixed the job's next
 // runner runs it.
 func TestRealNodeRunnerWhoseImageCannotBePulledIsFreed(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	n := readRealNode(b, t)
 	ctx := e2e.TestContext(t, 8*time.Minute)

@@ -125,7 +125,7 @@ func waitReconciled(b *e2e.Testbed, ctx context.Context, t *testing.T, ns, group
 // and Gitea through the node's bridge, and in mode deployment it serves
 // /healthz and /metrics on its pod IP.
 func TestRealNodeListener(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	n := readRealNode(b, t)
 

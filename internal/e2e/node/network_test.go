@@ -45,7 +45,7 @@ import (
 // kube-proxy's rules and the cache server's NetworkPolicy (which admits
 // the release's listeners) to the cache server's pod.
 func TestRealNodeListenerReachesTheCacheServerThroughItsService(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	n := readRealNode(b, t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
@@ -78,7 +78,7 @@ func TestRealNodeListenerReachesTheCacheServerThroughItsService(t *testing.T) {
 // another namespace is refused both ways until the policy is deleted (so
 // the refusal is the policy's, not the network's).
 func TestRealNodeCacheServerAdmitsOnlyItsNamespace(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	n := readRealNode(b, t)
 	ctx := e2e.TestContext(t, 8*time.Minute)

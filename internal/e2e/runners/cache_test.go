@@ -74,7 +74,7 @@ func TestASharedCacheIsKeptAcrossEphemeralRunnersPerRepository(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the bed runs the cache server's pod in a network namespace of its own, which needs root (as the bed and CI run)")
 	}
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	port := e2e.FreeLoopbackPort(t)

@@ -126,6 +126,8 @@ func (c campaignGroup) serves(repo giteasetup.Repo, labels []string) bool {
 // once and their runners load the machine enough to make other tests'
 // short Gitea timeouts fire.
 func TestRacingCampaignWithRealRunners(t *testing.T) {
+	// Alone on the bed: see above.
+	e2e.Exclusive(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 12*time.Minute)
 

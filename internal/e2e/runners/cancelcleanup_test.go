@@ -64,7 +64,7 @@ const (
 // cancel, runs the cleanup while Gitea calls it busy, and its runner Job
 // is left alone until it completes.
 func TestACancelledJobsRunnerFinishesItsCleanupBeforeItsJobGoes(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	cases := []struct {
 		name string

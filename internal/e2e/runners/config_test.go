@@ -33,7 +33,7 @@ import (
 // under the group's; and a value the scaler owns is refused at admission,
 // naming the field.
 func TestGroupRunnerConfigReachesTheRunner(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	proof := e2e.Uniq("rc-proof")

@@ -52,7 +52,7 @@ const (
 // whole job, no pass may report it reaped or stuck, the job succeeds once
 // released, and then the group's own job is served.
 func TestARunnerOfAnOrgTokenFinishesAnotherRepositorysJob(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	g := b.Gitea

@@ -31,7 +31,7 @@ const disabledWatch = 6 * time.Second
 // a runner for a job queued meanwhile, which runs it, and finishes the
 // reap (its registration and its Job go).
 func TestADisabledRealRunnerTakesNoJobAndIsNotSupply(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 5*time.Minute)
 	const group = "disabled"

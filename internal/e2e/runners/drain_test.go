@@ -28,7 +28,7 @@ import (
 // success, not a cancel (compare TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost,
 // with the default shutdown_timeout of 0).
 func TestAnEvictedRunnerFinishesItsJobWithinTheGrace(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "drain", Max: 2})

@@ -42,7 +42,7 @@ import (
 // b, and its runner registered with the token from the secretKeyRef and ran
 // the job.
 func TestRunnerPodFollowsTheTemplates(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	const pool, sidecarImage = "b", "registry.e2e.invalid/tools/cache-proxy:1.0"
@@ -129,7 +129,7 @@ func TestRunnerPodFollowsTheTemplates(t *testing.T) {
 // a group whose template sets a pinned field is not served and says why;
 // admission does not refuse it (that is the guardrails policy's part).
 func TestRunnerGroupSettingAPinnedFieldFailsAlone(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 4*time.Minute)
 	values := e2e.DeploymentValues()
@@ -198,6 +198,7 @@ func readRecipes(t *testing.T, dir string) []runnerRecipe {
 // Security baseline and restricted: the real API server says which level
 // each passes. The README shows each recipe's template as it is here.
 func TestRunnerRecipesAgainstPodSecurity(t *testing.T) {
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 2*time.Minute)
 	recipes := readRecipes(t, filepath.Join(b.Root, "internal", "e2e", "runners", "testdata", "runner-recipes"))
@@ -274,6 +275,7 @@ func TestRunnerRecipesAgainstPodSecurity(t *testing.T) {
 // where the cluster's default (privileged, here as by default) would admit
 // it. A plain pod passes both.
 func TestPodSecurityPreCheckAgreesWithTheAPIServer(t *testing.T) {
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 2*time.Minute)
 	baseline := b.Namespace(ctx, t, "psa-pre-baseline", map[string]string{tenancy.LabelEnforce: "baseline"})

@@ -36,7 +36,7 @@ import (
 // it (the job is not queued again) while a job pushed after it is served as
 // usual.
 func TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "term", Max: 2,

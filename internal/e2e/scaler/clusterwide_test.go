@@ -29,7 +29,7 @@ const readingClusterWide = "reading runner Jobs, runner pods, state ConfigMaps a
 // Gitea job, and in the third, where the cluster-wide grant lets them
 // read everything, create nothing: its group says NamespaceNotEnabled.
 func TestClusterWideReads(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 10*time.Minute)
 	const selKey = "e2e.gitea.bpg.pw/cluster-wide"

@@ -35,7 +35,7 @@ import (
 //     as without the value;
 //   - once the RoleBinding is deleted, the next pass refuses it too.
 func TestClusterWideRightsCronJobPass(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	const selKey = "e2e.gitea.bpg.pw/cluster-wide-rights"

@@ -21,7 +21,7 @@ import (
 // other starts nothing and counts the jobs it left to the first in its
 // status.
 func TestOverlappingGroupsAcrossListenersServeEachJobOnce(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "overlap", Max: 1})

@@ -36,10 +36,9 @@ import (
 // serves the instance's ubuntu-latest jobs (or anyone else's), and the repo
 // group's job needs it, which proves the default labels reach the runner.
 func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
-	// Not parallel, so it runs before this area's other tests start: Gitea
-	// 1.26 can keep the jobs of a repository deleted by another test's
-	// cleanup, and its instance-wide jobs listing then answers 500
-	// ("repository does not exist") for the global case.
+	// Alone on the bed: its instance-wide group would serve every other test's
+	// jobs.
+	e2e.Exclusive(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	ns := b.Namespace(ctx, t, "e2e-scopes", nil)
@@ -145,7 +144,7 @@ func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
 // blocked and other as nothing. Once first is done, second gets its runner;
 // once the group's labels include other's, other gets its runner.
 func TestBlockedAndUnmatchedJobsWaitForTheirTurn(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "blocked", Max: 5})
@@ -240,7 +239,7 @@ func TestBlockedAndUnmatchedJobsWaitForTheirTurn(t *testing.T) {
 // frees their slots, which the next passes give to two of the waiting jobs;
 // releasing all lets every job finish, each on exactly one runner.
 func TestMaxActiveRunnersHoldsAndFreedSlotsAreReused(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	const limit = 2
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
@@ -385,7 +384,7 @@ func (o *capacityObserver) stop() (maxSeen, n int, bad string) {
 // RunnerGroup lets the garbage collector remove its Jobs and its ConfigMap.
 // The listener runs in a namespace of its own and watches the group's.
 func TestStateConfigMapOutlivesPassesAndGoesWithItsGroup(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "state", Max: 3, ListenerNamespace: true})
@@ -565,7 +564,7 @@ func TestStateConfigMapOutlivesPassesAndGoesWithItsGroup(t *testing.T) {
 // spent on z, and y waits, with a free slot, until the spawn TTL expires
 // before it gets a runner. It must get one as soon as a slot is free.
 func TestJobUnblockedLateIsNotLeftWaitingForTheSpawnTTL(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "order", Max: 1})

@@ -21,7 +21,7 @@ import (
 // scaler (with the group's API token) into a Secret the group owns, and its
 // runner registers with it from the secretKeyRef and runs the job.
 func TestRegistrationTokenIsMintedOnTheRealGitea(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 5*time.Minute)
 	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "mint", Max: 1, MintToken: true})
@@ -70,7 +70,7 @@ func TestRegistrationTokenIsMintedOnTheRealGitea(t *testing.T) {
 // user's. Each minted token is the scope's active one, and a runner
 // registered with it serves the group's job.
 func TestRegistrationTokenIsMintedForRepoAndUserScopes(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	ns := b.Namespace(ctx, t, "e2e-mint-scopes", nil)

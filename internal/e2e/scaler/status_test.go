@@ -25,7 +25,7 @@ import (
 // queued jobs, 1/1 active and ScalingActive AtCapacity, in the table and in
 // JSON.
 func TestStatusShowsAGroupAtCapacity(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 5*time.Minute)
 	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "status", Max: 1})

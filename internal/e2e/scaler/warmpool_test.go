@@ -24,7 +24,7 @@ import (
 // Gitea, and its status says 2 are warm; the next job is taken by one of
 // them, so no pod is started for it.
 func TestWarmPoolServesTheNextJobWithoutANewPod(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	// Once the job is queued, the pass also starts a runner to top the pool

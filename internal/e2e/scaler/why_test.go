@@ -31,7 +31,7 @@ import (
 // capacity; blocked by needs:; and the label no group offers with the
 // group's labels. `status` shows the group at capacity.
 func TestWhyExplainsServedBlockedUnmatchedAndWaitingJobs(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "why", Max: 1})

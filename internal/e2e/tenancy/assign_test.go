@@ -45,7 +45,7 @@ const starveHold = "45s"
 // Then the platform grants B's namespace only B's own user: B's group gets
 // NotGranted, and A's next job is A's alone.
 func TestAnotherTenantCannotStarveAJob(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	values := e2e.DeploymentValues()
@@ -131,7 +131,7 @@ func TestAnotherTenantCannotStarveAJob(t *testing.T) {
 // serve it. Every job gets exactly one runner Job across both namespaces,
 // and runs; within the hold the more specific group has them.
 func TestTwoGrantedTeamsOnOneRepository(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	a := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "granted-a", Max: 3})
@@ -173,7 +173,7 @@ func TestTwoGrantedTeamsOnOneRepository(t *testing.T) {
 // job: A's job is A's at once, with the default ten-minute hold, which
 // this test does not wait for.
 func TestAWrongScopeRegistrationTokenHoldsNoJob(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	a := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "wrongscope-a", Max: 2})
@@ -237,7 +237,7 @@ func TestAWrongScopeRegistrationTokenHoldsNoJob(t *testing.T) {
 // that path is no way to read a token (404 "Runner not found"), and a
 // token that may only read the repository cannot ask (403).
 func TestRegistrationTokenCheckOnTheRealGitea(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 2*time.Minute)
 	g := b.Gitea

@@ -24,7 +24,7 @@ import (
 // server: RBAC refuses, and nothing of A's group is printed; in B's own
 // namespace the same kubeconfig works.
 func TestStatusAndWhyShowAnotherNamespaceNothing(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 3*time.Minute)
 	a := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "xview-a", Max: 1})

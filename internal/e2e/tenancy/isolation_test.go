@@ -42,7 +42,7 @@ import (
 //   - the SubjectAccessReview table of what the ServiceAccount can do;
 //   - no token in the listener's log, the events, the status or a Job.
 func TestTenancy(t *testing.T) {
-	t.Parallel()
+	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 8*time.Minute)
 	const selKey = "e2e.gitea.bpg.pw/tenancy"

@@ -1,0 +1,139 @@
+//go:build e2e
+
+// How the areas' test binaries share one bed. go test runs several areas
+// at once (-p), each its own process, so t.Parallel alone cannot keep a
+// test that needs the bed to itself (an API-server restart, the CRD's
+// reinstall, a benchmark) apart from another area's tests, nor bound how
+// many tests load the bed's Gitea at once. Every top-level test therefore
+// starts with Parallel or Exclusive, and they hold file locks in the bed's
+// folder that every binary sees.
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BedSlots is how many tests may use the bed at once across all areas.
+// The tests spend their time waiting on the cluster and Gitea, so more than
+// the cores, but one Gitea on two cores times out when many more push,
+// cancel and list at once.
+const BedSlots = 8
+
+// Parallel runs t in parallel with the other tests of its binary and of
+// the other areas, in one of BedSlots slots, and never while an Exclusive
+// test runs.
+func Parallel(t *testing.T) {
+	t.Helper()
+	mustBeTopLevel(t, "Parallel")
+	t.Parallel()
+	dir := lockDir(t)
+	passTurnstile(t, dir)
+	hold(t, filepath.Join(dir, "bed.lock"), syscall.LOCK_SH)
+	holdSlot(t, dir)
+}
+
+// Exclusive gives t the bed to itself: it waits until every running test
+// of every area is done and keeps new ones from starting until t and its
+// cleanup are done. A waiting Exclusive test goes before tests that come
+// later, so it cannot be starved by a stream of parallel ones.
+func Exclusive(t *testing.T) {
+	t.Helper()
+	mustBeTopLevel(t, "Exclusive")
+	dir := lockDir(t)
+	turnstile := hold(t, filepath.Join(dir, "turnstile.lock"), syscall.LOCK_EX)
+	hold(t, filepath.Join(dir, "bed.lock"), syscall.LOCK_EX)
+	turnstile.release()
+}
+
+// A subtest shares its parent's hold; taking a second one could wait on an
+// Exclusive test that itself waits on the parent.
+func mustBeTopLevel(t *testing.T, call string) {
+	t.Helper()
+	if strings.Contains(t.Name(), "/") {
+		t.Fatalf("e2e.%s is for top-level tests; %s shares its parent's hold on the bed", call, t.Name())
+	}
+}
+
+func lockDir(t *testing.T) string {
+	t.Helper()
+	bed, err := bedDir()
+	if err != nil {
+		t.Fatalf("test bed: %v", err)
+	}
+	dir := filepath.Join(bed, "share")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("the bed's lock folder: %v", err)
+	}
+	return dir
+}
+
+// passTurnstile waits while an Exclusive test is waiting for the bed.
+func passTurnstile(t *testing.T, dir string) {
+	t.Helper()
+	hold(t, filepath.Join(dir, "turnstile.lock"), syscall.LOCK_SH).release()
+}
+
+// holdSlot takes the first free one of BedSlots slot files.
+func holdSlot(t *testing.T, dir string) {
+	t.Helper()
+	for {
+		for i := range BedSlots {
+			if l, ok := tryHold(t, filepath.Join(dir, fmt.Sprintf("slot-%d.lock", i))); ok {
+				t.Cleanup(l.release)
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// A fileLock is one open file description's flock: two opens of the same
+// file, even in one process, exclude each other.
+// Closing the file releases the lock; release may run twice (by hand and
+// at cleanup), and closing once keeps a reused descriptor safe.
+type fileLock struct {
+	f    *os.File
+	once sync.Once
+}
+
+func (l *fileLock) release() { l.once.Do(func() { _ = l.f.Close() }) }
+
+// hold blocks until it has the lock and releases it when t and the
+// cleanups registered after it are done.
+func hold(t *testing.T, path string, how int) *fileLock {
+	t.Helper()
+	l := openLock(t, path)
+	if err := syscall.Flock(int(l.f.Fd()), how); err != nil {
+		_ = l.f.Close()
+		t.Fatalf("lock %s: %v", path, err)
+	}
+	t.Cleanup(l.release)
+	return l
+}
+
+func tryHold(t *testing.T, path string) (*fileLock, bool) {
+	t.Helper()
+	l := openLock(t, path)
+	if err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = l.f.Close()
+		return nil, false
+	}
+	return l, true
+}
+
+func openLock(t *testing.T, path string) *fileLock {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatalf("lock %s: %v", path, err)
+	}
+	return &fileLock{f: f}
+}
