@@ -91,7 +91,7 @@ type candidate struct {
 	key, instance string
 	namespace     string
 	specificity   int
-	owner, repo   string
+	where         scope.Place
 	names         runnerlabels.Set
 }
 
@@ -105,8 +105,7 @@ func New(groups []Group) *Rule {
 			namespace:   namespaceOf(g.Key),
 			instance:    g.Where.URL(),
 			specificity: specificity(g.Where.Scope()),
-			owner:       strings.ToLower(g.Where.Owner()),
-			repo:        strings.ToLower(g.Where.Repo()),
+			where:       g.Where,
 			names:       runnerlabels.NewSet(g.Labels),
 		})
 	}
@@ -211,7 +210,6 @@ func (r *Rule) Explain(url string, job Job) []Verdict {
 // the pass's hot path, needs no label lists. turn is how many holds the
 // job has waited.
 func (r *Rule) verdicts(instance string, job Job, turn int64) []Verdict {
-	owner, name, _ := strings.Cut(strings.ToLower(job.Repo), "/")
 	out := make([]Verdict, 0, len(r.ranked))
 	// The candidates' namespaces in rule order, each with its best
 	// candidate: the eligible ones only, when there is one.
@@ -222,7 +220,7 @@ func (r *Rule) verdicts(instance string, job Job, turn int64) []Verdict {
 		v := Verdict{
 			Key:          c.key,
 			SameInstance: c.instance == instance,
-			InScope:      c.contains(owner, name),
+			InScope:      c.where.HoldsRepo(job.Repo),
 			Missing:      c.names.Missing(job.Labels),
 			CanRun:       c.names.CanRun(job.Labels),
 			Eligible:     c.eligible,
@@ -252,19 +250,6 @@ func (r *Rule) verdicts(instance string, job Job, turn int64) []Verdict {
 func namespaceOf(key string) string {
 	ns, _, _ := strings.Cut(key, "/")
 	return ns
-}
-
-// contains reports whether the candidate's scope holds the repository. Gitea
-// compares owner and repository names without regard to case.
-func (c candidate) contains(owner, name string) bool {
-	switch c.specificity {
-	case scopeGlobal:
-		return true
-	case scopeOwner:
-		return owner != "" && owner == c.owner
-	default:
-		return owner != "" && owner == c.owner && name == c.repo
-	}
 }
 
 const (

@@ -9,6 +9,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 )
 
 // QueuedJob is a job a webhook delivery says was queued: its repository
@@ -115,23 +116,9 @@ func (s *Scaler) triggeredPass(ctx context.Context) (passreport.Summary, bool) {
 func (s *Scaler) couldServeAny(rg *v1alpha1.RunnerGroup, jobs []QueuedJob) bool {
 	labels := runnerlabels.NewSet(runnerlabels.ForGroup(&rg.Spec, s.cfg.Runner.DefaultLabels))
 	for _, j := range jobs {
-		if inScope(&rg.Spec, j.Repo) && labels.CanRun(j.Labels) {
+		if scope.Of(&rg.Spec).HoldsRepo(j.Repo) && labels.CanRun(j.Labels) {
 			return true
 		}
 	}
 	return false
-}
-
-// inScope reports whether repo ("owner/name") is in the group's scope.
-// Gitea names are case-insensitive.
-func inScope(spec *v1alpha1.RunnerGroupSpec, repo string) bool {
-	owner, name, _ := strings.Cut(repo, "/")
-	switch spec.Scope {
-	case v1alpha1.ScopeGlobal:
-		return true
-	case v1alpha1.ScopeRepo:
-		return strings.EqualFold(owner, spec.Owner()) && strings.EqualFold(name, spec.Repo)
-	default:
-		return strings.EqualFold(owner, spec.Owner())
-	}
 }

@@ -148,6 +148,24 @@ func (p Place) Contains(o Place) bool {
 	return false
 }
 
+// HoldsRepo says whether a job of repository repo ("owner/name") is the
+// place's to serve: the instance holds every repository, an org or a user
+// its own, a repository itself. Gitea compares the names without regard
+// to case. The instance is not compared: a job's repository is named
+// without it.
+func (p Place) HoldsRepo(repo string) bool {
+	owner, name, _ := strings.Cut(repo, "/")
+	switch p.scope {
+	case v1alpha1.ScopeGlobal:
+		return true
+	case v1alpha1.ScopeOrg, v1alpha1.ScopeUser:
+		return owner != "" && strings.EqualFold(owner, p.owner)
+	case v1alpha1.ScopeRepo:
+		return owner != "" && strings.EqualFold(owner, p.owner) && strings.EqualFold(name, p.repo)
+	}
+	return false
+}
+
 // Stored is the place's stored form, in a runner Job's runner-scope
 // annotation and in the ledger: the URL and the scope, e.g.
 // "https://gitea.example.com org acme", "https://gitea.example.com repo

@@ -94,6 +94,31 @@ func TestContains(t *testing.T) {
 	}
 }
 
+func TestHoldsRepo(t *testing.T) {
+	const url = "https://gitea.example.com"
+	tests := []struct {
+		name string
+		p    Place
+		repo string
+		want bool
+	}{
+		{"the instance holds every repository", New(url, global, "", ""), "acme/app", true},
+		{"an org holds its repositories", New(url, org, "acme", ""), "acme/app", true},
+		{"names compare without case, as Gitea's", New(url, org, "Acme", ""), "ACME/app", true},
+		{"a user holds its repositories", New(url, user, "alice", ""), "alice/tool", true},
+		{"an org holds no other owner's", New(url, org, "acme", ""), "alice/tool", false},
+		{"a repository holds itself", New(url, repo, "acme", "app"), "Acme/App", true},
+		{"a repository holds no sibling", New(url, repo, "acme", "app"), "acme/lib", false},
+		{"no owner is held by no org", New(url, org, "", ""), "/app", false},
+		{"no place holds nothing", Place{}, "acme/app", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.p.HoldsRepo(tt.repo))
+		})
+	}
+}
+
 func TestParseReadsBackWhatStoredWrote(t *testing.T) {
 	tests := []struct {
 		name   string
