@@ -192,7 +192,7 @@ func (a *api) typeOf(f *ast.File, gd *ast.GenDecl, ts *ast.TypeSpec) *typeDecl {
 	// Markers may also sit in a comment block of their own above the doc
 	// (controller-gen reads both), as on RunnerGroup.
 	markers := append(markersOf(commentBefore(f, cg, gd.Pos())), markersOf(cg)...)
-	t := &typeDecl{name: ts.Name.Name, doc: prose(cg), markers: markers, expr: ts.Type}
+	t := &typeDecl{name: ts.Name.Name, doc: firstParagraph(prose(cg)), markers: markers, expr: ts.Type}
 	for _, m := range markers {
 		if v, ok := strings.CutPrefix(m, "kubebuilder:validation:Enum="); ok {
 			t.enum = strings.Split(v, ";")
@@ -309,6 +309,14 @@ func prose(cg *ast.CommentGroup) string {
 		paras = append(paras, strings.Join(cur, " "))
 	}
 	return strings.Join(paras, "\n\n")
+}
+
+// firstParagraph is a type's reference text: its doc comment's first
+// paragraph says what the type is; later paragraphs explain the code to its
+// readers, and what a user needs of them the fields and the manual say.
+func firstParagraph(doc string) string {
+	first, _, _ := strings.Cut(doc, "\n\n")
+	return first
 }
 
 // render writes the reference of kind and every type of the package that

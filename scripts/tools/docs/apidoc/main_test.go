@@ -11,7 +11,8 @@ import (
 
 // testdata/v1.md is the reference of testdata/v1 written by hand: it pins
 // what a reader gets from each kind of comment and marker, and that notes
-// for maintainers (comments apart from a doc comment) stay out.
+// for maintainers (comments apart from a doc comment, and a type comment's
+// paragraphs after its first) stay out.
 func TestRenderMatchesTheHandWrittenReference(t *testing.T) {
 	a, err := load("testdata/v1")
 	require.NoError(t, err)

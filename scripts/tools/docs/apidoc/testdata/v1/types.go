@@ -24,6 +24,9 @@ type Widget struct {
 
 // WidgetSpec is what is wanted of a Widget.
 //
+// A second paragraph explains the code to its readers and stays out of the
+// reference.
+//
 // +kubebuilder:validation:XValidation:rule="self.size > 0 || self.color == 'red'",message="spec.size must be positive unless red"
 type WidgetSpec struct {
 	// Size of the <widget>, in *units*.
