@@ -154,7 +154,8 @@ func TestE2EFileNameRule(t *testing.T) {
 // Every top-level e2e test says how it shares the bed with the other
 // areas' binaries, which go test runs at once (internal/e2e/share.go): its
 // body starts, after any skip checks, with e2e.Parallel(t) or
-// e2e.Exclusive(t), and a bare t.Parallel() would bypass the bed's locks.
+// e2e.Exclusive(t) (or e2e.ExclusiveWhen), and a bare t.Parallel() would
+// bypass the bed's locks.
 func TestE2ETestsSayHowTheyShareTheBed(t *testing.T) {
 	callOf := func(s ast.Stmt) string {
 		es, ok := s.(*ast.ExprStmt)
@@ -194,17 +195,35 @@ func TestE2ETestsSayHowTheyShareTheBed(t *testing.T) {
 				if _, isSkipCheck := s.(*ast.IfStmt); isSkipCheck && share == "" {
 					continue
 				}
+				if _, isDecl := s.(*ast.AssignStmt); isDecl && share == "" {
+					continue
+				}
 				switch c := callOf(s); c {
-				case "e2e.Parallel", "e2e.Exclusive":
+				case "e2e.Parallel", "e2e.Exclusive", "e2e.ExclusiveWhen":
 					assert.Empty(t, share, "%s: %s says twice how it shares the bed", path, fn.Name.Name)
 					share = c
-				case "t.Parallel":
-					assert.Fail(t, "a bare t.Parallel", "%s: %s: use e2e.Parallel(t), which also takes the bed's shared lock", path, fn.Name.Name)
 				}
 				if share == "" {
 					break
 				}
 			}
+			// Anywhere in the test's own body (a subtest's function may
+			// call it): an Exclusive test that then paused as parallel
+			// would hold the bed until its binary's sequential tests,
+			// waiting for the bed, were done.
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				if _, sub := n.(*ast.FuncLit); sub {
+					return false
+				}
+				if call, ok := n.(*ast.CallExpr); ok {
+					if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Parallel" {
+						if x, ok := sel.X.(*ast.Ident); ok && x.Name == "t" {
+							assert.Fail(t, "a bare t.Parallel", "%s: %s: use e2e.Parallel(t), which also takes the bed's shared lock", path, fn.Name.Name)
+						}
+					}
+				}
+				return true
+			})
 			assert.NotEmpty(t, share, "%s: %s must start with e2e.Parallel(t) or e2e.Exclusive(t)", path, fn.Name.Name)
 		}
 	}

@@ -53,6 +53,17 @@ func Exclusive(t *testing.T) {
 	turnstile.release()
 }
 
+// ExclusiveWhen is Exclusive when alone is true and Parallel otherwise:
+// for a test that measures in one mode and only smoke-tests in the other.
+func ExclusiveWhen(t *testing.T, alone bool) {
+	t.Helper()
+	if alone {
+		Exclusive(t)
+		return
+	}
+	Parallel(t)
+}
+
 // A subtest shares its parent's hold; taking a second one could wait on an
 // Exclusive test that itself waits on the parent.
 func mustBeTopLevel(t *testing.T, call string) {

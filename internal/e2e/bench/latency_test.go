@@ -248,12 +248,10 @@ func chartLatencyScene(b *e2e.Testbed, ctx context.Context, t *testing.T, o e2e.
 // existing and to the job being in_progress, beside the README's goal.
 // LATENCY=full (make bench-latency) takes latencyFullSamples per mode.
 func TestScaleUpLatency(t *testing.T) {
-	// Alone on the bed: its figures must not measure other tests.
-	e2e.Exclusive(t)
+	// Alone on the bed when it measures: its figures must not measure
+	// other tests. The smoke run shares it.
 	full := os.Getenv("LATENCY") == "full"
-	if !full {
-		t.Parallel()
-	}
+	e2e.ExclusiveWhen(t, full)
 	b := e2e.Bed(t)
 	modes := latencyModes(full)
 	reports := make([]string, len(modes))
