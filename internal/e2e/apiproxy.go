@@ -55,7 +55,7 @@ func (b *Testbed) NewAPIProxy(t *testing.T) *APIProxy {
 // NewTLSAPIProxy is newAPIProxy serving TLS and HTTP/2 as the API server
 // does (up to its default 1,000 streams per connection), so a client's
 // watches share connections as they do in a cluster: what a loop's
-// memory is measured with (issue 23).
+// memory is measured with.
 func (b *Testbed) NewTLSAPIProxy(t *testing.T) *APIProxy {
 	t.Helper()
 	return b.startAPIProxy(t, true)

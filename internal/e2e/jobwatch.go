@@ -1,6 +1,6 @@
 //go:build e2e
 
-// Watching one runner Job from the side: the tests of issue 32 prove that
+// Watching one runner Job from the side: the lifecycle tests prove that
 // a runner Job is never deleted while its runner still works, and a pass
 // that deletes it may do so between two of the test's own looks.
 
