@@ -207,18 +207,15 @@ func TestE2ETestsSayHowTheyShareTheBed(t *testing.T) {
 					break
 				}
 			}
-			// Anywhere in the test's own body (a subtest's function may
-			// call it): an Exclusive test that then paused as parallel
-			// would hold the bed until its binary's sequential tests,
-			// waiting for the bed, were done.
+			// Anywhere in the test: an Exclusive test that then paused as
+			// parallel would hold the bed until its binary's sequential
+			// tests, waiting for the bed, were done; a subtest calls
+			// e2e.ParallelSub, which takes a bed-wide slot.
 			ast.Inspect(fn.Body, func(n ast.Node) bool {
-				if _, sub := n.(*ast.FuncLit); sub {
-					return false
-				}
 				if call, ok := n.(*ast.CallExpr); ok {
 					if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Parallel" {
 						if x, ok := sel.X.(*ast.Ident); ok && x.Name == "t" {
-							assert.Fail(t, "a bare t.Parallel", "%s: %s: use e2e.Parallel(t), which also takes the bed's shared lock", path, fn.Name.Name)
+							assert.Fail(t, "a bare t.Parallel", "%s: %s: use e2e.Parallel(t) or, in a subtest, e2e.ParallelSub(t), which take the bed's locks", path, fn.Name.Name)
 						}
 					}
 				}

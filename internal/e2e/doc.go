@@ -53,8 +53,9 @@
 //
 // Every top-level test starts with e2e.Parallel(t) or, when it needs the
 // bed to itself (the quick start, the CRD's reinstall, the API server's
-// restart, the benchmarks), e2e.Exclusive(t) with a comment saying why; the
-// house test checks it. The two hold file locks in the bed's folder, so the
+// restart, the benchmarks), e2e.Exclusive(t) with a comment saying why; a
+// parallel subtest starts with e2e.ParallelSub(t). The house test checks
+// it. The two hold file locks in the bed's folder, so the
 // areas run at once (-p) and still see the bed as one binary did.
 //
 // Run with:

@@ -21,7 +21,9 @@ import (
 	"time"
 )
 
-// BedSlots is how many tests may use the bed at once across all areas.
+// BedSlots is how many tests and parallel subtests may use the bed at once
+// across all areas, as -parallel 8 bounded them when the suite was one
+// binary.
 // The tests spend their time waiting on the cluster and Gitea, so more than
 // the cores, but one Gitea on two cores times out when many more push,
 // cancel and list at once.
@@ -37,8 +39,30 @@ func Parallel(t *testing.T) {
 	dir := lockDir(t)
 	passTurnstile(t, dir)
 	hold(t, filepath.Join(dir, "bed.lock"), syscall.LOCK_SH)
-	holdSlot(t, dir)
+	slotOf.Store(t.Name(), holdSlot(t, dir))
 }
+
+// ParallelSub runs a subtest in parallel with its siblings, in a slot of
+// its own: a test's subtests count against BedSlots as the test does.
+// Parallel subtests start once their parent's body has returned, so the
+// parent's slot goes to them; its hold on the bed stays until they and
+// its cleanup are done.
+func ParallelSub(t *testing.T) {
+	t.Helper()
+	top, _, sub := strings.Cut(t.Name(), "/")
+	if !sub {
+		t.Fatalf("e2e.ParallelSub is for subtests; %s is a top-level test (e2e.Parallel)", t.Name())
+	}
+	t.Parallel()
+	if slot, ok := slotOf.LoadAndDelete(top); ok {
+		slot.(*fileLock).release()
+	}
+	holdSlot(t, lockDir(t))
+}
+
+// slotOf holds the slot of each running top-level Parallel test of this
+// binary, by name, until its first parallel subtest takes it over.
+var slotOf sync.Map
 
 // Exclusive gives t the bed to itself: it waits until every running test
 // of every area is done and keeps new ones from starting until t and its
@@ -93,13 +117,13 @@ func passTurnstile(t *testing.T, dir string) {
 }
 
 // holdSlot takes the first free one of BedSlots slot files.
-func holdSlot(t *testing.T, dir string) {
+func holdSlot(t *testing.T, dir string) *fileLock {
 	t.Helper()
 	for {
 		for i := range BedSlots {
 			if l, ok := tryHold(t, filepath.Join(dir, fmt.Sprintf("slot-%d.lock", i))); ok {
 				t.Cleanup(l.release)
-				return
+				return l
 			}
 		}
 		time.Sleep(200 * time.Millisecond)

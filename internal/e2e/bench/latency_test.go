@@ -261,7 +261,7 @@ func TestScaleUpLatency(t *testing.T) {
 				if m.fullOnly {
 					t.Skip("measured by make bench-latency only")
 				}
-				t.Parallel()
+				e2e.ParallelSub(t)
 			}
 			reports[i] = measureLatency(b, t, m)
 		})

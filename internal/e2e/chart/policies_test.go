@@ -497,7 +497,7 @@ func TestPolicyChartRefusals(t *testing.T) {
 		i++
 		release := e2e.Uniq("pol", "bad"+strconv.Itoa(i))
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
+			e2e.ParallelSub(t)
 			// A context of its own: a parallel subtest may wait for a free
 			// slot longer than its parent's context lasts (the suite runs
 			// GOMAXPROCS tests at once, 2 on CI's machines).

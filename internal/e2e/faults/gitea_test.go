@@ -78,7 +78,7 @@ func TestFaultGiteaFailsOnlyItsGroupAndTheNextPassRecovers(t *testing.T) {
 
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			t.Parallel()
+			e2e.ParallelSub(t)
 			// A context of its own: a parallel subtest may wait minutes for
 			// a free slot in the full suite, past its parent's deadline.
 			ctx := e2e.TestContext(t, 5*time.Minute)
@@ -141,7 +141,7 @@ func TestFaultGiteaListingThatChangesBetweenPagesStartsNoSecondRunner(t *testing
 	const jobs = 5
 	for _, shift := range []e2e.PageShift{e2e.ShiftDrop, e2e.ShiftInsert} {
 		t.Run(string(shift), func(t *testing.T) {
-			t.Parallel()
+			e2e.ParallelSub(t)
 			// A context of its own: a parallel subtest may wait minutes for
 			// a free slot in the full suite, past any deadline its parent set.
 			ctx := e2e.TestContext(t, 4*time.Minute)

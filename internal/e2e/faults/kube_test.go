@@ -357,7 +357,7 @@ func TestFaultKubeLostCreateResponseStartsNoSecondRunner(t *testing.T) {
 
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			t.Parallel()
+			e2e.ParallelSub(t)
 			// A context of its own: a parallel subtest may wait minutes for
 			// a free slot in the full suite, past its parent's deadline.
 			ctx := e2e.TestContext(t, 4*time.Minute)

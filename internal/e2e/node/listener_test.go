@@ -130,7 +130,7 @@ func TestRealNodeListener(t *testing.T) {
 	n := readRealNode(b, t)
 
 	t.Run("deployment", func(t *testing.T) {
-		t.Parallel()
+		e2e.ParallelSub(t)
 		ctx := e2e.TestContext(t, 5*time.Minute)
 		values := e2e.DeploymentValues()
 		values["deployment"] = map[string]any{"liveness": map[string]any{"enabled": true, "port": 8081}}
@@ -180,7 +180,7 @@ func TestRealNodeListener(t *testing.T) {
 	})
 
 	t.Run("cronjob", func(t *testing.T) {
-		t.Parallel()
+		e2e.ParallelSub(t)
 		ctx := e2e.TestContext(t, 5*time.Minute)
 		rel, ns, group, dump := realNodeScene(b, ctx, t, n, "realnode-cron", e2e.BaseValues())
 		e2e.WaitUntil(ctx, t, 3*time.Minute, "a CronJob pass's pod completed on "+n.name, dump, func(ctx context.Context) (bool, string, error) {

@@ -88,7 +88,7 @@ func TestACancelledJobsRunnerFinishesItsCleanupBeforeItsJobGoes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			e2e.ParallelSub(t)
 			ctx := e2e.TestContext(t, 6*time.Minute)
 			cancelledJobCleansUp(b, ctx, t, tc.name, tc.unable)
 		})

@@ -83,7 +83,7 @@ func TestEveryQueuedJobGetsOneRunnerInEachScope(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.scope), func(t *testing.T) {
-			t.Parallel()
+			e2e.ParallelSub(t)
 			// A context of its own: a parallel subtest may wait minutes for
 			// a free slot in the full suite, past its parent's deadline.
 			ctx := e2e.TestContext(t, 8*time.Minute)
