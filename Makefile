@@ -197,6 +197,9 @@ testbed-down: ## Stop everything the test bed started.
 
 .PHONY: test-e2e
 test-e2e: testbed-up ## End-to-end tests against the test bed.
+	@# Build every area first (running no test), so no compiler competes
+	@# with the bed's Gitea once the first area's tests start.
+	go test -count=1 -tags e2e -run '^$$' ./internal/e2e/... >/dev/null
 	go test -count=1 -p $(E2E_AREAS) -tags e2e -timeout $(E2E_TIMEOUT) -v ./internal/e2e/... 2>&1 | tee $(CACHE)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  exit $${PIPESTATUS[0]}
 

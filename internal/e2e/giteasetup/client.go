@@ -34,10 +34,13 @@ type Client struct {
 }
 
 // New returns a client of the Gitea at baseURL that authenticates with
-// token. A nil hc gets a 30-second timeout per request.
+// token. A nil hc gets a 90-second timeout per request: on a loaded
+// machine Gitea takes tens of seconds to create a repository or commit a
+// file (it runs git for each), and a setup request that gives up sooner
+// fails a test on the machine's load, not on what it tests.
 func New(baseURL, token string, hc *http.Client) *Client {
 	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
+		hc = &http.Client{Timeout: 90 * time.Second}
 	}
 	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, hc: hc}
 }
