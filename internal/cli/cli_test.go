@@ -130,6 +130,7 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 		{name: "zero assignment hold", args: []string{"--assignment-hold", "0s"}, want: "--assignment-hold must be positive"},
 		{name: "zero interval with loop", args: []string{"--loop", "--interval", "0s"}, want: "--interval must be positive"},
 		{name: "workers", args: []string{"--workers", "0"}, want: "--workers must be between 1 and 64"},
+		{name: "registration checks not ns/name", args: []string{"--registration-checks", "checks"}, want: "--registration-checks must be namespace/name"},
 		{name: "selector", args: []string{"--selector", "a in ("}, want: `--selector "a in ("`},
 		{name: "empty exclude selector", args: []string{"--exclude-selector", " "}, want: "would exclude every RunnerGroup"},
 		{name: "JSON exclude selector selecting everything", env: map[string]string{"SCALER_EXCLUDE_SELECTORS": "pool=gpu;{}"}, want: `--exclude-selector "{}": would exclude every RunnerGroup`},

@@ -150,5 +150,6 @@ func (r *RunCmd) scalerConfig() (scaler.Config, error) {
 		ClusterWideReads:          r.ClusterWideReads,
 		NewGroupsPerPass:          r.newGroupsPerPass(),
 		DeletedNamespaces:         r.deletedNamespaces(),
+		KeptRegistrationChecks:    r.keptRegistrationChecks(),
 	}, err
 }

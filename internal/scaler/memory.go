@@ -46,7 +46,8 @@ func (m *memory) turn() {
 // checks are the registration token checks a pass shares among its groups:
 // a loop's, which keep their verdicts for the next passes, or for a single
 // pass a set of its own, which still asks Gitea once for groups that check
-// the same token at the same time.
+// the same token at the same time. Either finds the verdicts of earlier
+// passes in Config.KeptRegistrationChecks (regcheckkept.go).
 func (m *memory) checks() *regChecks {
 	if m == nil {
 		return &regChecks{}

@@ -64,6 +64,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	// groups this pass serves can serve, before any of them plans.
 	runs := make([]*groupRun, len(groups))
 	fresh := s.newPass()
+	s.loadKeptChecks(ctx, fresh.checks)
 	s.forEachGroup(len(groups), func(i int) {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
 		defer cancel()
@@ -86,6 +87,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 		}
 	})
 	shared.wait.Wait()
+	s.saveKeptChecks(ctx, fresh.checks)
 	// A full pass only: a webhook's pass is for speed, and serves some
 	// groups only.
 	if keep == nil && s.cfg.DeletedNamespaces != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -28,6 +29,9 @@ type regChecks struct {
 	// same key at once (a pass serves several groups at a time) wait for
 	// the one that asks instead of each asking Gitea.
 	asking map[[sha256.Size]byte]chan struct{}
+	// loaded says the kept verdicts were read (loadKeptChecks); unsaved
+	// that a verdict was reached since they were last written.
+	loaded, unsaved bool
 }
 
 // regVerdict is one check's outcome: match, or refused (the API token may
@@ -86,7 +90,7 @@ func (r *regChecks) get(key [sha256.Size]byte, now time.Time) (regVerdict, bool)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	v, ok := r.seen[key]
-	if !ok || now.Sub(v.at) >= RegistrationTokenRecheck || v.at.After(now) {
+	if !ok || !stillGood(v.at, now) {
 		return regVerdict{}, false
 	}
 	return v, true
@@ -106,6 +110,52 @@ func (r *regChecks) put(key [sha256.Size]byte, v regVerdict) {
 		}
 	}
 	r.seen[key] = v
+	r.unsaved = true
+}
+
+// startLoading says whether the kept verdicts are still to be read, and
+// that they are being read now.
+func (r *regChecks) startLoading() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := !r.loaded
+	r.loaded = true
+	return first
+}
+
+// merge adds kept verdicts newer than those known.
+func (r *regChecks) merge(kept map[[sha256.Size]byte]regVerdict) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen == nil {
+		r.seen = map[[sha256.Size]byte]regVerdict{}
+	}
+	for k, v := range kept {
+		if old, ok := r.seen[k]; !ok || v.at.After(old.at) {
+			r.seen[k] = v
+		}
+	}
+}
+
+// changed says whether a verdict was reached since the last save.
+func (r *regChecks) changed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unsaved
+}
+
+// snapshot is a copy of the verdicts known.
+func (r *regChecks) snapshot() map[[sha256.Size]byte]regVerdict {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.seen)
+}
+
+// saved records that the verdicts known were written.
+func (r *regChecks) saved() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unsaved = false
 }
 
 // checkRegistrationToken checks that the group's registration token (from
@@ -139,7 +189,7 @@ func (s *Scaler) checkRegistrationToken(ctx context.Context, g *groupRun, apiTok
 		unchecked(errors.New("the Gitea client cannot check registration tokens"))
 		return nil
 	}
-	key := sha256.Sum256([]byte(rg.Spec.Gitea.URL + "\x00" + target.String() + "\x00" + apiToken + "\x00" + regToken))
+	key := regCheckKey(rg.Spec.Gitea.URL, target, apiToken, regToken)
 	now := s.now()
 	v := g.checks.verdict(key, now, func() regVerdict {
 		registersIn, match, err := checker.RegistrationScope(ctx, target, regToken)

@@ -20,6 +20,8 @@
 //	group.go    one group's steps, and the first of them: validate
 //	regcheck.go the check that a registration token is its scope's, and
 //	            which scope's it is
+//	regcheckkept.go  those checks' verdicts kept for the next pass, in
+//	            the release namespace's ConfigMap
 //	regtoken.go the registration token the scaler mints for a group
 //	cachecheck.go  whether the group's runners get the shared cache
 //	gather.go   what a pass reads once for all groups: each namespace's
@@ -62,6 +64,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -175,6 +178,11 @@ type Config struct {
 	// namespace registered and removes the registrations of namespaces
 	// that are gone (see DeletedNamespaces); nil does neither.
 	DeletedNamespaces *DeletedNamespaces
+	// KeptRegistrationChecks names the ConfigMap, in the release
+	// namespace, where passes keep the registration token checks'
+	// verdicts for the next (regcheckkept.go); nil keeps them in a loop's
+	// memory only.
+	KeptRegistrationChecks *types.NamespacedName
 }
 
 // DefaultGroupTimeout is Config.GroupTimeout's default: room for a few

@@ -430,6 +430,15 @@ and RoleBinding have the same name.
 {{- end -}}
 
 {{/*
+The ConfigMap, in the release namespace, where passes keep the registration
+token checks' verdicts for the next (SCALER_REGISTRATION_CHECKS); its Role and
+RoleBinding have the same name.
+*/}}
+{{- define "gitea-runner-operator.registrationChecksName" -}}
+{{- printf "%s-registration-checks" (include "gitea-runner-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
 Objects the chart makes in namespaces it does not own (a RoleBinding per
 watchNamespaces entry, the runnerCache objects): a namespace's admin can
 create one of those names first, and Helm then refuses the whole install or

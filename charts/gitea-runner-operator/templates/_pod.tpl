@@ -205,6 +205,8 @@ spec:
               resource: limits.memory
         - name: GOGC
           value: "50"
+        - name: SCALER_REGISTRATION_CHECKS
+          value: {{ printf "%s/%s" $.root.Release.Namespace (include "gitea-runner-operator.registrationChecksName" $.root) | quote }}
         {{- if $ca }}
         - name: SCALER_GITEA_CA_FILE
           value: {{ printf "/etc/gitea-runner-scaler/gitea-ca/%s" $ca.key | quote }}
