@@ -163,8 +163,9 @@ func (r *GroupReport) lastPass(rg *v1alpha1.RunnerGroup, now time.Time) {
 		f.Reason, f.Message = ready.Reason, ready.Message
 		f.Fix = "see reason " + ready.Reason + " in the troubleshooting table (docs/troubleshooting.md)"
 	case rg.Status.LastCheckTime == nil:
-		f.Message = "no pass has served the group yet"
-		f.Fix = "wait for the next pass (a minute in mode cronjob), or start one (the chart's NOTES print the command)"
+		// Not missing: a group just created waits for its first pass.
+		f.Skipped = true
+		f.Message = "no pass has served the group yet: the next pass does (a minute in mode cronjob; the chart's NOTES print the command for one now)"
 	default:
 		f.OK = true
 		f.Message = fmt.Sprintf("%s, Ready", strings.TrimPrefix(lastPass(rg, now), "its "))

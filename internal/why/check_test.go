@@ -84,6 +84,8 @@ func TestCheckGroupListsWhatIsMissingWithItsFix(t *testing.T) {
 			change:  func(t *testing.T, w *world, rg *v1alpha1.RunnerGroup) { rg.Spec.Org = "" },
 			want:    map[string]gap{CheckSpec: {v1alpha1.ReasonInvalidSpec, "the field the message names"}},
 			skipped: []string{CheckAPIToken, CheckRegistrationToken, CheckGitea}},
+		{name: "a group no pass has served yet is not missing anything for it", group: "arm",
+			skipped: []string{CheckLastPass}, asked: true},
 		{name: "a group whose last pass failed says why", group: "big",
 			want: map[string]gap{CheckLastPass: {v1alpha1.ReasonSecretNotFound, "troubleshooting"}}, asked: true},
 	}
