@@ -168,7 +168,7 @@ func (r *GroupReport) lastPass(rg *v1alpha1.RunnerGroup, now time.Time) {
 		f.Message = "no pass has served the group yet: the next pass does (a minute in mode cronjob; the chart's NOTES print the command for one now)"
 	default:
 		f.OK = true
-		f.Message = fmt.Sprintf("%s, Ready", strings.TrimPrefix(lastPass(rg, now), "its "))
+		f.Message = fmt.Sprintf("Ready, %s ago at generation %d", now.Sub(rg.Status.LastCheckTime.Time).Round(time.Second), rg.Status.ObservedGeneration)
 	}
 	r.Findings = append(r.Findings, f)
 }

@@ -170,3 +170,11 @@ func (r *GroupReport) message(check string) string {
 	}
 	return ""
 }
+
+func TestCheckGroupSaysWhenTheLastPassWas(t *testing.T) {
+	w := newWorld(t)
+	rep, err := CheckGroup(context.Background(), w.deps, w.cfg, w.groups["plain"])
+	require.NoError(t, err)
+	last := rep.Findings[len(rep.Findings)-1]
+	assert.Equal(t, Finding{Check: CheckLastPass, OK: true, Message: "Ready, 42s ago at generation 2"}, last)
+}
