@@ -27,6 +27,7 @@
 //	servers.go    the loop's HTTP endpoints: metrics, /healthz, webhook
 //	status.go     `status`, and the selection the read-only commands share
 //	why.go        `why`
+//	checkgroup.go `check-group`: a group checked by why's rules
 //	enable.go     `enable-namespace`
 package cli
 
@@ -56,6 +57,7 @@ type CLI struct {
 	Status             StatusCmd             `cmd:"" help:"Show one line per selected RunnerGroup from its status: demand, runners, last pass, conditions. Read-only."`
 	EnableNamespace    EnableNamespaceCmd    `cmd:"" name:"enable-namespace" help:"Enable a tenant namespace in one step: bind the tenant ClusterRole to the scaler, set its Pod Security level and grants, and label its token Secret; with --dry-run and -o as kubectl users expect."`
 	Why                WhyCmd                `cmd:"" help:"Explain why a Gitea job has or has not got a runner: the groups that could serve it, the one assigned, labels no group offers, needs:, capacity, the runner pod. Read-only; asks Gitea with a selected group's API token, read with your own rights, and only where a pass would send it."`
+	CheckGroup         CheckGroupCmd         `cmd:"" name:"check-group" help:"Check a RunnerGroup, in the cluster or in a file before it is created, as a pass and why would: the listener serves it, its spec, Gitea URL, namespace, grant and token Secrets, and Gitea's answer to its token; each gap with its fix. Read-only; exits 1 when something is missing."`
 }
 
 // VersionCmd is `gitea-runner-scaler version`.
@@ -101,6 +103,8 @@ func Main(args []string, streams IO) int {
 		return c.EnableNamespace.run(streams)
 	case "why <job>":
 		return c.Why.run(streams)
+	case "check-group", "check-group <group>":
+		return c.CheckGroup.run(streams)
 	default:
 		return c.Run.run(streams)
 	}

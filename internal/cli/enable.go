@@ -33,6 +33,7 @@ type EnableNamespaceCmd struct {
 	MintKey           []string `name:"mint-token-key" placeholder:"KEY" help:"A key of --token-secret whose API token may mint registration tokens (repeat; also an API token key)."`
 	DryRun            string   `name:"dry-run" enum:"none,client,server" default:"none" help:"none applies; client prints only; server asks the API server to check without persisting."`
 	Output            string   `short:"o" enum:",yaml,json" default:"" help:"Print the objects as yaml or json instead of one line each."`
+	ForceConflicts    bool     `help:"Take over the fields another manager set (kubectl label, an earlier apply), as kubectl apply --server-side --force-conflicts does; without it such a field is a conflict, and nothing after it is applied."`
 }
 
 func (c *EnableNamespaceCmd) request() enable.Request {
@@ -72,7 +73,7 @@ func (c *EnableNamespaceCmd) run(streams IO) int {
 // gets no kube and asks nothing.
 func (c *EnableNamespaceCmd) runWith(ctx context.Context, kube kubernetes.Interface, streams IO) int {
 	r := c.request()
-	opts := metav1.ApplyOptions{FieldManager: enable.FieldManager}
+	opts := metav1.ApplyOptions{FieldManager: enable.FieldManager, Force: c.ForceConflicts}
 	if c.DryRun == "server" {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
@@ -84,6 +85,10 @@ func (c *EnableNamespaceCmd) runWith(ctx context.Context, kube kubernetes.Interf
 		}
 	}
 	fail := func(what string, err error) int {
+		if apierrors.IsConflict(err) && !c.ForceConflicts {
+			// A namespace labelled by hand before, most often.
+			err = fmt.Errorf("%w; --force-conflicts sets these fields as asked, taking them over", err)
+		}
 		printError(streams.Err, fmt.Errorf("%s: %w", what, err))
 		return ExitFailed
 	}

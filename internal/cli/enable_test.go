@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -120,5 +121,40 @@ func TestEnableNamespaceRefusesBadFlagsAtParse(t *testing.T) {
 		var out, errOut bytes.Buffer
 		assert.Equal(t, ExitUsage, Main(append([]string{"enable-namespace"}, tt.args...), IO{Out: &out, Err: &errOut}), tt.args)
 		assert.Contains(t, errOut.String(), tt.want, tt.args)
+	}
+}
+
+// A field another manager set (kubectl label, most often) is a conflict
+// unless --force-conflicts, as for kubectl apply --server-side; the
+// refusal says so.
+func TestEnableNamespaceForcesConflictsOnlyWhenAsked(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		kube := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}})
+		var forced []bool
+		kube.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			p := a.(k8stesting.PatchActionImpl)
+			forced = append(forced, p.PatchOptions.Force != nil && *p.PatchOptions.Force)
+			if p.GetResource().Resource == "namespaces" && !forced[len(forced)-1] {
+				return true, nil, apierrors.NewApplyConflict([]metav1.StatusCause{{Type: metav1.CauseTypeFieldManagerConflict,
+					Message: `conflict with "kubectl-label"`, Field: ".metadata.labels.pod-security.kubernetes.io/enforce"}}, `Apply failed with 1 conflict: conflict with "kubectl-label"`)
+			}
+			return true, nil, nil
+		})
+		args := append([]string{"team-a", "--grant-repository", "acme"}, enableNames...)
+		if force {
+			args = append(args, "--force-conflicts")
+		}
+		c, err := parseEnable(t, args...)
+		require.NoError(t, err)
+		var out, errOut bytes.Buffer
+		code := c.runWith(context.Background(), kube, IO{Out: &out, Err: &errOut})
+		if force {
+			assert.Equal(t, ExitOK, code, errOut.String())
+			assert.Equal(t, []bool{true, true}, forced)
+			continue
+		}
+		assert.Equal(t, ExitFailed, code)
+		assert.Contains(t, errOut.String(), `Namespace team-a: Apply failed with 1 conflict: conflict with "kubectl-label"; --force-conflicts sets these fields as asked`)
+		assert.Equal(t, []bool{false, false}, forced, "the RoleBinding, then the Namespace, where it stops")
 	}
 }

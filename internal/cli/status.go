@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selector"
@@ -69,7 +72,11 @@ func printError(w io.Writer, err error) {
 // StatusCmd is `gitea-runner-scaler status`.
 type StatusCmd struct {
 	Selection `embed:""`
-	Output    string `short:"o" default:"table" placeholder:"FORMAT" help:"Output, as kubectl's -o: table, json, yaml, name, jsonpath=TEMPLATE (over {\"groups\": [...]}) or custom-columns=HEADER:PATH,... (over one group)."`
+	Output    string `short:"o" default:"table" placeholder:"FORMAT" help:"Output, as kubectl's -o: table, json, yaml, name, jsonpath=TEMPLATE (over {\"groups\": [...], \"deletedNamespaces\": {...}}) or custom-columns=HEADER:PATH,... (over one group)."`
+	// The listener's variable, so status in its pod shows the sweep.
+	DeletedNamespacesMirror string `env:"SCALER_DELETED_NAMESPACES_MIRROR" placeholder:"NS/NAME" help:"Also show the state of the sweep of deleted namespaces kept on this ConfigMap (the chart's cleanup.deletedNamespaces; NOTES name it)."`
+
+	kube kubernetes.Interface
 }
 
 // Validate refuses an output format or template that cannot work before
@@ -77,6 +84,11 @@ type StatusCmd struct {
 func (c *StatusCmd) Validate() error {
 	if _, err := status.ParseFormat(c.Output); err != nil {
 		return fmt.Errorf("--output: %w", err)
+	}
+	if m := c.DeletedNamespacesMirror; m != "" {
+		if ns, name, ok := strings.Cut(m, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return fmt.Errorf("--deleted-namespaces-mirror must be namespace/name, got %q", m)
+		}
 	}
 	return c.Selection.Validate()
 }
@@ -89,6 +101,9 @@ func (c *StatusCmd) run(streams IO) int {
 	}
 	c.namespacesFor(target, true)
 	dyn, err := dynamic.NewForConfig(target.config)
+	if err == nil && c.DeletedNamespacesMirror != "" {
+		c.kube, err = kubernetes.NewForConfig(target.config)
+	}
 	if err != nil {
 		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
 		return ExitFailed
@@ -110,7 +125,13 @@ func (c *StatusCmd) runWith(ctx context.Context, groups selection.Lister, stream
 		printError(streams.Err, err)
 		return ExitFailed
 	}
-	if err := status.Write(streams.Out, status.Rows(sel, now), c.Output); err != nil {
+	rep := status.Report{Groups: status.Rows(sel, now)}
+	if m := c.DeletedNamespacesMirror; m != "" {
+		ns, name, _ := strings.Cut(m, "/")
+		kept, ok, err := ledger.Mirror{Client: c.kube, Namespace: ns, Name: name}.LastSweep(ctx)
+		rep.DeletedNamespaces = status.SweepOf(m, kept, ok, err, now)
+	}
+	if err := status.Write(streams.Out, rep, c.Output); err != nil {
 		printError(streams.Err, err)
 		return ExitFailed
 	}

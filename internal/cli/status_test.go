@@ -13,8 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 )
 
@@ -38,7 +41,7 @@ func TestStatusReadsTheListenersSelection(t *testing.T) {
 }
 
 func TestStatusRefusesBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--selector", "a in ("}, {"--exclude-selector", "{"}, {"-o", "xml"}, {"-o", "jsonpath={.groups["}, {"-o", "custom-columns=NAME"}} {
+	for _, args := range [][]string{{"--selector", "a in ("}, {"--exclude-selector", "{"}, {"-o", "xml"}, {"-o", "jsonpath={.groups["}, {"-o", "custom-columns=NAME"}, {"--deleted-namespaces-mirror", "rel-registrations"}} {
 		var out, errOut bytes.Buffer
 		assert.Equal(t, ExitUsage, Main(append([]string{"status"}, args...), IO{Out: &out, Err: &errOut}), args)
 	}
@@ -66,4 +69,23 @@ func TestStatusPrintsTheSelectedGroups(t *testing.T) {
 	assert.Regexp(t, `(?m)^a/ci\s+org acme\s+2\s+0\s+0\s+1/3\s+0/0\s+never\s+-\s+-$`, out.String())
 	assert.NotContains(t, out.String(), "a/other")
 	assert.NotContains(t, out.String(), "c/ci")
+}
+
+// In the listener's pod (its SCALER_DELETED_NAMESPACES_MIRROR) or with the
+// flag, status shows the state the sweep of deleted namespaces keeps on
+// the mirror.
+func TestStatusShowsTheSweepOfDeletedNamespaces(t *testing.T) {
+	t.Setenv("SCALER_DELETED_NAMESPACES_MIRROR", "platform/rel-registrations")
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{v1alpha1.GroupVersionResource: "RunnerGroupList"}, rgObject("a", "ci", nil))
+	kube := fake.NewClientset()
+	since := time.Now().Add(-time.Hour)
+	require.NoError(t, ledger.Mirror{Client: kube, Namespace: "platform", Name: "rel-registrations"}.
+		RecordSweep(context.Background(), ledger.Sweep{Since: since, Left: map[string]int{passreport.LeftNoToken: 2}}))
+	c, err := parseStatus(t, "-n", "a")
+	require.NoError(t, err)
+	c.kube = kube
+	var out, errOut bytes.Buffer
+	assert.Equal(t, ExitOK, c.runWith(context.Background(), runnergroups.Client{Dynamic: dyn}, IO{Out: &out, Err: &errOut}, time.Now()), errOut.String())
+	assert.Contains(t, out.String(), "Deleted namespaces (mirror platform/rel-registrations): 0 removed, 0 namespace(s) being deleted, 2 group(s) may have left registrations (no_token 2); reported alike since "+since.UTC().Format(time.RFC3339))
 }

@@ -21,11 +21,19 @@ import (
 
 // WhyCmd is `gitea-runner-scaler why`.
 type WhyCmd struct {
-	Job       string `arg:"" name:"job" help:"The Gitea job: its URL (https://gitea.example.com/OWNER/REPO/actions/runs/RUN/jobs/JOB) or its ID."`
-	Selection `embed:""`
-	Output    string `short:"o" enum:"text,json,yaml" default:"text" help:"Output: text, json or yaml."`
-	// The same names and variables as run's, so the listener's environment
-	// gives the answer its passes would.
+	Job          string `arg:"" name:"job" help:"The Gitea job: its URL (https://gitea.example.com/OWNER/REPO/actions/runs/RUN/jobs/JOB) or its ID."`
+	ListenerView `embed:""`
+	Output       string `short:"o" enum:"text,json,yaml" default:"text" help:"Output: text, json or yaml."`
+
+	ref why.Ref
+}
+
+// ListenerView is the listener's settings the read-only commands that
+// judge as a pass does (why, check-group) take, by the names and variables
+// of run's flags, so the listener's environment gives the answer its
+// passes would.
+type ListenerView struct {
+	Selection     `embed:""`
 	DefaultLabels []string      `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"The scaler's default runner labels, as run takes them (comma-separated)."`
 	GiteaTimeout  time.Duration `env:"SCALER_GITEA_TIMEOUT" default:"10s" help:"Timeout of each request to Gitea."`
 	GiteaCAFile   string        `env:"SCALER_GITEA_CA_FILE" placeholder:"PATH" help:"PEM bundle of CAs trusted for Gitea besides the system's."`
@@ -34,11 +42,11 @@ type WhyCmd struct {
 	AnyGiteaURL      bool          `help:"Without --allowed-gitea-urls, send a group's token to any Gitea URL but loopback, link-local and metadata addresses, as a listener with an empty allowedGiteaURLs does."`
 	AssignmentHold   time.Duration `env:"SCALER_ASSIGNMENT_HOLD" default:"10m" help:"The listeners' --assignment-hold, as run takes it."`
 	// A pass sends a group's API token only from a namespace enabled for
-	// the scaler: why asks whether it is, for the scaler's ServiceAccount.
-	ServiceAccount    string `env:"SCALER_SERVICE_ACCOUNT" placeholder:"NS:NAME" help:"The scaler's ServiceAccount (namespace:name), as run takes it: why sends a group's API token only from a namespace where that ServiceAccount holds the tenant rights, as a pass does; required."`
+	// the scaler: these commands ask whether it is, for the scaler's
+	// ServiceAccount.
+	ServiceAccount    string `env:"SCALER_SERVICE_ACCOUNT" placeholder:"NS:NAME" help:"The scaler's ServiceAccount (namespace:name), as run takes it: a group's API token is sent only from a namespace where that ServiceAccount holds the tenant rights, as a pass does; required."`
 	TenantClusterRole string `env:"SCALER_TENANT_CLUSTER_ROLE" placeholder:"NAME" help:"The tenant ClusterRole, as run takes it; named in the advice on a namespace that is not enabled."`
 
-	ref       why.Ref
 	transport *http.Transport
 	policy    *giteaurl.Policy
 }
@@ -51,6 +59,13 @@ func (c *WhyCmd) Validate() error {
 		return err
 	}
 	c.ref = ref
+	return c.ListenerView.check()
+}
+
+// check refuses, at parse time, settings a listener would refuse, and
+// settles the Gitea transport and URL policy.
+func (c *ListenerView) check() error {
+	var err error
 	if c.GiteaTimeout <= 0 {
 		return fmt.Errorf("--gitea-timeout must be positive, got %s", c.GiteaTimeout)
 	}
@@ -69,17 +84,29 @@ func (c *WhyCmd) Validate() error {
 		return err
 	}
 	if c.policy.Empty() && !c.AnyGiteaURL {
-		return errors.New("why sends a group's API token to the group's Gitea URL: give the allowed Gitea URLs the listener has " +
+		return errors.New("a group's API token is sent to the group's Gitea URL: give the allowed Gitea URLs the listener has " +
 			"(--allowed-gitea-urls or SCALER_ALLOWED_GITEA_URLS, the chart's allowedGiteaURLs), or --any-gitea-url when that list is empty")
 	}
 	if c.ServiceAccount == "" {
-		return errors.New("why sends a group's API token only where a pass would, and a pass sends it only from a namespace enabled for the scaler: " +
+		return errors.New("a group's API token is sent only where a pass would, and a pass sends it only from a namespace enabled for the scaler: " +
 			"give the scaler's ServiceAccount (--service-account or SCALER_SERVICE_ACCOUNT, namespace:name; the chart sets it in the listener's environment)")
 	}
 	if _, err := tenancy.ServiceAccountIdentity(c.ServiceAccount); err != nil {
 		return fmt.Errorf("--service-account: %w", err)
 	}
 	return c.Selection.Validate()
+}
+
+// config is why's Config from the listener's settings.
+func (c *ListenerView) config() why.Config {
+	return why.Config{
+		Namespaces: c.Namespace, Selector: c.Selector, ExcludeSelectors: c.ExcludeSelector,
+		DefaultLabels: c.DefaultLabels, AssignmentHold: c.AssignmentHold,
+		// The rule a pass applies before it sends a group's token
+		// (tokenrule.Refusal), with the listener's settings.
+		AllowedGiteaURLs: c.policy,
+		Tenancy:          tenancy.Names{TenantClusterRole: c.TenantClusterRole, ServiceAccount: c.ServiceAccount},
+	}
 }
 
 func (c *WhyCmd) run(streams IO) int {
@@ -108,21 +135,13 @@ func (c *WhyCmd) run(streams IO) int {
 }
 
 // giteaFactory makes the Gitea clients by run's rule (giteaClients).
-func (c *WhyCmd) giteaFactory() gitea.Factory {
+func (c *ListenerView) giteaFactory() gitea.Factory {
 	return giteaClients(c.policy, c.transport, nil, gitea.Options{Timeout: c.GiteaTimeout, UserAgent: userAgent()})
 }
 
 // runWith answers with the given clients (tests pass fakes).
 func (c *WhyCmd) runWith(ctx context.Context, deps why.Deps, streams IO) int {
-	cfg := why.Config{
-		Namespaces: c.Namespace, Selector: c.Selector, ExcludeSelectors: c.ExcludeSelector,
-		DefaultLabels: c.DefaultLabels, AssignmentHold: c.AssignmentHold,
-		// The rule a pass applies before it sends a group's token
-		// (tokenrule.Refusal), with the listener's settings.
-		AllowedGiteaURLs: c.policy,
-		Tenancy:          tenancy.Names{TenantClusterRole: c.TenantClusterRole, ServiceAccount: c.ServiceAccount},
-	}
-	rep, err := why.Explain(ctx, deps, cfg, c.ref)
+	rep, err := why.Explain(ctx, deps, c.config(), c.ref)
 	if err != nil {
 		printError(streams.Err, err)
 		return ExitFailed

@@ -246,6 +246,18 @@ func encode[T any](m map[string]T) (map[string]string, bool, error) {
 // read (creating the ConfigMap if there was none), again from a fresh read
 // when another pass wrote in between.
 func update(ctx context.Context, client kubernetes.Interface, namespace, name string, labels map[string]string, edit func(map[string]string) (map[string]string, bool, error)) error {
+	return updateConfigMap(ctx, client, namespace, name, labels, func(cm *corev1.ConfigMap) (bool, error) {
+		data, changed, err := edit(cm.Data)
+		if changed {
+			cm.Data = data
+		}
+		return changed, err
+	})
+}
+
+// updateConfigMap is update for an edit of the whole ConfigMap (a copy):
+// its data or its annotations.
+func updateConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name string, labels map[string]string, edit func(*corev1.ConfigMap) (bool, error)) error {
 	cms := client.CoreV1().ConfigMaps(namespace)
 	lostRace := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
 	return retry.OnError(writeRetry, lostRace, func() error {
@@ -257,16 +269,14 @@ func update(ctx context.Context, client kubernetes.Interface, namespace, name st
 		case err != nil:
 			return fmt.Errorf("cannot read ConfigMap %s/%s: %w", namespace, name, err)
 		}
-		data, changed, err := edit(cm.Data)
+		hadLabels := hasLabels(cm, labels)
+		cm = cm.DeepCopy()
+		changed, err := edit(cm)
 		if err != nil {
 			return err
 		}
-		if !changed && (!exists || hasLabels(cm, labels)) {
+		if !changed && (!exists || hadLabels) {
 			return nil
-		}
-		cm = cm.DeepCopy()
-		if changed {
-			cm.Data = data
 		}
 		if cm.Labels == nil {
 			cm.Labels = map[string]string{}

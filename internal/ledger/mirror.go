@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -196,4 +198,74 @@ func fairCap(sizes map[string]recordSize, budget int) int {
 		budget -= s
 	}
 	return budget
+}
+
+// Sweep is the state of the sweep of deleted namespaces, as the mirror
+// keeps it for status: what the last pass left and removed, and since when
+// the passes have reported just that (so a pass that finds what the one
+// before found writes nothing).
+type Sweep struct {
+	Since time.Time `json:"since"`
+	// Removed counts the registrations the last pass that changed the
+	// state removed.
+	Removed int `json:"removed"`
+	// Waiting counts recorded namespaces being deleted.
+	Waiting int `json:"waiting"`
+	// Left counts, per reason (passreport's Left*), recorded groups of
+	// deleted namespaces that may still have registrations in Gitea.
+	Left map[string]int `json:"left,omitempty"`
+}
+
+// same says whether s reports what o does, whenever.
+func (s Sweep) same(o Sweep) bool {
+	return s.Removed == o.Removed && s.Waiting == o.Waiting && maps.Equal(s.Left, o.Left)
+}
+
+// RecordSweep keeps s on the mirror unless it reports what is kept
+// already; the mirror is made if there is none.
+func (m Mirror) RecordSweep(ctx context.Context, s Sweep) error {
+	if len(s.Left) == 0 {
+		s.Left = nil
+	}
+	return updateConfigMap(ctx, m.Client, m.Namespace, m.Name, mirrorLabels, func(cm *corev1.ConfigMap) (bool, error) {
+		if old, ok := sweepOf(cm); ok && old.same(s) {
+			return false, nil
+		}
+		raw, err := json.Marshal(s)
+		if err != nil {
+			return false, err
+		}
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[v1alpha1.AnnotationDeletedNamespacesSweep] = string(raw)
+		return true, nil
+	})
+}
+
+// LastSweep is the sweep's state the mirror keeps; false when it keeps
+// none (no pass has swept, or the mirror is missing).
+func (m Mirror) LastSweep(ctx context.Context) (Sweep, bool, error) {
+	cm, err := m.Client.CoreV1().ConfigMaps(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return Sweep{}, false, nil
+	}
+	if err != nil {
+		return Sweep{}, false, fmt.Errorf("cannot read ConfigMap %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	s, ok := sweepOf(cm)
+	return s, ok, nil
+}
+
+// sweepOf reads the state kept on cm; one that does not parse is none.
+func sweepOf(cm *corev1.ConfigMap) (Sweep, bool) {
+	raw, ok := cm.Annotations[v1alpha1.AnnotationDeletedNamespacesSweep]
+	if !ok {
+		return Sweep{}, false
+	}
+	var s Sweep
+	if json.Unmarshal([]byte(raw), &s) != nil {
+		return Sweep{}, false
+	}
+	return s, true
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -162,4 +163,61 @@ func TestFairCap(t *testing.T) {
 			assert.Equal(t, tt.want, fairCap(sizes, tt.budget))
 		})
 	}
+}
+
+// The sweep's state is kept on the mirror for status, next to the
+// records and without touching them, and written only when a pass
+// reports something else than the state kept.
+func TestTheMirrorKeepsTheSweepsStateSinceItChanged(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	m := Mirror{Client: client, Namespace: "platform", Name: "rel-registrations"}
+	writes := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "create" || a.GetVerb() == "update" {
+				n++
+			}
+		}
+		return n
+	}
+	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+
+	_, ok, err := m.LastSweep(ctx)
+	require.NoError(t, err)
+	assert.False(t, ok, "no mirror keeps no state")
+
+	steps := []struct {
+		name   string
+		sweep  Sweep
+		since  time.Time
+		writes int
+	}{
+		{name: "the first state makes the mirror", sweep: Sweep{Since: t0, Left: map[string]int{"no_token": 2}}, since: t0, writes: 1},
+		{name: "the same state later writes nothing and keeps its start", sweep: Sweep{Since: t0.Add(time.Minute), Left: map[string]int{"no_token": 2}}, since: t0, writes: 1},
+		{name: "a new state is kept from its pass", sweep: Sweep{Since: t0.Add(2 * time.Minute), Removed: 3, Waiting: 1, Left: map[string]int{}}, since: t0.Add(2 * time.Minute), writes: 2},
+		{name: "an empty Left is none", sweep: Sweep{Since: t0.Add(3 * time.Minute), Removed: 3, Waiting: 1}, since: t0.Add(2 * time.Minute), writes: 2},
+	}
+	for _, s := range steps {
+		require.NoError(t, m.RecordSweep(ctx, s.sweep), s.name)
+		got, ok, err := m.LastSweep(ctx)
+		require.NoError(t, err)
+		require.True(t, ok, s.name)
+		assert.True(t, s.since.Equal(got.Since), "%s: since %s, want %s", s.name, got.Since, s.since)
+		assert.True(t, got.same(s.sweep), "%s: %+v", s.name, got)
+		assert.Equal(t, s.writes, writes(), s.name)
+	}
+
+	ci := Entry{Group: "ci", At: scope.New("https://gitea.example.com", "org", "acme", "")}
+	require.NoError(t, change(m, func(c Copies) bool {
+		c.Put(Copy{Namespace: "team-a", UID: "uid-1", Groups: Entries{"aaaa0001": ci}})
+		return true
+	}))
+	require.NoError(t, m.RecordSweep(ctx, Sweep{Since: t0.Add(4 * time.Minute), Left: map[string]int{"running": 1}}))
+	records, err := m.Load(ctx)
+	require.NoError(t, err)
+	assert.Len(t, records, 1, "the state leaves the records alone")
+	got, _, err := m.LastSweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"running": 1}, got.Left, "the records' writes leave the state alone")
 }

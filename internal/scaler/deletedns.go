@@ -162,6 +162,12 @@ func (s *Scaler) sweepDeletedNamespaces(ctx context.Context, runs []*groupRun, t
 	if rep.Removed > 0 || len(rep.Left) > 0 || rep.Waiting > 0 {
 		s.log.Info("swept the registrations of deleted namespaces", "removed", rep.Removed, "waiting", rep.Waiting, "left", rep.Left)
 	}
+	if !s.cfg.DryRun {
+		// For status, which reads it there; written only when it changed.
+		if err := m.RecordSweep(ctx, ledger.Sweep{Since: s.now(), Removed: rep.Removed, Waiting: rep.Waiting, Left: rep.Left}); err != nil {
+			s.log.Error("cannot record the state of the sweep of deleted namespaces on the registrations mirror", "error", err)
+		}
+	}
 	return rep
 }
 

@@ -221,6 +221,10 @@ func TestWithoutThePlatformTokenNothingIsDeletedAndItIsSaid(t *testing.T) {
 	assert.Equal(t, map[string]int{passreport.LeftNoToken: 1}, sum.DeletedNamespaces.Left)
 	assert.Contains(t, e.copies(), ledger.MirrorKey("team-gone", "uid-gone"))
 	assert.Contains(t, e.logs.String(), "no Gitea token for the sweep of deleted namespaces")
+	kept, ok, err := e.mirror().LastSweep(context.Background())
+	require.NoError(t, err)
+	require.True(t, ok, "the sweep's state is kept on the mirror for status")
+	assert.Equal(t, map[string]int{passreport.LeftNoToken: 1}, kept.Left)
 }
 
 // TestAPassMirrorsWhatItsNamespacesRegistered: each pass copies, for the

@@ -92,7 +92,8 @@ func parsePath(expr string, relaxed bool) (*jsonpath.JSONPath, error) {
 	return p, nil
 }
 
-func (f Format) write(w io.Writer, rows []Row) error {
+func (f Format) write(w io.Writer, rep Report) error {
+	rows := rep.Groups
 	switch f.kind {
 	case FormatName:
 		for _, r := range rows {
@@ -102,7 +103,7 @@ func (f Format) write(w io.Writer, rows []Row) error {
 		}
 		return nil
 	case FormatJSONPath:
-		doc, err := generic(map[string][]Row{"groups": nonNil(rows)})
+		doc, err := generic(rep)
 		if err != nil {
 			return err
 		}

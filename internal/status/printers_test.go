@@ -26,7 +26,7 @@ func TestKubectlOutputForms(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.format, func(t *testing.T) {
 			var buf bytes.Buffer
-			require.NoError(t, Write(&buf, rows, tt.format))
+			require.NoError(t, Write(&buf, Report{Groups: rows}, tt.format))
 			assert.Equal(t, tt.want, buf.String())
 		})
 	}

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/termtext"
@@ -117,6 +120,49 @@ func condition(rg *v1alpha1.RunnerGroup, typ string) Condition {
 	return Condition{Status: string(c.Status), Reason: c.Reason, Message: c.Message}
 }
 
+// Report is what status prints: the selected groups and, for a listener
+// that sweeps deleted namespaces, that sweep's state.
+type Report struct {
+	Groups []Row `json:"groups" yaml:"groups"`
+	// DeletedNamespaces is nil unless the mirror was named.
+	DeletedNamespaces *Sweep `json:"deletedNamespaces,omitempty" yaml:"deletedNamespaces,omitempty"`
+}
+
+// Sweep is the state the sweep of deleted namespaces keeps on the
+// registrations mirror (ledger.Sweep): what its passes last reported, and
+// since when.
+type Sweep struct {
+	// Mirror is the ConfigMap, namespace/name.
+	Mirror string `json:"mirror" yaml:"mirror"`
+	// Recorded is false when no pass has recorded a state there yet.
+	Recorded   bool       `json:"recorded" yaml:"recorded"`
+	Since      *time.Time `json:"since,omitempty" yaml:"since,omitempty"`
+	AgeSeconds *int64     `json:"ageSeconds,omitempty" yaml:"ageSeconds,omitempty"`
+	Removed    int        `json:"removed" yaml:"removed"`
+	Waiting    int        `json:"waiting" yaml:"waiting"`
+	// Left counts, per reason, recorded groups of deleted namespaces that
+	// may still have registrations in Gitea.
+	Left map[string]int `json:"left,omitempty" yaml:"left,omitempty"`
+	// Error says why the mirror could not be read.
+	Error string `json:"error,omitempty" yaml:"error,omitempty"`
+}
+
+// SweepOf is the state kept on mirror, as LastSweep read it (ok false:
+// none kept; err: not read).
+func SweepOf(mirror string, kept ledger.Sweep, ok bool, err error, now time.Time) *Sweep {
+	s := &Sweep{Mirror: mirror}
+	switch {
+	case err != nil:
+		s.Error = err.Error()
+	case ok:
+		since := kept.Since.UTC()
+		age := int64(now.Sub(since) / time.Second)
+		s.Recorded, s.Since, s.AgeSeconds = true, &since, &age
+		s.Removed, s.Waiting, s.Left = kept.Removed, kept.Waiting, kept.Left
+	}
+	return s
+}
+
 // Formats of Write.
 const (
 	FormatTable = "table"
@@ -127,36 +173,62 @@ const (
 // Write prints the rows in format: a table; {"groups": [...]} in JSON or
 // YAML; or, as kubectl's -o does, name, jsonpath=TEMPLATE or
 // custom-columns=HEADER:PATH,... (ParseFormat).
-func Write(w io.Writer, rows []Row, format string) error {
+func Write(w io.Writer, rep Report, format string) error {
 	f, err := ParseFormat(format)
 	if err != nil {
 		return err
+	}
+	if rep.Groups == nil {
+		rep.Groups = []Row{} // scripts get a list, never null
 	}
 	switch f.kind {
 	case FormatJSON:
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string][]Row{"groups": nonNil(rows)}); err != nil {
+		if err := enc.Encode(rep); err != nil {
 			return err
 		}
 		_, err := w.Write(termtext.JSON(buf.Bytes()))
 		return err
 	case FormatYAML:
 		// yaml.v3 escapes control characters in the strings it quotes.
-		return yaml.NewEncoder(w).Encode(map[string][]Row{"groups": nonNil(rows)})
+		return yaml.NewEncoder(w).Encode(rep)
 	case FormatTable:
-		return table(w, rows)
+		if err := table(w, rep.Groups); err != nil {
+			return err
+		}
+		return sweepLine(w, rep.DeletedNamespaces)
 	default:
-		return f.write(w, rows)
+		return f.write(w, rep)
 	}
 }
 
-func nonNil(rows []Row) []Row {
-	if rows == nil {
-		return []Row{}
+// sweepLine says the sweep's state under the table, when there is one.
+func sweepLine(w io.Writer, s *Sweep) error {
+	if s == nil {
+		return nil
 	}
-	return rows
+	var state string
+	switch {
+	case s.Error != "":
+		state = "unreadable: " + oneLine(s.Error)
+	case !s.Recorded:
+		state = "no pass has recorded a sweep yet"
+	default:
+		left, reasons := 0, make([]string, 0, len(s.Left))
+		for _, reason := range slices.Sorted(maps.Keys(s.Left)) {
+			left += s.Left[reason]
+			reasons = append(reasons, fmt.Sprintf("%s %d", reason, s.Left[reason]))
+		}
+		state = fmt.Sprintf("%d removed, %d namespace(s) being deleted, %d group(s) may have left registrations", s.Removed, s.Waiting, left)
+		if len(reasons) > 0 {
+			state += " (" + strings.Join(reasons, ", ") + ")"
+		}
+		state += fmt.Sprintf("; reported alike since %s (%s ago)", s.Since.Format(time.RFC3339), time.Duration(*s.AgeSeconds)*time.Second)
+	}
+	_, err := fmt.Fprintf(w, "\nDeleted namespaces (mirror %s): %s.\n", termtext.Escape(s.Mirror), termtext.Escape(state))
+	return err
 }
 
 func table(w io.Writer, rows []Row) error {

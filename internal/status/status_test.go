@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/selection"
 )
@@ -146,7 +148,7 @@ func TestRowsCarryTheRecordedStatus(t *testing.T) {
 
 func TestTableHasOneLinePerGroup(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, Write(&buf, Rows(selected(t, listener{}), now), FormatTable))
+	require.NoError(t, Write(&buf, Report{Groups: Rows(selected(t, listener{}), now)}, FormatTable))
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
 	require.Len(t, lines, 4)
 	assert.Regexp(t, `^RUNNERGROUP\s+SCOPE\s+QUEUED\s+BLOCKED\s+RUNNING\s+ACTIVE/MAX\s+IDLE/WARM\s+LAST PASS\s+READY\s+SCALING$`, lines[0])
@@ -157,15 +159,15 @@ func TestTableHasOneLinePerGroup(t *testing.T) {
 
 func TestTableSaysWhenNothingIsSelected(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, Write(&buf, nil, FormatTable))
+	require.NoError(t, Write(&buf, Report{}, FormatTable))
 	assert.Equal(t, "No RunnerGroups selected.\n", buf.String())
 }
 
 func TestJSONAndYAMLCarryTheSameRows(t *testing.T) {
 	rows := Rows(selected(t, listener{}), now)
 	var j, y bytes.Buffer
-	require.NoError(t, Write(&j, rows, FormatJSON))
-	require.NoError(t, Write(&y, rows, FormatYAML))
+	require.NoError(t, Write(&j, Report{Groups: rows}, FormatJSON))
+	require.NoError(t, Write(&y, Report{Groups: rows}, FormatYAML))
 
 	var fromJSON, fromYAML struct {
 		Groups []map[string]any `json:"groups" yaml:"groups"`
@@ -183,19 +185,19 @@ func TestJSONAndYAMLCarryTheSameRows(t *testing.T) {
 	assert.Equal(t, "2026-03-01T11:59:20Z", fromJSON.Groups[0]["lastPass"])
 
 	var empty bytes.Buffer
-	require.NoError(t, Write(&empty, nil, FormatJSON))
+	require.NoError(t, Write(&empty, Report{}, FormatJSON))
 	assert.JSONEq(t, `{"groups":[]}`, empty.String(), "scripts get a list, never null")
 }
 
 func TestWriteRefusesAnUnknownFormat(t *testing.T) {
-	err := Write(&bytes.Buffer{}, nil, "xml")
+	err := Write(&bytes.Buffer{}, Report{}, "xml")
 	assert.EqualError(t, err, `unknown output format "xml" (want table, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:PATH,...)`)
 }
 
 func TestUnreadableGroupGetsALineWithItsError(t *testing.T) {
 	var buf bytes.Buffer
 	sel := selection.Listed{Broken: []runnergroups.Broken{{Namespace: "x", Name: "bad", Err: assert.AnError}}}
-	require.NoError(t, Write(&buf, Rows(sel, now), FormatTable))
+	require.NoError(t, Write(&buf, Report{Groups: Rows(sel, now)}, FormatTable))
 	assert.Contains(t, buf.String(), "x/bad")
 	assert.Contains(t, buf.String(), "unreadable: "+assert.AnError.Error())
 }
@@ -224,7 +226,7 @@ func TestOutputEscapesTerminalControlCharacters(t *testing.T) {
 	for _, format := range []string{FormatTable, FormatJSON, FormatYAML, "jsonpath={range .groups[*]}{.target}{.ready.message}{.error}{\"\\n\"}{end}", "custom-columns=T:.target,R:.ready.reason"} {
 		t.Run(format, func(t *testing.T) {
 			var buf bytes.Buffer
-			require.NoError(t, Write(&buf, rows, format))
+			require.NoError(t, Write(&buf, Report{Groups: rows}, format))
 			assert.Empty(t, rawControl(buf.String()), "%q", buf.String())
 			var back struct {
 				Groups []Row `json:"groups" yaml:"groups"`
@@ -241,6 +243,62 @@ func TestOutputEscapesTerminalControlCharacters(t *testing.T) {
 			assert.Equal(t, evil, back.Groups[0].Target)
 			assert.Equal(t, evil, back.Groups[0].Ready.Message)
 			assert.Equal(t, evil, back.Groups[1].Error)
+		})
+	}
+}
+
+// Issue 37: status shows the state the sweep of deleted namespaces keeps
+// on the registrations mirror, under the table and in the scripts' forms.
+func TestTheSweepsStateShowsWithTheGroups(t *testing.T) {
+	kept := ledger.Sweep{Since: now.Add(-5 * time.Minute), Removed: 1, Waiting: 2, Left: map[string]int{"running": 1, "no_token": 3}}
+	tests := []struct {
+		name  string
+		sweep *Sweep
+		line  string // the line under the table; "" for none
+		json  string // the JSON form's deletedNamespaces; "" for none
+	}{
+		{name: "a listener that does not sweep"},
+		{name: "a recorded state",
+			sweep: SweepOf("platform/rel-registrations", kept, true, nil, now),
+			line:  "Deleted namespaces (mirror platform/rel-registrations): 1 removed, 2 namespace(s) being deleted, 4 group(s) may have left registrations (no_token 3, running 1); reported alike since 2026-03-01T11:55:00Z (5m0s ago).",
+			json:  `{"mirror":"platform/rel-registrations","recorded":true,"since":"2026-03-01T11:55:00Z","ageSeconds":300,"removed":1,"waiting":2,"left":{"no_token":3,"running":1}}`},
+		{name: "no state recorded yet",
+			sweep: SweepOf("platform/rel-registrations", ledger.Sweep{}, false, nil, now),
+			line:  "Deleted namespaces (mirror platform/rel-registrations): no pass has recorded a sweep yet.",
+			json:  `{"mirror":"platform/rel-registrations","recorded":false,"removed":0,"waiting":0}`},
+		{name: "a mirror the user may not read",
+			sweep: SweepOf("platform/rel-registrations", ledger.Sweep{}, false, errors.New("configmaps \"rel-registrations\" is forbidden"), now),
+			line:  `Deleted namespaces (mirror platform/rel-registrations): unreadable: configmaps "rel-registrations" is forbidden.`,
+			json:  `{"mirror":"platform/rel-registrations","recorded":false,"removed":0,"waiting":0,"error":"configmaps \"rel-registrations\" is forbidden"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := Report{Groups: Rows(selected(t, listener{}), now), DeletedNamespaces: tt.sweep}
+			var table, js, path bytes.Buffer
+			require.NoError(t, Write(&table, rep, FormatTable))
+			lines := strings.Split(strings.TrimRight(table.String(), "\n"), "\n")
+			if tt.line == "" {
+				assert.Len(t, lines, 4, "the groups' lines alone")
+			} else {
+				require.Len(t, lines, 6)
+				assert.Empty(t, lines[4])
+				assert.Equal(t, tt.line, lines[5])
+			}
+
+			require.NoError(t, Write(&js, rep, FormatJSON))
+			var doc map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal(js.Bytes(), &doc))
+			assert.Contains(t, doc, "groups")
+			if tt.json == "" {
+				assert.NotContains(t, doc, "deletedNamespaces")
+			} else {
+				assert.JSONEq(t, tt.json, string(doc["deletedNamespaces"]))
+			}
+
+			require.NoError(t, Write(&path, rep, "jsonpath={.deletedNamespaces.left.no_token}"))
+			if tt.sweep != nil && tt.sweep.Recorded {
+				assert.Equal(t, "3", path.String(), "jsonpath reaches the state")
+			}
 		})
 	}
 }

@@ -471,6 +471,21 @@ when none, and always with helm template (no cluster to look up).
 The objects of the tenant RoleBinding and of runnerCache in one namespace,
 for squatted.
 */}}
+{{/*
+servedNamespaces: the namespaces this release enables and serves, as a JSON
+list: watchNamespaces, then the names of tenantNamespaces, each once.
+*/}}
+{{- define "gitea-runner-operator.servedNamespaces" -}}
+{{- $names := list -}}
+{{- range .Values.tenantNamespaces -}}
+{{- if has .name $names -}}
+{{- fail (printf "tenantNamespaces lists %s twice" .name) -}}
+{{- end -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- concat .Values.watchNamespaces $names | uniq | toJson -}}
+{{- end -}}
+
 {{- define "gitea-runner-operator.tenantBindingObjects" -}}
 {{- list (dict "apiVersion" "rbac.authorization.k8s.io/v1" "kind" "RoleBinding" "name" (include "gitea-runner-operator.tenantRoleName" .)) | toJson -}}
 {{- end -}}

@@ -125,7 +125,7 @@ spec:
         - name: SCALER_LOOP
           value: "false"
         {{- end }}
-        {{- with $v.watchNamespaces }}
+        {{- with include "gitea-runner-operator.servedNamespaces" .root | fromJsonArray }}
         - name: SCALER_NAMESPACES
           value: {{ join "," . | quote }}
         {{- end }}

@@ -46,6 +46,10 @@ const (
 	// token Secret: when the scaler last asked Gitea for the scope's token
 	// (RFC 3339).
 	AnnotationRegistrationTokenChecked = Group + "/registration-token-checked"
+	// AnnotationDeletedNamespacesSweep is on the registrations mirror:
+	// the state the sweep of deleted namespaces last reported, and since
+	// when (JSON), for status.
+	AnnotationDeletedNamespacesSweep = Group + "/deleted-namespaces-sweep"
 
 	// AnnotationSafeToEvict set to "false" on a runner pod keeps the
 	// cluster autoscaler from evicting it in the middle of a CI job.

@@ -36,9 +36,10 @@ const (
 	qsReadmeJobURL = qsReadmeURL + "/acme/app/actions/runs/12/jobs/34"
 	qsBegin        = "<!-- quickstart:begin -->"
 	qsEnd          = "<!-- quickstart:end -->"
-	qsPassCommand  = "create job --from=cronjob/"
-	// qsReadmeWatch ends the README's helm install.
-	qsReadmeWatch = "--set 'watchNamespaces={team-a}'"
+	// qsListenerUp is the block after which a pass serves the pushed job.
+	qsListenerUp = "rollout status deployment/"
+	// qsReadmeInstallEnd ends the README's helm install.
+	qsReadmeInstallEnd = `--set-json 'tenantNamespaces=[{"name":"team-a","grantGiteaURLs":["https://gitea.example.com"],"grantRepositories":["acme"]}]'`
 )
 
 var qsNamespaces = []string{"team-a", "team-b", qsSystemNS}
@@ -90,10 +91,12 @@ func quickStartBlocks(readme string) ([]string, error) {
 //
 // Not substituted: the image (the bed's agent plays any image whose
 // repository ends in gitea-runner-scaler as bin/gitea-runner-scaler), the
-// names, the flags. Step 5's prose "push a workflow" the test does through
-// Gitea's API (org acme, repository app, runs-on: ubuntu-latest); between
-// the block that starts a pass and the next one it waits, as the README
-// says, for the runner Job and for the job to be taken.
+// names, the flags, the webhook's URL. Gitea cannot reach a cluster's
+// Service from the bed, so its deliveries fail there and the loop alone
+// serves, the README's fallback. Step 5's prose "push a workflow" the test
+// does through Gitea's API (org acme, repository app, runs-on:
+// ubuntu-latest); after the block that waits for the listener it waits, as
+// the README says, for the runner Job and for the job to be taken.
 //
 // The quick start's names are fixed, so the test is not parallel and first
 // removes what an earlier, interrupted run left of them.
@@ -121,8 +124,9 @@ func TestQuickStartAsWritten(t *testing.T) {
 
 	subst := []struct{ from, to string }{
 		{qsReadmeJobURL, ""}, // filled in once the job exists
+		// Before the URL's, whose text it holds.
+		{qsReadmeInstallEnd, qsReadmeInstallEnd + " --set 'scaler.defaultLabels={ubuntu-latest:host}'"},
 		{qsReadmeURL, e2e.GiteaURL},
-		{qsReadmeWatch, qsReadmeWatch + " --set 'scaler.defaultLabels={ubuntu-latest:host}'"},
 	}
 	// Each substitution must find its text, or the README changed and the
 	// test no longer runs what it says it runs.
@@ -147,23 +151,26 @@ func TestQuickStartAsWritten(t *testing.T) {
 		switch {
 		case strings.Contains(block, "helm install "+qsRelease):
 			requireTenantBinding(b, ctx, t, "team-a")
+			requireTenantNamespace(b, ctx, t, "team-a")
 			// The workflow step 5 asks the reader to push.
 			require.NoError(t, g.Admin.PushWorkflow(ctx, repo, "ci.yml",
 				[]byte("on: [push]\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo hello\n")))
-		case strings.Contains(block, qsPassCommand):
+		case strings.Contains(block, qsListenerUp):
 			job = quickStartWaitRunner(b, ctx, t, repo)
 		case strings.Contains(block, " status -n team-a"):
 			require.Contains(t, out, "team-a/acme", "status lists the group")
 			require.Contains(t, out, "verdict:", "why gives its verdict")
-		case strings.Contains(block, "{team-a,team-b}"):
+			require.Contains(t, out, "missing: 0", "check-group finds nothing missing")
+		case strings.Contains(block, `"name":"team-b"`):
 			requireTenantBinding(b, ctx, t, "team-a")
 			requireTenantBinding(b, ctx, t, "team-b")
+			requireTenantNamespace(b, ctx, t, "team-b")
 			values, err := b.Helm(ctx, "get", "values", qsRelease, "-n", qsSystemNS, "-o", "json")
 			require.NoError(t, err, values)
 			require.Contains(t, values, "ghcr.io/you/gitea-runner-scaler", "the upgrade kept the values set at install")
 		}
 	}
-	require.NotZero(t, job.ID, "no block started a pass (%q)", qsPassCommand)
+	require.NotZero(t, job.ID, "no block waited for the listener (%q)", qsListenerUp)
 }
 
 // quickStartShell runs one block in bash (-euo pipefail, as a careful
@@ -196,6 +203,17 @@ func requireTenantBinding(b *e2e.Testbed, ctx context.Context, t *testing.T, ns 
 		}
 	}
 	t.Fatalf("no RoleBinding of the release's tenant ClusterRole in %s: %v", ns, list.Items)
+}
+
+// requireTenantNamespace checks that the release made ns with the Pod
+// Security level and grant tenantNamespaces promise.
+func requireTenantNamespace(b *e2e.Testbed, ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	n, err := b.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "privileged", n.Labels["pod-security.kubernetes.io/enforce"])
+	require.Equal(t, "acme", n.Annotations["gitea.bpg.pw/granted-repositories"])
+	require.Equal(t, qsRelease, n.Annotations["meta.helm.sh/release-name"], "the release made it")
 }
 
 // quickStartWaitRunner waits, as step 5 says, until the job has a runner Job

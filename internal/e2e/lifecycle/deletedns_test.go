@@ -5,11 +5,14 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -142,4 +145,15 @@ func TestChartSweepsADeletedNamespacesRegistrations(t *testing.T) {
 		return apierrors.IsNotFound(err) && left == "", fmt.Sprintf("namespace: %v, runner %q", err, left), nil
 	})
 	require.NotEmpty(t, registered(ctx, kept), "another namespace's registration stays")
+
+	// The passes keep the sweep's state on the mirror (with the Role the
+	// chart gives), and status shows it.
+	s, ok, err := mirror.LastSweep(ctx)
+	require.NoError(t, err)
+	require.True(t, ok, "the sweep's state is kept on the mirror")
+	t.Logf("the sweep's state: %+v", s)
+	out, err := exec.CommandContext(ctx, filepath.Join(b.Root, "bin", "gitea-runner-scaler"), "status", "--kubeconfig", b.Kubeconfig,
+		"-n", kept, "--deleted-namespaces-mirror", sys+"/"+rel.Fullname()+"-registrations").CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "Deleted namespaces (mirror "+sys+"/"+rel.Fullname()+"-registrations): ")
 }
