@@ -34,7 +34,7 @@ func TestServeMetrics(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:0", r.MetricsAddr)
 
 	m := metrics.New()
-	m.ObservePass(passreport.Summary{Created: 2}, time.Second, nil)
+	m.ObservePass(passreport.Summary{}, time.Second, nil)
 	logs := &bytes.Buffer{}
 	stop, err := serveMetrics("127.0.0.1:0", m, newLogger(logs, "json", "info"))
 	require.NoError(t, err)
@@ -45,7 +45,7 @@ func TestServeMetrics(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Contains(t, string(body), "gitea_runner_scaler_runners_created_total 2")
+	assert.Contains(t, string(body), `giteascaler_passes_total{result="ok"} 1`)
 
 	stop()
 	_, err = http.Get("http://" + line.Addr + "/metrics")
@@ -154,8 +154,8 @@ func TestWebhookTriggersAPass(t *testing.T) {
 	resp := httptest.NewRecorder()
 	m.Handler().ServeHTTP(resp, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	body.WriteString(resp.Body.String())
-	assert.Contains(t, body.String(), `gitea_runner_scaler_webhook_deliveries_total{outcome="triggered"} 1`)
-	assert.Contains(t, body.String(), `gitea_runner_scaler_webhook_deliveries_total{outcome="unauthorized"} 1`)
+	assert.Contains(t, body.String(), `giteascaler_webhook_deliveries_total{outcome="triggered"} 1`)
+	assert.Contains(t, body.String(), `giteascaler_webhook_deliveries_total{outcome="unauthorized"} 1`)
 }
 
 type lockedLog struct {
