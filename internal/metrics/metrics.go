@@ -93,7 +93,7 @@ func New() *Metrics {
 		queuedToJob: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "queued_to_job_seconds",
 			Help: "Time from a Gitea job's creation to its runner Job's creation.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}),
 		webhook: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "webhook_deliveries_total",
-			Help: "Gitea webhook deliveries, by outcome: triggered (a queued job), ignored (another event or action), duplicate (a delivery seen before), unauthorized (no or a wrong signature), bad_request (unreadable or past the size bound)."}, []string{"outcome"}),
+			Help: "Gitea webhook deliveries, by outcome: triggered (a queued job), ran (a job a runner took or finished: its times kept for the job histograms), ignored (another event or action), duplicate (a delivery seen before), unauthorized (no or a wrong signature), bad_request (unreadable or past the size bound)."}, []string{"outcome"}),
 	}
 	m.groups = newGroupGauges()
 	m.reg.MustRegister(m.groups)
