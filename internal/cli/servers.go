@@ -76,7 +76,8 @@ func serveOne(addr, path string, h http.Handler, what string, log *slog.Logger) 
 }
 
 // serveWebhook accepts Gitea's deliveries at POST /webhook on
-// --webhook-addr and hands each queued job to the scaler, until stop.
+// --webhook-addr and hands each queued job, and each job a runner took
+// or finished, to the scaler, until stop.
 func (r *RunCmd) serveWebhook(sc *scaler.Scaler, deps scaler.Deps) (stop func(), err error) {
 	secret, err := r.webhookSecret()
 	if err != nil {
@@ -84,6 +85,8 @@ func (r *RunCmd) serveWebhook(sc *scaler.Scaler, deps scaler.Deps) (stop func(),
 	}
 	h := &webhook.Handler{Secret: secret, Trigger: func(j webhook.Job) {
 		sc.Trigger(scaler.QueuedJob{Repo: j.Repo, Labels: j.Labels})
+	}, Ran: func(j webhook.RanJob) {
+		sc.JobRan(scaler.RanJob{ID: j.ID, RunnerName: j.RunnerName, Created: j.Created, Started: j.Started, Completed: j.Completed})
 	}}
 	if o, ok := deps.Observer.(interface{ WebhookDelivery(outcome string) }); ok {
 		h.Outcome = o.WebhookDelivery

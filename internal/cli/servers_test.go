@@ -34,7 +34,7 @@ func TestServeMetrics(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:0", r.MetricsAddr)
 
 	m := metrics.New()
-	m.ObservePass(passreport.Summary{Created: 2}, time.Second, nil)
+	m.ObservePass(passreport.Summary{}, time.Second, nil)
 	logs := &bytes.Buffer{}
 	stop, err := serveMetrics("127.0.0.1:0", m, newLogger(logs, "json", "info"))
 	require.NoError(t, err)
@@ -45,7 +45,7 @@ func TestServeMetrics(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Contains(t, string(body), "gitea_runner_scaler_runners_created_total 2")
+	assert.Contains(t, string(body), `giteascaler_passes_total{result="ok"} 1`)
 
 	stop()
 	_, err = http.Get("http://" + line.Addr + "/metrics")
@@ -89,15 +89,21 @@ func (p *pacedGitea) Snapshot(context.Context, scope.Place) (gitea.Snapshot, err
 
 // A recorded queued delivery, signed with the hook's secret, starts a pass
 // of a looping scaler at once; one with a wrong signature gets 401 and
-// starts none. The deliveries are counted by outcome.
+// starts none; a completed one reaches the scaler's job times. The
+// deliveries are counted by outcome.
 func TestWebhookTriggersAPass(t *testing.T) {
-	raw, err := os.ReadFile("../webhook/testdata/webhook-workflow-job-queued.json")
-	require.NoError(t, err)
-	var rec struct {
+	type recording struct {
 		Headers map[string]string `json:"headers"`
 		Body    string            `json:"body"`
 	}
-	require.NoError(t, json.Unmarshal(raw, &rec))
+	load := func(name string) recording {
+		raw, err := os.ReadFile("../webhook/testdata/webhook-workflow-job-" + name + ".json")
+		require.NoError(t, err)
+		var rec recording
+		require.NoError(t, json.Unmarshal(raw, &rec))
+		return rec
+	}
+	rec, completed := load("queued"), load("completed")
 	t.Setenv("SCALER_WEBHOOK_SECRET", "fixture-secret")
 	r, err := parse(t, "--loop", "--interval", "1h", "--webhook-addr", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -121,7 +127,7 @@ func TestWebhookTriggersAPass(t *testing.T) {
 			}
 		}
 	}
-	post := func(sig string) int {
+	post := func(rec recording, sig string) int {
 		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/webhook", strings.NewReader(rec.Body))
 		require.NoError(t, err)
 		for k, v := range rec.Headers {
@@ -134,13 +140,14 @@ func TestWebhookTriggersAPass(t *testing.T) {
 		return resp.StatusCode
 	}
 
-	assert.Equal(t, http.StatusUnauthorized, post(strings.Repeat("0", 64)))
+	assert.Equal(t, http.StatusUnauthorized, post(rec, strings.Repeat("0", 64)))
 	time.Sleep(300 * time.Millisecond)
 	assert.EqualValues(t, 1, g.calls.Load(), "no pass for a delivery that is not signed by the secret")
-	assert.Equal(t, http.StatusAccepted, post(rec.Headers["X-Gitea-Signature"]))
+	assert.Equal(t, http.StatusAccepted, post(rec, rec.Headers["X-Gitea-Signature"]))
 	for deadline := time.Now().Add(5 * time.Second); g.calls.Load() < 2; time.Sleep(5 * time.Millisecond) {
 		require.False(t, time.Now().After(deadline), "a pass triggered by the delivery")
 	}
+	assert.Equal(t, http.StatusNoContent, post(completed, completed.Headers["X-Gitea-Signature"]))
 
 	_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	select {
@@ -154,8 +161,9 @@ func TestWebhookTriggersAPass(t *testing.T) {
 	resp := httptest.NewRecorder()
 	m.Handler().ServeHTTP(resp, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	body.WriteString(resp.Body.String())
-	assert.Contains(t, body.String(), `gitea_runner_scaler_webhook_deliveries_total{outcome="triggered"} 1`)
-	assert.Contains(t, body.String(), `gitea_runner_scaler_webhook_deliveries_total{outcome="unauthorized"} 1`)
+	assert.Contains(t, body.String(), `giteascaler_webhook_deliveries_total{outcome="triggered"} 1`)
+	assert.Contains(t, body.String(), `giteascaler_webhook_deliveries_total{outcome="unauthorized"} 1`)
+	assert.Contains(t, body.String(), `giteascaler_webhook_deliveries_total{outcome="ran"} 1`)
 }
 
 type lockedLog struct {

@@ -40,6 +40,7 @@
 //	groups.go       RunnerGroups: specs, create, read, patch, wait for passes
 //	helm.go         installing the chart with the values every release starts from
 //	jobwatch.go     watching one runner Job from the side
+//	loopscaler.go   a looping scaler the test runs, with its /metrics and webhook
 //	main.go         Run, every area's TestMain
 //	manifests.go    reading YAML files and applying them as they are
 //	memcg.go        a memory cgroup of its own for a scaler process

@@ -510,6 +510,7 @@ func toJob(j *sdk.ActionWorkflowJob, listingRepo string) Job {
 		RunnerName: j.RunnerName,
 		Repo:       repo,
 		Created:    j.CreatedAt,
+		Started:    Stamp(j.StartedAt),
 	}
 }
 

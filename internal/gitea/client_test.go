@@ -134,10 +134,14 @@ func TestSnapshotAsksOnceForTheThreeStatuses(t *testing.T) {
 }
 
 // TestSnapshotJobFields checks that a job carries its raw labels, its
-// runner and its repository.
+// runner, its repository and its times (no start before a runner took it:
+// Gitea sends the epoch).
 func TestSnapshotJobFields(t *testing.T) {
 	f := newFake(t, fixtureScene())
 	require.NoError(t, f.SetJobStatus(2, giteatest.StatusInProgress, "gpu-pool-k2x9q"))
+	// As recorded in org-jobs-inprogress.json.
+	started := time.Date(2026, time.November, 21, 5, 38, 17, 0, time.UTC)
+	require.NoError(t, f.UpdateJob(2, func(j *giteatest.Job) { j.Started = started }))
 	c := newTestClient(t, f.URL, adminToken, Options{})
 
 	snap, err := c.Snapshot(t.Context(), scope.New("", ScopeGlobal, "", ""))
@@ -145,7 +149,7 @@ func TestSnapshotJobFields(t *testing.T) {
 
 	// The recordings' scene was created at this moment (created_at).
 	created := time.Date(2026, time.November, 21, 5, 36, 24, 0, time.UTC)
-	assert.Equal(t, []Job{{ID: 2, Labels: []string{"self-hosted", "gpu"}, RunnerName: "gpu-pool-k2x9q", Repo: "acme/app", Created: created}}, snap.Running)
+	assert.Equal(t, []Job{{ID: 2, Labels: []string{"self-hosted", "gpu"}, RunnerName: "gpu-pool-k2x9q", Repo: "acme/app", Created: created, Started: started}}, snap.Running)
 	assert.Equal(t, []Job{{ID: 6, Labels: []string{"ubuntu-latest", "deploy"}, Repo: "alice/tool", Created: created}}, snap.Blocked)
 	assert.Equal(t, Job{ID: 3, Labels: []string{"linux-arm64"}, Repo: "acme/app", Created: created}, snap.Queued[0])
 }

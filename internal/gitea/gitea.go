@@ -82,6 +82,9 @@ type Job struct {
 	// Created is when Gitea created the job (created_at): the start of
 	// the time from queued to runner that the metrics report.
 	Created time.Time
+	// Started is when a runner took the job (started_at); zero until one
+	// has.
+	Started time.Time
 	// Repo is "owner/name", parsed from the job's html_url or url. Empty when
 	// neither can be parsed and the listing did not cover a single repository.
 	//
@@ -89,6 +92,15 @@ type Job struct {
 	// or org listing go to the one group whose scope most closely contains
 	// its repository, when several groups could run it.
 	Repo string
+}
+
+// Stamp is a job's timestamp as Gitea sends it, or zero for the Unix
+// epoch Gitea sends for a time not yet reached (a queued job's start).
+func Stamp(t time.Time) time.Time {
+	if t.Unix() <= 0 {
+		return time.Time{}
+	}
+	return t
 }
 
 // Snapshot is the demand of one target at one moment. A job ID appears in at

@@ -32,12 +32,15 @@ type Metrics struct {
 	kubeRequests  *prometheus.CounterVec
 	// groups are the per-group gauges, one per number a pass sees of a
 	// group (see groupGaugeDefs).
-	groups         *groupGauges
-	giteaLatency   *prometheus.HistogramVec
-	buildInfo      *prometheus.GaugeVec
-	lastSuccess    prometheus.Gauge
-	runnersCreated prometheus.Counter
-	runnersReaped  *prometheus.CounterVec
+	groups       *groupGauges
+	giteaLatency *prometheus.HistogramVec
+	buildInfo    *prometheus.GaugeVec
+	lastSuccess  prometheus.Gauge
+	// jobs are the per-group counters of runners and histograms of jobs.
+	jobs *groupJobs
+	// deletedNSRemoved counts the registrations of deleted namespaces
+	// the sweep removed: their groups are gone, so no group labels them.
+	deletedNSRemoved prometheus.Counter
 	// deletedNSLeft is the last sweep's count of recorded groups of
 	// deleted namespaces that may still have registrations, by reason.
 	deletedNSLeft *prometheus.GaugeVec
@@ -66,7 +69,7 @@ var groupGaugeDefs = []struct{ name, help string }{
 	{"runnergroup_max_runners", "The RunnerGroup's cap on active runners (spec.maxActiveRunners)."},
 }
 
-const ns = "gitea_runner_scaler"
+const ns = "giteascaler"
 
 // New makes the collectors and registers them, with the Go and process
 // collectors, on a registry of their own.
@@ -83,19 +86,19 @@ func New() *Metrics {
 			Help: "Requests sent to Gitea, by HTTP status code (0: no answer) and the target of the RunnerGroup they were sent for, as its spec names it (admin, orgs/acme, users/alice, repos/acme/app; other for none)."}, []string{"code", "target"}),
 		kubeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "kubernetes_requests_total",
 			Help: "Requests sent to the Kubernetes API, by method and HTTP status code (0: no answer)."}, []string{"method", "code"}),
-		runnersCreated: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "runners_created_total",
-			Help: "Runner Jobs created."}),
-		runnersReaped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "runners_reaped_total",
-			Help: "Runners that went, by reason: start_timeout (the Job's pod never started), idle (surplus runner reaped), orphan (registration without a Job removed), deleted_namespace (registration of a deleted namespace removed)."}, []string{"reason"}),
+		deletedNSRemoved: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "deleted_namespace_registrations_removed_total",
+			Help: "Registrations of RunnerGroups of deleted namespaces that the sweep removed from Gitea (cleanup.deletedNamespaces)."}),
 		deletedNSLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "deleted_namespace_groups_left",
 			Help: "RunnerGroups of deleted namespaces whose registrations may still be in Gitea, as the last sweep found them (cleanup.deletedNamespaces), by reason: no_token (the sweep has no Gitea token), other_gitea (registered on another Gitea than the token's), running (a registration is online or runs a job), failed (Gitea or the API server failed), later (over the per-pass bound)."}, []string{"reason"}),
 		queuedToJob: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "queued_to_job_seconds",
 			Help: "Time from a Gitea job's creation to its runner Job's creation.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}),
 		webhook: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "webhook_deliveries_total",
-			Help: "Gitea webhook deliveries, by outcome: triggered (a queued job), ignored (another event or action), duplicate (a delivery seen before), unauthorized (no or a wrong signature), bad_request (unreadable or past the size bound)."}, []string{"outcome"}),
+			Help: "Gitea webhook deliveries, by outcome: triggered (a queued job), ran (a job a runner took or finished: its times kept for the job histograms), ignored (another event or action), duplicate (a delivery seen before), unauthorized (no or a wrong signature), bad_request (unreadable or past the size bound)."}, []string{"outcome"}),
 	}
 	m.groups = newGroupGauges()
 	m.reg.MustRegister(m.groups)
+	m.jobs = newGroupJobs()
+	m.reg.MustRegister(m.jobs.collectors()...)
 	// The latency of Gitea's answers: from the request sent to its
 	// headers read (promhttp.InstrumentRoundTripperDuration), labelled as
 	// the request counter is, plus the method. Requests that got no
@@ -108,13 +111,10 @@ func New() *Metrics {
 	m.lastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "last_successful_pass_timestamp_seconds",
 		Help: "Unix time at which the last full pass that could run ended (result ok or failed: RunnerGroups were listed and served; a group's own failure is on its Ready condition). 0 until one has."})
 	m.reg.MustRegister(m.giteaLatency, m.buildInfo, m.lastSuccess, m.deletedNSLeft)
-	m.reg.MustRegister(m.passes, m.passDuration, m.giteaRequests, m.kubeRequests, m.runnersCreated, m.runnersReaped, m.queuedToJob, m.webhook,
+	m.reg.MustRegister(m.passes, m.passDuration, m.giteaRequests, m.kubeRequests, m.deletedNSRemoved, m.queuedToJob, m.webhook,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "failed", "error"} {
 		m.passes.WithLabelValues(r)
-	}
-	for _, r := range []string{passreport.ReapStartTimeout, passreport.ReapIdle, passreport.ReapOrphan, passreport.ReapDeletedNamespace} {
-		m.runnersReaped.WithLabelValues(r)
 	}
 	for _, r := range leftReasons {
 		m.deletedNSLeft.WithLabelValues(r)
@@ -169,9 +169,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// ObservePass records a finished pass. A full pass replaces the per-group
-// gauges as a whole, so a deleted group's series go with it; a partial
-// one (a webhook's) updates the groups it served.
+// ObservePass records a finished pass. After a full pass only the groups
+// it served have per-group series, so a deleted group's go; a partial one
+// (a webhook's) updates the groups it served.
 func (m *Metrics) ObservePass(sum passreport.Summary, took time.Duration, err error) {
 	switch {
 	case err != nil:
@@ -193,13 +193,8 @@ func (m *Metrics) ObservePass(sum passreport.Summary, took time.Duration, err er
 		return
 	}
 	m.groups.observe(sum.GroupStats, sum.Partial)
-	for _, g := range sum.GroupStats {
-		m.runnersReaped.WithLabelValues(passreport.ReapStartTimeout).Add(float64(g.StartTimeouts))
-		m.runnersReaped.WithLabelValues(passreport.ReapIdle).Add(float64(g.IdleReaps))
-		m.runnersReaped.WithLabelValues(passreport.ReapOrphan).Add(float64(g.OrphansRemoved))
-	}
-	m.runnersCreated.Add(float64(sum.Created))
-	m.runnersReaped.WithLabelValues(passreport.ReapDeletedNamespace).Add(float64(sum.DeletedNamespaces.Removed))
+	m.jobs.observe(sum.GroupStats, sum.Partial)
+	m.deletedNSRemoved.Add(float64(sum.DeletedNamespaces.Removed))
 	if sum.DeletedNamespaces.Left != nil { // the pass swept
 		for _, reason := range leftReasons {
 			m.deletedNSLeft.WithLabelValues(reason).Set(float64(sum.DeletedNamespaces.Left[reason]))

@@ -39,10 +39,7 @@ func TestObservePassCountsPassesRunnersAndGroups(t *testing.T) {
 	assert.InDelta(t, 1, testutil.ToFloat64(m.passes.WithLabelValues("ok")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.passes.WithLabelValues("failed")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.passes.WithLabelValues("error")), 0)
-	assert.InDelta(t, 3, testutil.ToFloat64(m.runnersCreated), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(m.runnersReaped.WithLabelValues("start_timeout")), 0)
-	assert.InDelta(t, 2, testutil.ToFloat64(m.runnersReaped.WithLabelValues("idle")), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(m.runnersReaped.WithLabelValues("orphan")), 0)
+	assert.InDelta(t, 1, testutil.ToFloat64(m.jobs.reaped.WithLabelValues("ci", "a", "start_timeout")), 0)
 	assert.Equal(t, map[string]float64{"ci/a": 1}, groupSeries(t, m, "runnergroup_queued_jobs"), "the last pass's value; the group that is gone has no series left")
 	assert.Equal(t, map[string]float64{"ci/a": 5}, groupSeries(t, m, "runnergroup_max_runners"))
 	assert.Equal(t, 6, testutil.CollectAndCount(m.groups), "one series per gauge for the one group")
@@ -53,9 +50,9 @@ func TestObservePassCountsPassesRunnersAndGroups(t *testing.T) {
 	assert.Equal(t, 12, testutil.CollectAndCount(m.groups))
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_pass_duration_seconds_count 4")
-	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_queued_to_job_seconds_count 2")
-	assert.Contains(t, rec.Body.String(), "gitea_runner_scaler_queued_to_job_seconds_sum 6")
+	assert.Contains(t, rec.Body.String(), "giteascaler_pass_duration_seconds_count 4")
+	assert.Contains(t, rec.Body.String(), "giteascaler_queued_to_job_seconds_count 2")
+	assert.Contains(t, rec.Body.String(), "giteascaler_queued_to_job_seconds_sum 6")
 }
 
 // groupSeries are the values of the per-group gauge name by
@@ -66,7 +63,7 @@ func groupSeries(t *testing.T, m *Metrics, name string) map[string]float64 {
 	require.NoError(t, err)
 	out := map[string]float64{}
 	for _, f := range families {
-		if f.GetName() != "gitea_runner_scaler_"+name {
+		if f.GetName() != "giteascaler_"+name {
 			continue
 		}
 		assert.Equal(t, "GAUGE", f.GetType().String())
@@ -81,8 +78,8 @@ func groupSeries(t *testing.T, m *Metrics, name string) map[string]float64 {
 	return out
 }
 
-// The sweep of deleted namespaces: registrations removed count as
-// reaped (reason deleted_namespace), and the groups of deleted namespaces
+// The sweep of deleted namespaces: registrations removed are counted
+// apart from any group (theirs are gone), and the groups of deleted namespaces
 // left behind are a gauge by reason, replaced by each pass that swept and
 // kept by one that did not (a webhook's).
 func TestObservePassReportsTheSweepOfDeletedNamespaces(t *testing.T) {
@@ -90,7 +87,7 @@ func TestObservePassReportsTheSweepOfDeletedNamespaces(t *testing.T) {
 	m.ObservePass(passreport.Summary{DeletedNamespaces: passreport.DeletedNamespacesReport{Removed: 2,
 		Left: map[string]int{passreport.LeftNoToken: 3}}}, time.Second, nil)
 	m.ObservePass(passreport.Summary{Partial: true}, time.Second, nil)
-	assert.InDelta(t, 2, testutil.ToFloat64(m.runnersReaped.WithLabelValues(passreport.ReapDeletedNamespace)), 0)
+	assert.InDelta(t, 2, testutil.ToFloat64(m.deletedNSRemoved), 0)
 	assert.InDelta(t, 3, testutil.ToFloat64(m.deletedNSLeft.WithLabelValues(passreport.LeftNoToken)), 0, "kept by a pass that did not sweep")
 
 	m.ObservePass(passreport.Summary{DeletedNamespaces: passreport.DeletedNamespacesReport{Left: map[string]int{passreport.LeftRunning: 1}}}, time.Second, nil)
@@ -151,12 +148,12 @@ func TestTransportsCountRequestsByCodeAndTarget(t *testing.T) {
 
 func TestHandlerServesTheMetrics(t *testing.T) {
 	m := New()
-	m.ObservePass(passreport.Summary{Created: 1}, time.Second, nil)
+	m.ObservePass(passreport.Summary{Created: 1, GroupStats: []passreport.GroupStats{{Namespace: "ci", Name: "a", Created: 1}}}, time.Second, nil)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	assert.Equal(t, http.StatusOK, rec.Code)
-	for _, name := range []string{"gitea_runner_scaler_passes_total", "gitea_runner_scaler_pass_duration_seconds", "gitea_runner_scaler_runners_created_total 1",
-		"gitea_runner_scaler_runners_reaped_total", "go_goroutines", "process_resident_memory_bytes"} {
+	for _, name := range []string{"giteascaler_passes_total", "giteascaler_pass_duration_seconds", `giteascaler_runners_created_total{name="a",namespace="ci"} 1`,
+		"giteascaler_runners_reaped_total", "giteascaler_job_startup_duration_seconds_bucket", "go_goroutines", "process_resident_memory_bytes"} {
 		assert.Contains(t, rec.Body.String(), name)
 	}
 }
@@ -195,29 +192,29 @@ func TestGroupGaugesAreNamedForWhatTheyCount(t *testing.T) {
 		{Namespace: "ci", Name: "a", Queued: 4, Blocked: 1, Running: 2, Active: 3, Idle: 1, Max: 5},
 	}}, time.Second, nil)
 	want := `
-# HELP gitea_runner_scaler_runnergroup_active_runners Runner Jobs of the RunnerGroup not yet complete or failed (status.activeRunners).
-# TYPE gitea_runner_scaler_runnergroup_active_runners gauge
-gitea_runner_scaler_runnergroup_active_runners{name="a",namespace="ci"} 3
-# HELP gitea_runner_scaler_runnergroup_blocked_jobs Gitea jobs of the RunnerGroup waiting for their needs or an approval (status.blockedJobs).
-# TYPE gitea_runner_scaler_runnergroup_blocked_jobs gauge
-gitea_runner_scaler_runnergroup_blocked_jobs{name="a",namespace="ci"} 1
-# HELP gitea_runner_scaler_runnergroup_idle_runners Runners of the RunnerGroup whose pod runs and that run no Gitea job (status.idleRunners).
-# TYPE gitea_runner_scaler_runnergroup_idle_runners gauge
-gitea_runner_scaler_runnergroup_idle_runners{name="a",namespace="ci"} 1
-# HELP gitea_runner_scaler_runnergroup_max_runners The RunnerGroup's cap on active runners (spec.maxActiveRunners).
-# TYPE gitea_runner_scaler_runnergroup_max_runners gauge
-gitea_runner_scaler_runnergroup_max_runners{name="a",namespace="ci"} 5
-# HELP gitea_runner_scaler_runnergroup_queued_jobs Queued Gitea jobs the RunnerGroup can serve, as the last pass saw them (status.queuedJobs).
-# TYPE gitea_runner_scaler_runnergroup_queued_jobs gauge
-gitea_runner_scaler_runnergroup_queued_jobs{name="a",namespace="ci"} 4
-# HELP gitea_runner_scaler_runnergroup_running_jobs Gitea jobs in progress on the RunnerGroup's runners (status.runningJobs).
-# TYPE gitea_runner_scaler_runnergroup_running_jobs gauge
-gitea_runner_scaler_runnergroup_running_jobs{name="a",namespace="ci"} 2
+# HELP giteascaler_runnergroup_active_runners Runner Jobs of the RunnerGroup not yet complete or failed (status.activeRunners).
+# TYPE giteascaler_runnergroup_active_runners gauge
+giteascaler_runnergroup_active_runners{name="a",namespace="ci"} 3
+# HELP giteascaler_runnergroup_blocked_jobs Gitea jobs of the RunnerGroup waiting for their needs or an approval (status.blockedJobs).
+# TYPE giteascaler_runnergroup_blocked_jobs gauge
+giteascaler_runnergroup_blocked_jobs{name="a",namespace="ci"} 1
+# HELP giteascaler_runnergroup_idle_runners Runners of the RunnerGroup whose pod runs and that run no Gitea job (status.idleRunners).
+# TYPE giteascaler_runnergroup_idle_runners gauge
+giteascaler_runnergroup_idle_runners{name="a",namespace="ci"} 1
+# HELP giteascaler_runnergroup_max_runners The RunnerGroup's cap on active runners (spec.maxActiveRunners).
+# TYPE giteascaler_runnergroup_max_runners gauge
+giteascaler_runnergroup_max_runners{name="a",namespace="ci"} 5
+# HELP giteascaler_runnergroup_queued_jobs Queued Gitea jobs the RunnerGroup can serve, as the last pass saw them (status.queuedJobs).
+# TYPE giteascaler_runnergroup_queued_jobs gauge
+giteascaler_runnergroup_queued_jobs{name="a",namespace="ci"} 4
+# HELP giteascaler_runnergroup_running_jobs Gitea jobs in progress on the RunnerGroup's runners (status.runningJobs).
+# TYPE giteascaler_runnergroup_running_jobs gauge
+giteascaler_runnergroup_running_jobs{name="a",namespace="ci"} 2
 `
 	require.NoError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
-		"gitea_runner_scaler_runnergroup_active_runners", "gitea_runner_scaler_runnergroup_blocked_jobs", "gitea_runner_scaler_runnergroup_idle_runners",
-		"gitea_runner_scaler_runnergroup_max_runners", "gitea_runner_scaler_runnergroup_queued_jobs", "gitea_runner_scaler_runnergroup_running_jobs"))
-	n, err := testutil.GatherAndCount(m.Registry(), "gitea_runner_scaler_runnergroup")
+		"giteascaler_runnergroup_active_runners", "giteascaler_runnergroup_blocked_jobs", "giteascaler_runnergroup_idle_runners",
+		"giteascaler_runnergroup_max_runners", "giteascaler_runnergroup_queued_jobs", "giteascaler_runnergroup_running_jobs"))
+	n, err := testutil.GatherAndCount(m.Registry(), "giteascaler_runnergroup")
 	require.NoError(t, err)
 	assert.Zero(t, n, "the gauge that mixed jobs, runners and the cap under one label is gone")
 }

@@ -64,6 +64,11 @@ type GroupStats struct {
 	Failed                            bool
 	Created, StartTimeouts, IdleReaps int
 	OrphansRemoved                    int
+	// Startups and Executions are the jobs the group's runners started
+	// and finished that no earlier pass of the loop reported: from
+	// creation to start, and from start to end (what the scaler's
+	// jobtimes.go says of the timestamps).
+	Startups, Executions []time.Duration
 }
 
 // Reasons a runner goes, in PassObserver's and the summary's counts.
@@ -71,9 +76,6 @@ const (
 	ReapStartTimeout = "start_timeout"
 	ReapIdle         = "idle"
 	ReapOrphan       = "orphan"
-	// ReapDeletedNamespace: a registration a deleted namespace left
-	// (DeletedNamespaces), counted in Summary.DeletedNamespaces.
-	ReapDeletedNamespace = "deleted_namespace"
 )
 
 // Observer hears about every finished pass: the metrics endpoint.

@@ -10,8 +10,9 @@ import (
 // caches and the rights and Secrets it read beside them (watched.go), its
 // verdicts on specs and runner pods (verdicts.go), the parts of its
 // rendered runner configs (runnerconfig.go), its registration token
-// checks (regcheck.go) and what its cluster-wide reads learnt
-// (boundrights.go). A single pass remembers nothing: its Scaler's memory
+// checks (regcheck.go), what its cluster-wide reads learnt
+// (boundrights.go) and the jobs its job histograms counted (jobtimes.go).
+// A single pass remembers nothing: its Scaler's memory
 // is nil, every method here is safe on nil, and every question is asked
 // afresh.
 type memory struct {
@@ -21,6 +22,7 @@ type memory struct {
 	configs   renderedConfigs
 	regChecks regChecks
 	wide      clusterReads
+	jobs      jobTimes
 }
 
 // newMemory is a loop's memory around its watch caches; a single pass

@@ -37,6 +37,9 @@ type observation struct {
 	// done; running counts the jobs its runners run now.
 	blocked int
 	running int
+	// ran are the running jobs on the group's runners, for the job
+	// histograms (jobtimes.go).
+	ran []gitea.Job
 	// busy names the group's runner Jobs whose runner is running a Gitea
 	// job.
 	busy map[string]bool
@@ -94,6 +97,7 @@ func (s *Scaler) observe(ctx context.Context, g *groupRun) (*observation, error)
 		if job, ok := g.jobOfRunner(byRunner, j.RunnerName); ok {
 			obs.running++
 			obs.busy[job] = true
+			obs.ran = append(obs.ran, j)
 		}
 	}
 	obs.pods, obs.podsErr = s.runnerPods(ctx, g)

@@ -40,6 +40,7 @@ func (s *Scaler) record(ctx context.Context, g *groupRun, obs *observation, crea
 	news := before == nil || before.Status != metav1.ConditionFalse || before.Reason != reason || before.Message != message
 	s.recordStatus(ctx, g, obs, created, reason, message)
 	g.stats = groupStats(g.rg, obs, created, err != nil)
+	g.stats.Startups, g.stats.Executions = s.jobDurations(g, obs)
 	if err != nil {
 		g.log.Error("pass failed for RunnerGroup", "reason", reason, "error", message)
 		// A failure that repeats is in the status already; an event every

@@ -43,6 +43,8 @@
 //	            groups left behind
 //	record.go   the group's status, conditions and events
 //	stats.go    what a pass saw, for the summary and the metrics
+//	jobtimes.go  the group's jobs' startup and execution times, from the
+//	            listings and the webhook's deliveries, each job once
 //	deletedns.go  after the groups, with cleanup.deletedNamespaces: the
 //	            mirror of what each namespace registered, and the removal of
 //	            the registrations of namespaces that are gone

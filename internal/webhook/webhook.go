@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Job is what a queued delivery says about its job: enough to pick the
@@ -42,10 +43,23 @@ type Job struct {
 	Labels []string
 }
 
+// RanJob is what an in_progress or completed delivery says of its job:
+// the times the job metrics read, and the runner that took it. A time the
+// job has not reached is the Unix epoch, as Gitea sends it.
+type RanJob struct {
+	ID         int64
+	RunnerName string
+	// Created, Started and Completed are the job's created_at, started_at
+	// and completed_at: Gitea's times, but for completed_at, which is when
+	// the runner reported the job's end, by the runner's clock.
+	Created, Started, Completed time.Time
+}
+
 // Outcomes of a delivery, as the metrics count them.
 const (
 	OutcomeTriggered    = "triggered"    // a queued job: a pass was asked for
-	OutcomeIgnored      = "ignored"      // not a queued workflow_job delivery
+	OutcomeRan          = "ran"          // a job a runner took or finished: its times were kept
+	OutcomeIgnored      = "ignored"      // another workflow_job delivery, or another event
 	OutcomeDuplicate    = "duplicate"    // signed, but seen before: nothing more is done
 	OutcomeUnauthorized = "unauthorized" // no or a wrong signature: 401
 	OutcomeBadRequest   = "bad_request"  // not a delivery we can read: 400 or 413
@@ -58,7 +72,8 @@ const (
 // finished job's steps, about 170 bytes each. 64 KiB is 13 times the
 // largest recording: room for every such field at its limit, JSON-escaped
 // to six bytes a character, a fork's parent repository and some 200
-// steps. Only queued deliveries are acted on, and those carry no steps.
+// steps. Only queued deliveries trigger, and those carry no steps; of a
+// completed one only the job's times and runner are kept.
 const MaxBody = 64 << 10
 
 // recentDeliveries is how many deliveries are remembered to ignore a
@@ -69,11 +84,14 @@ const recentDeliveries = 4096
 // 204 for another event, a delivery seen before or a signed delivery
 // that is not a queued job, 413 past MaxBody, 400 for a signed body that
 // is not JSON, and 202 for a queued job (Trigger is called with it).
-// Outcome, when not nil, hears each delivery's outcome. The zero Handler
-// with a Secret is ready; it is safe for concurrent use.
+// Ran, when not nil, hears of each job a runner took or finished (an
+// in_progress or completed delivery, answered 204). Outcome, when not
+// nil, hears each delivery's outcome. The zero Handler with a Secret is
+// ready; it is safe for concurrent use.
 type Handler struct {
 	Secret  []byte
 	Trigger func(Job)
+	Ran     func(RanJob)
 	Outcome func(outcome string)
 
 	once   sync.Once
@@ -129,6 +147,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var d delivery
 	if err := json.Unmarshal(body.Bytes(), &d); err != nil {
 		h.refuse(w, OutcomeBadRequest, "the delivery is not JSON", http.StatusBadRequest)
+		return
+	}
+	if (d.Action == "in_progress" || d.Action == "completed") && d.WorkflowJob.RunnerName != "" && h.Ran != nil {
+		wj := d.WorkflowJob
+		h.Ran(RanJob{ID: wj.ID, RunnerName: wj.RunnerName, Created: wj.CreatedAt, Started: wj.StartedAt, Completed: wj.CompletedAt})
+		h.outcome(OutcomeRan)
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	// "queued" is demand, as in the jobs API; "waiting" is a job whose
@@ -187,7 +212,12 @@ func (h *Handler) outcome(o string) {
 type delivery struct {
 	Action      string `json:"action"`
 	WorkflowJob struct {
-		Labels []string `json:"labels"`
+		ID          int64     `json:"id"`
+		Labels      []string  `json:"labels"`
+		RunnerName  string    `json:"runner_name"`
+		CreatedAt   time.Time `json:"created_at"`
+		StartedAt   time.Time `json:"started_at"`
+		CompletedAt time.Time `json:"completed_at"`
 	} `json:"workflow_job"`
 	Repository struct {
 		FullName string `json:"full_name"`

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,12 +39,14 @@ func loadDelivery(t *testing.T, name string) recording {
 
 type got struct {
 	jobs     []Job
+	ran      []RanJob
 	outcomes []string
 }
 
 func serve(h *Handler, method string, headers map[string]string, body string) (*httptest.ResponseRecorder, *got) {
 	g := &got{}
 	h.Trigger = func(j Job) { g.jobs = append(g.jobs, j) }
+	h.Ran = func(j RanJob) { g.ran = append(g.ran, j) }
 	h.Outcome = func(o string) { g.outcomes = append(g.outcomes, o) }
 	req := httptest.NewRequest(method, "/webhook", strings.NewReader(body))
 	for k, v := range headers {
@@ -56,19 +59,31 @@ func serve(h *Handler, method string, headers map[string]string, body string) (*
 
 // TestRecordedDeliveries replays Gitea's own deliveries of one workflow
 // run: only the two queued ones (build, then deploy once its need
-// finished) trigger, with the job's repository and labels.
+// finished) trigger, with the job's repository and labels; the runner's
+// taking and finishing build hand on its times as Gitea sent them (the
+// epoch for one not reached; this completed_at is behind started_at: the
+// runner's clock, not Gitea's).
 func TestRecordedDeliveries(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		require.NoError(t, err)
+		return v
+	}
+	epoch := time.Unix(0, 0).UTC()
 	tests := []struct {
 		name     string
 		wantCode int
 		wantJobs []Job
+		wantRan  []RanJob
 		outcome  string
 	}{
-		{"queued", http.StatusAccepted, []Job{{Repo: "acme/app", Labels: []string{"ubuntu-latest"}}}, OutcomeTriggered},
-		{"waiting", http.StatusNoContent, nil, OutcomeIgnored},
-		{"in-progress", http.StatusNoContent, nil, OutcomeIgnored},
-		{"completed", http.StatusNoContent, nil, OutcomeIgnored},
-		{"queued-after-needs", http.StatusAccepted, []Job{{Repo: "acme/app", Labels: []string{"ubuntu-latest"}}}, OutcomeTriggered},
+		{"queued", http.StatusAccepted, []Job{{Repo: "acme/app", Labels: []string{"ubuntu-latest"}}}, nil, OutcomeTriggered},
+		{"waiting", http.StatusNoContent, nil, nil, OutcomeIgnored},
+		{"in-progress", http.StatusNoContent, nil, []RanJob{{ID: 12, RunnerName: "app-runner-x1y2z",
+			Created: at("2026-11-23T07:03:26Z"), Started: at("2026-11-23T07:03:39Z"), Completed: epoch}}, OutcomeRan},
+		{"completed", http.StatusNoContent, nil, []RanJob{{ID: 12, RunnerName: "app-runner-x1y2z",
+			Created: at("2026-11-23T07:03:26Z"), Started: at("2026-11-23T07:03:39Z"), Completed: at("2026-11-23T07:00:05Z")}}, OutcomeRan},
+		{"queued-after-needs", http.StatusAccepted, []Job{{Repo: "acme/app", Labels: []string{"ubuntu-latest"}}}, nil, OutcomeTriggered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +91,7 @@ func TestRecordedDeliveries(t *testing.T) {
 			rec, g := serve(&Handler{Secret: []byte(fixtureSecret)}, http.MethodPost, d.Headers, d.Body)
 			assert.Equal(t, tt.wantCode, rec.Code)
 			assert.Equal(t, tt.wantJobs, g.jobs)
+			assert.Equal(t, tt.wantRan, g.ran)
 			assert.Equal(t, []string{tt.outcome}, g.outcomes)
 		})
 	}

@@ -18,6 +18,8 @@ type Job struct {
 	RunnerName string   `json:"runner_name"`
 	// HTMLURL is the job's page: .../OWNER/REPO/actions/runs/RUN_ID/jobs/ID.
 	HTMLURL     string    `json:"html_url,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	StartedAt   time.Time `json:"started_at"`
 	CompletedAt time.Time `json:"completed_at"`
 }
 

@@ -163,7 +163,7 @@ func TestRealNodeListener(t *testing.T) {
 		waitReconciled(b, ctx, t, ns, group, dump)
 		for _, get := range []struct{ url, want string }{
 			{fmt.Sprintf("http://%s:8081/healthz", pod.Status.PodIP), "ok: last pass ended"},
-			{fmt.Sprintf("http://%s:9090/metrics", pod.Status.PodIP), "gitea_runner_scaler_passes_total"},
+			{fmt.Sprintf("http://%s:9090/metrics", pod.Status.PodIP), "giteascaler_passes_total"},
 		} {
 			e2e.WaitUntil(ctx, t, e2e.StepWait, "GET "+get.url+" answers 200 with "+get.want, dump, func(ctx context.Context) (bool, string, error) {
 				code, body, err := httpGet(ctx, get.url)

@@ -59,7 +59,7 @@ func (s *Server) jobJSON(j *Job) jobJSON {
 		RunnerName:  j.RunnerName,
 		Steps:       []any{},
 		CreatedAt:   created,
-		StartedAt:   epoch,
+		StartedAt:   cmp.Or(j.Started, epoch),
 		CompletedAt: epoch,
 	}
 }

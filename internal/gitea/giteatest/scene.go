@@ -3,6 +3,7 @@ package giteatest
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Job statuses as the API reports them.
@@ -48,6 +49,9 @@ type Job struct {
 	RunAttempt int64
 	HeadSHA    string
 	HeadBranch string
+	// Started is served as started_at; zero serves the epoch, as Gitea
+	// does for a job no runner has taken.
+	Started time.Time
 }
 
 // Scene is everything the fake serves.

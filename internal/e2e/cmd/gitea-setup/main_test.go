@@ -88,7 +88,7 @@ func TestCommands(t *testing.T) {
 			wantCall: `POST /api/v1/repos/acme/app/contents/.gitea/workflows/ci.yml {"branch":"main","content":"` + b64("from a file") + `","message":"Add .gitea/workflows/ci.yml"}`},
 		"push a missing file": {args: []string{"push-workflow", "acme/app", "ci.yml", workflow + ".gone"}, wantExit: exitError},
 		"jobs": {args: []string{"jobs", "acme/app"},
-			wantOut: `{"jobs":[{"id":7,"run_id":0,"name":"build","labels":["ubuntu-latest"],"status":"queued","conclusion":"","runner_name":"","completed_at":"0001-01-01T00:00:00Z"}]}` + "\n"},
+			wantOut: `{"jobs":[{"id":7,"run_id":0,"name":"build","labels":["ubuntu-latest"],"status":"queued","conclusion":"","runner_name":"","created_at":"0001-01-01T00:00:00Z","started_at":"0001-01-01T00:00:00Z","completed_at":"0001-01-01T00:00:00Z"}]}` + "\n"},
 		"jobs of a missing repo": {args: []string{"jobs", "acme/other"}, wantExit: exitError},
 		"no command":             {args: nil, wantExit: exitError},
 	}
