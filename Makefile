@@ -21,6 +21,11 @@ CONTROLLER_GEN := $(CACHE)/controller-gen-$(CONTROLLER_GEN_VERSION)/controller-g
 # tools module, cached by that pin.
 ACTIONLINT_VERSION := $(shell awk '$$1 == "github.com/rhysd/actionlint" { print $$2 }' scripts/tools/actionlint/go.mod)
 ACTIONLINT := $(CACHE)/actionlint-$(ACTIONLINT_VERSION)/actionlint
+# cosign signs the release image and attests its SBOM when COSIGN_KEY is
+# given (make release), and the release e2e test verifies both; pinned in its
+# tools module, cached by that pin. A big build: make cosign builds it once.
+COSIGN_VERSION := $(shell awk '$$1 == "github.com/sigstore/cosign/v2" { print $$2 }' scripts/tools/cosign/go.mod)
+COSIGN := $(CACHE)/cosign-$(COSIGN_VERSION)/cosign
 CHART := charts/gitea-runner-operator
 # What `make generate` writes; verify-generated fails when it differs from git.
 GENERATED := crds $(CHART)/files/crds ':(glob)internal/api/**/zz_generated.*.go'
@@ -112,6 +117,14 @@ $(CONTROLLER_GEN):
 $(ACTIONLINT):
 	cd scripts/tools/actionlint && go build -mod=readonly -trimpath -o $@ \
 	  -ldflags '-s -w -X github.com/rhysd/actionlint.version=$(ACTIONLINT_VERSION)' github.com/rhysd/actionlint/cmd/actionlint
+
+$(COSIGN):
+	cd scripts/tools/cosign && nice go build -mod=readonly -trimpath -o $@ \
+	  -ldflags '-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)' github.com/sigstore/cosign/v2/cmd/cosign
+
+.PHONY: cosign
+cosign: $(COSIGN) ## Build cosign (pinned in scripts/tools/cosign) into .cache; make release and the release e2e test use it.
+	@echo $(COSIGN)
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Write the CRD (crds/ and the chart's copy), its API reference and DeepCopy methods from internal/api/v1alpha1.
