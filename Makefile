@@ -21,6 +21,11 @@ CONTROLLER_GEN := $(CACHE)/controller-gen-$(CONTROLLER_GEN_VERSION)/controller-g
 # tools module, cached by that pin.
 ACTIONLINT_VERSION := $(shell awk '$$1 == "github.com/rhysd/actionlint" { print $$2 }' scripts/tools/actionlint/go.mod)
 ACTIONLINT := $(CACHE)/actionlint-$(ACTIONLINT_VERSION)/actionlint
+# cosign signs the release image and attests its SBOM when COSIGN_KEY is
+# given (make release), and the release e2e test verifies both; pinned in its
+# tools module, cached by that pin. A big build: make cosign builds it once.
+COSIGN_VERSION := $(shell awk '$$1 == "github.com/sigstore/cosign/v2" { print $$2 }' scripts/tools/cosign/go.mod)
+COSIGN := $(CACHE)/cosign-$(COSIGN_VERSION)/cosign
 CHART := charts/gitea-runner-operator
 # What `make generate` writes; verify-generated fails when it differs from git.
 GENERATED := crds $(CHART)/files/crds ':(glob)internal/api/**/zz_generated.*.go'
@@ -67,14 +72,24 @@ image: ## Build the scaler's OCI image into bin/image without Docker (IMAGE_PLAT
 # use docker's credentials ($$DOCKER_CONFIG/config.json, as `docker login`
 # writes it); RELEASE_PLAIN_HTTP=true speaks plain HTTP (the test bed's
 # registry, TestReleasePushesAnImageAndAChartPinnedToItsDigest).
+#
+# COSIGN_KEY=path signs the pushed image and attests its SBOM (SPDX) with
+# that cosign key; cosign reads the key's password from COSIGN_PASSWORD in
+# the environment, never from the command line. COSIGN_TLOG_UPLOAD=false
+# keeps the signatures out of the public transparency log (the bed has no
+# way out). Keyless signing is the release workflow's (.github/workflows).
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
+COSIGN_KEY ?=
+COSIGN_TLOG_UPLOAD ?= true
+RELEASE_COSIGN_FLAGS = --yes --key $(COSIGN_KEY) --tlog-upload=$(COSIGN_TLOG_UPLOAD) \
+  $(if $(filter true,$(RELEASE_PLAIN_HTTP)),--allow-insecure-registry --allow-http-registry)
 RELEASE_DIR := bin/release
 RELEASE_PLAIN_HTTP ?= false
 RELEASE_IMAGE = $(REGISTRY)/gitea-runner-scaler
 RELEASE_TOOL := go run -mod=readonly ./release
 
 .PHONY: release
-release: ## Push the image (amd64, arm64) with its SBOM and the chart pinned to its digest: VERSION=x.y.z REGISTRY=host/path.
+release: $(if $(COSIGN_KEY),$(COSIGN)) ## Push the image (amd64, arm64) with its SBOM and the chart pinned to its digest: VERSION=x.y.z REGISTRY=host/path.
 	@[[ "$(VERSION)" =~ ^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$ ]] || \
 	  { echo "release: VERSION must be x.y.z or x.y.z-pre without a leading v (got '$(VERSION)'): make release VERSION=0.2.0 REGISTRY=ghcr.io/you"; exit 2; }
 	@[[ -n "$(REGISTRY)" ]] || { echo "release: REGISTRY is required: make release VERSION=$(VERSION) REGISTRY=ghcr.io/you"; exit 2; }
@@ -87,13 +102,16 @@ release: ## Push the image (amd64, arm64) with its SBOM and the chart pinned to 
 	cd scripts/tools/image && $(RELEASE_TOOL) push -layout $(CURDIR)/$(IMAGE_DIR) -version $(VERSION) -repository $(RELEASE_IMAGE) \
 	  -sbom $(CURDIR)/$(RELEASE_DIR)/gitea-runner-scaler-$(VERSION).spdx.json -plain-http=$(RELEASE_PLAIN_HTTP) \
 	  -digest-file $(CURDIR)/$(RELEASE_DIR)/image.digest
+	$(if $(COSIGN_KEY),$(COSIGN) sign $(RELEASE_COSIGN_FLAGS) $(RELEASE_IMAGE)@$$(cat $(RELEASE_DIR)/image.digest) && \
+	  $(COSIGN) attest $(RELEASE_COSIGN_FLAGS) --type spdxjson \
+	    --predicate $(RELEASE_DIR)/gitea-runner-scaler-$(VERSION).spdx.json $(RELEASE_IMAGE)@$$(cat $(RELEASE_DIR)/image.digest))
 	cd scripts/tools/image && $(RELEASE_TOOL) chart -chart $(CURDIR)/$(CHART) -out $(CURDIR)/$(RELEASE_DIR)/chart/gitea-runner-operator \
 	  -version $(VERSION) -repository $(RELEASE_IMAGE) -digest "$$(cat $(CURDIR)/$(RELEASE_DIR)/image.digest)"
 	eval "$$(scripts/install-helm.sh --print-env)"; export HELM_REGISTRY_CONFIG="$${DOCKER_CONFIG:-$$HOME/.docker}/config.json"; \
 	  helm lint --strict $(RELEASE_DIR)/chart/gitea-runner-operator; \
 	  helm package $(RELEASE_DIR)/chart/gitea-runner-operator --destination $(RELEASE_DIR); \
 	  helm push $(RELEASE_DIR)/gitea-runner-operator-$(VERSION).tgz oci://$(REGISTRY)/charts $(if $(filter true,$(RELEASE_PLAIN_HTTP)),--plain-http)
-	@echo "release $(VERSION): image $(RELEASE_IMAGE):$(VERSION)@$$(cat $(RELEASE_DIR)/image.digest) (SBOM attached)," \
+	@echo "release $(VERSION): image $(RELEASE_IMAGE):$(VERSION)@$$(cat $(RELEASE_DIR)/image.digest) (SBOM attached$(if $(COSIGN_KEY),; signed and attested with $(COSIGN_KEY)))," \
 	  "chart oci://$(REGISTRY)/charts/gitea-runner-operator --version $(VERSION), files in $(RELEASE_DIR)"
 
 .PHONY: test-image
@@ -112,6 +130,14 @@ $(CONTROLLER_GEN):
 $(ACTIONLINT):
 	cd scripts/tools/actionlint && go build -mod=readonly -trimpath -o $@ \
 	  -ldflags '-s -w -X github.com/rhysd/actionlint.version=$(ACTIONLINT_VERSION)' github.com/rhysd/actionlint/cmd/actionlint
+
+$(COSIGN):
+	cd scripts/tools/cosign && nice go build -mod=readonly -trimpath -o $@ \
+	  -ldflags '-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)' github.com/sigstore/cosign/v2/cmd/cosign
+
+.PHONY: cosign
+cosign: $(COSIGN) ## Build cosign (pinned in scripts/tools/cosign) into .cache; make release and the release e2e test use it.
+	@echo $(COSIGN)
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Write the CRD (crds/ and the chart's copy), its API reference and DeepCopy methods from internal/api/v1alpha1.

@@ -7,6 +7,7 @@ package chart
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -87,7 +88,8 @@ type ociDoc struct {
 // installs the chart from oci:// with helm, and holds the installed CronJob
 // to the image the registry serves: the same digest. The bed's agent does
 // not pull images, so the proof is the CronJob's image reference against the
-// registry's manifest digest. The SBOM must hang off that image.
+// registry's manifest digest. The SBOM must hang off that image, and a key
+// given to the release signs the image and attests the SBOM.
 func TestReleasePushesAnImageAndAChartPinnedToItsDigest(t *testing.T) {
 	// Alone on the bed: `make release` builds images on both cores, and other
 	// tests' short Gitea timeouts would fire.
@@ -99,13 +101,25 @@ func TestReleasePushesAnImageAndAChartPinnedToItsDigest(t *testing.T) {
 	prefix := reg + "/e2e-release"
 	image := prefix + "/gitea-runner-scaler"
 
-	// The release, as a maintainer runs it (the bed's registry has no TLS).
+	// A throwaway signing key, outside the repository; its password only
+	// ever travels in the environment.
+	cosign := cosignBinary(ctx, t, b.Root)
+	keys := t.TempDir()
+	password := rand.Text()
+	releaseKey := generateKeyPair(ctx, t, cosign, keys, "release", password)
+	otherKey := generateKeyPair(ctx, t, cosign, keys, "other", password)
+
+	// The release, as a maintainer runs it (the bed's registry has no TLS,
+	// and the bed no way to the public transparency log).
 	mctx, cancel := context.WithTimeout(ctx, 12*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(mctx, "make", "--no-print-directory", "release",
-		"VERSION="+version, "REGISTRY="+prefix, "RELEASE_PLAIN_HTTP=true")
+		"VERSION="+version, "REGISTRY="+prefix, "RELEASE_PLAIN_HTTP=true",
+		"COSIGN_KEY="+releaseKey+".key", "COSIGN_TLOG_UPLOAD=false")
 	cmd.Dir = b.Root
+	cmd.Env = append(os.Environ(), "COSIGN_PASSWORD="+password)
 	out, err := cmd.CombinedOutput()
+	require.NotContains(t, string(out), password, "make release never shows the key's password")
 	require.NoError(t, err, "make release:\n%s", e2e.Tail(string(out), 60))
 	t.Logf("make release:\n%s", e2e.Tail(string(out), 8))
 
@@ -122,6 +136,32 @@ func TestReleasePushesAnImageAndAChartPinnedToItsDigest(t *testing.T) {
 	local, err := os.ReadFile(filepath.Join(b.Root, "bin", "release", "image.digest"))
 	require.NoError(t, err)
 	assert.Equal(t, digest, strings.TrimSpace(string(local)), "make release pushed what it built")
+
+	// Signed and attested with the release's key: cosign verifies both
+	// with its public key, and neither with another key nor for an image
+	// nobody signed (one platform's manifest; the release signs the index).
+	signed := image + "@" + digest
+	unsigned := image + "@" + idx.Manifests[0].Digest
+	for _, c := range []struct {
+		name    string
+		args    []string
+		succeed bool
+	}{
+		{"the signature with the release's key", []string{"verify", "--key", releaseKey + ".pub", signed}, true},
+		{"the SBOM attestation with the release's key", []string{"verify-attestation", "--type", "spdxjson", "--key", releaseKey + ".pub", signed}, true},
+		{"the signature with another key", []string{"verify", "--key", otherKey + ".pub", signed}, false},
+		{"the SBOM attestation with another key", []string{"verify-attestation", "--type", "spdxjson", "--key", otherKey + ".pub", signed}, false},
+		{"an unsigned image", []string{"verify", "--key", releaseKey + ".pub", unsigned}, false},
+		{"an unattested image", []string{"verify-attestation", "--type", "spdxjson", "--key", releaseKey + ".pub", unsigned}, false},
+	} {
+		args := append(c.args[:len(c.args):len(c.args)], "--insecure-ignore-tlog", "--allow-insecure-registry", "--allow-http-registry")
+		out, err := exec.CommandContext(ctx, cosign, args...).CombinedOutput()
+		if c.succeed {
+			assert.NoError(t, err, "cosign verifies %s:\n%s", c.name, e2e.Tail(string(out), 20))
+		} else {
+			assert.Error(t, err, "cosign refuses %s:\n%s", c.name, e2e.Tail(string(out), 20))
+		}
+	}
 
 	// The SBOM hangs off the image. distribution's registry has no
 	// referrers API, so the pusher keeps the referrers tag schema's tag.
@@ -207,4 +247,28 @@ func TestReleasePushesAnImageAndAChartPinnedToItsDigest(t *testing.T) {
 	assert.Equal(t, image+":"+version+"@"+digest, containers[0].Image,
 		"the installed CronJob runs the image the registry serves, pinned by digest")
 	assert.Equal(t, version, cjs.Items[0].Labels["app.kubernetes.io/version"])
+}
+
+// cosignBinary builds cosign (make cosign, pinned in scripts/tools/cosign)
+// unless the cache has it, and returns its path.
+func cosignBinary(ctx context.Context, t *testing.T, root string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "-s", "cosign")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "make cosign:\n%s", e2e.Tail(string(out), 30))
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+// generateKeyPair writes a cosign key pair dir/name.key (encrypted with
+// password) and dir/name.pub, and returns dir/name.
+func generateKeyPair(ctx context.Context, t *testing.T, cosign, dir, name, password string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, cosign, "generate-key-pair", "--output-key-prefix", name)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "COSIGN_PASSWORD="+password)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "cosign generate-key-pair:\n%s", e2e.Tail(string(out), 20))
+	return filepath.Join(dir, name)
 }
