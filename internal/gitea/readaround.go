@@ -10,20 +10,23 @@ import (
 	sdk "code.gitea.io/sdk/gitea"
 )
 
-// Gitea renders each job of an instance, org or user listing with its
-// run's repository, and answers the whole page 500 when one job's
-// repository is gone. Gitea leaves such jobs when a push's workflow is
+// Gitea renders each job of the instance's listing with its run's
+// repository, and answers the whole page 500 when one job's repository is
+// gone (an owner's listing keeps to the owner's existing repositories and
+// leaves such a job out). Gitea leaves such jobs when a push's workflow is
 // queued just as its repository is deleted: the deletion removes the
 // repository's jobs, then the notifier inserts the run (1.26 answers
 // "repository does not exist [id: …]", 1.27 "job N is missing its run or
-// repository"). Failing the listing would leave every group of that scope
+// repository"). Failing the listing would leave every instance-wide group
 // without runners until an admin deletes the job in Gitea's database, so
 // the page is read again in smaller aligned pieces, and a piece of one job
 // that still fails is left out and counted (Snapshot.Unlisted).
 //
-// A repository's own listing renders its jobs with the repository it was
-// asked for, so its 500 is never this, and only exactly 500 is: a 502, 503
-// or 504 comes from in front of Gitea.
+// Only the instance's and an org's listings are read around (an org's
+// 500 costs nothing extra to read around, should a Gitea not filter it),
+// never a repository's, whose jobs Gitea renders with the repository it
+// was asked for; and only exactly 500: a 502, 503 or 504 comes from in
+// front of Gitea.
 
 // maxUnlisted bounds the jobs left out of one listing. More failing
 // pieces mean Gitea fails everything, and the listing fails with the

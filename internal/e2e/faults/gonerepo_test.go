@@ -14,15 +14,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 )
 
 // A run queued just as its repository is deleted leaves jobs whose
-// repository is gone, and real Gitea then answers 500 for every org (and
-// instance) listing page that holds one. The test makes such a job the
+// repository is gone, and real Gitea then answers 500 for every instance
+// listing page that holds one (an org's listing keeps to the org's
+// existing repositories and leaves it out). The test makes such a job the
 // way Gitea's race leaves it, by pointing a queued run's rows at a
 // repository ID that does not exist in Gitea's own database, proves the
-// 500, and holds the scaler to serving the org's other job all the same.
+// 500, and holds an instance-wide group (with a label of its own, so it
+// serves no other test's jobs) to serving the other job all the same.
 func TestFaultGiteaJobWhoseRepositoryIsGoneStrandsNoOtherJob(t *testing.T) {
 	e2e.Parallel(t)
 	b := e2e.Bed(t)
@@ -53,30 +57,33 @@ func TestFaultGiteaJobWhoseRepositoryIsGoneStrandsNoOtherJob(t *testing.T) {
 		defer cancel()
 		sqlite(ctx, t, db, repoize(missing, repoID))
 	})
-	requireOrgListing500(ctx, t, b, fx.Spec.Org)
+	requireInstanceListing500(ctx, t, b)
 
 	ns := b.QuietNamespace(ctx, t, "e2e-fault-gone")
-	b.FaultGroup(ctx, t, ns, "org", fx, b.Gitea.Admin.URL(), 5, label)
+	global := fx
+	global.Spec = v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeGlobal}
+	global.RegToken = b.Gitea.RegistrationToken(ctx, t, b.Gitea.Admin, giteasetup.GlobalRunners())
+	b.FaultGroup(ctx, t, ns, "instance", global, b.Gitea.Admin.URL(), 5, label)
 	pass := b.Pass(ctx, t, e2e.PassOpts{Namespaces: []string{ns}})
-	e2e.RequireSanePass(t, pass, "pass over the org with a job whose repository is gone")
+	e2e.RequireSanePass(t, pass, "pass over the instance with a job whose repository is gone")
 	require.Equal(t, 0, pass.Exit, e2e.Redact(e2e.Tail(pass.Log, 30)))
-	b.RequireOneRunnerEach(ctx, t, ns, "org", healthy, "the org's job beside the one whose repository is gone")
-	b.RequireReady(ctx, t, ns, "org", "a listing that left one job out")
+	b.RequireOneRunnerEach(ctx, t, ns, "instance", healthy, "the job beside the one whose repository is gone")
+	b.RequireReady(ctx, t, ns, "instance", "a listing that left one job out")
 	require.Contains(t, pass.Log, "Gitea could not list some jobs of the scope", "the pass says which scope left a job out")
 }
 
-// requireOrgListing500 proves the premise on the real Gitea: its org
-// listing fails as a whole.
-func requireOrgListing500(ctx context.Context, t *testing.T, b *e2e.Testbed, org string) {
+// requireInstanceListing500 proves the premise on the real Gitea: its
+// instance-wide listing fails as a whole.
+func requireInstanceListing500(ctx context.Context, t *testing.T, b *e2e.Testbed) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
-		e2e.GiteaURL+"/api/v1/orgs/"+org+"/actions/jobs?status=queued", nil)
+		e2e.GiteaURL+"/api/v1/admin/actions/jobs?status=queued", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "token "+b.Gitea.AdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	require.Equal(t, http.StatusInternalServerError, resp.StatusCode, "Gitea's org listing with a job whose repository is gone")
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode, "Gitea's instance listing with a job whose repository is gone")
 }
 
 // sqlite runs SQL on Gitea's database while Gitea runs (it keeps it in WAL

@@ -52,7 +52,7 @@ func (s *Server) answer(r *http.Request) reply {
 		if !acct.admin {
 			return s.errorReply(http.StatusForbidden, "user should be the site admin")
 		}
-		return s.listJobs(r, func(*Job) bool { return true })
+		return s.listInstanceJobs(r)
 	case match(segs, "orgs", "*", "actions", "jobs"):
 		o := s.owners[segs[1]]
 		if o == nil || !o.isOrg {
@@ -66,7 +66,7 @@ func (s *Server) answer(r *http.Request) reply {
 		if s.findRepo(segs[1], segs[2]) == nil {
 			return s.notFoundReply("", nil)
 		}
-		return s.listRepoJobs(r, func(j *Job) bool { return j.Owner == segs[1] && j.Repo == segs[2] })
+		return s.listJobs(r, func(j *Job) bool { return j.Owner == segs[1] && j.Repo == segs[2] })
 	case match(segs, "user", "actions", "jobs"):
 		return s.listJobs(r, func(j *Job) bool { return j.Owner == acct.user })
 	default: // users/{user}/repos
@@ -196,20 +196,24 @@ func statusFilter(v string) (func(*Job) bool, bool) {
 	return nil, false
 }
 
-// listJobs answers an instance, org or user listing. Gitea renders each
-// job there with its run's repository, and a job whose repository is gone
-// fails the whole page with 500.
+// listInstanceJobs answers the instance's listing. Gitea renders each job
+// there with its run's repository, and a job whose repository is gone
+// fails every page that holds it with 500.
+func (s *Server) listInstanceJobs(r *http.Request) reply {
+	return s.jobsPage(r, func(*Job) bool { return true }, true)
+}
+
+// listJobs answers an org's, a user's or a repository's listing. Gitea
+// keeps an owner's listing to the owner's existing repositories, so a job
+// whose repository is gone is not in it.
 func (s *Server) listJobs(r *http.Request, inScope func(*Job) bool) reply {
-	return s.jobsPage(r, inScope, false)
+	return s.jobsPage(r, func(j *Job) bool {
+		_, gone := s.goneRepos[j.Owner+"/"+j.Repo]
+		return inScope(j) && !gone
+	}, false)
 }
 
-// listRepoJobs answers one repository's listing, which renders its jobs
-// with the repository of the request.
-func (s *Server) listRepoJobs(r *http.Request, inScope func(*Job) bool) reply {
-	return s.jobsPage(r, inScope, true)
-}
-
-func (s *Server) jobsPage(r *http.Request, inScope func(*Job) bool, repoLevel bool) reply {
+func (s *Server) jobsPage(r *http.Request, inScope func(*Job) bool, instance bool) reply {
 	var filters []func(*Job) bool
 	for _, v := range r.URL.Query()["status"] {
 		f, ok := statusFilter(v)
@@ -238,7 +242,7 @@ func (s *Server) jobsPage(r *http.Request, inScope func(*Job) bool, repoLevel bo
 	page, size := pageParams(r)
 	items := make([]jobJSON, 0)
 	for _, j := range pageOf(all, page, size) {
-		if id, gone := s.goneRepos[j.Owner+"/"+j.Repo]; gone && !repoLevel {
+		if id, gone := s.goneRepos[j.Owner+"/"+j.Repo]; gone && instance {
 			return s.errorReply(http.StatusInternalServerError, s.missingRepo(j, id))
 		}
 		items = append(items, s.jobJSON(j))

@@ -77,9 +77,9 @@ func TestAuthAndRouting(t *testing.T) {
 }
 
 // A job whose repository is gone fails, with 500 and the release's
-// message, every instance, org and user listing page that holds it, and
-// only those: pages without it and the other repositories' own listings
-// are answered.
+// message, every page of the instance's listing that holds it, and only
+// those; an org's listing leaves it out, as the bed's Gitea 1.26 does
+// (internal/e2e/faults/gonerepo_test.go).
 func TestAJobWhoseRepositoryIsGoneFailsThePagesThatHoldIt(t *testing.T) {
 	sc := Scene{Orgs: []Org{{Name: "acme"}}, Users: []string{"root"},
 		Repos: []Repo{{Owner: "acme", Name: "app"}, {Owner: "acme", Name: "gone"}},
@@ -102,10 +102,10 @@ func TestAJobWhoseRepositoryIsGoneFailsThePagesThatHoldIt(t *testing.T) {
 				status int
 			}{
 				{"/api/v1/admin/actions/jobs", 500},
-				{"/api/v1/orgs/acme/actions/jobs", 500},
-				{"/api/v1/orgs/acme/actions/jobs?limit=1&page=2", 500},
-				{"/api/v1/orgs/acme/actions/jobs?limit=1&page=1", 200},
-				{"/api/v1/orgs/acme/actions/jobs?limit=1&page=3", 200},
+				{"/api/v1/admin/actions/jobs?limit=1&page=2", 500},
+				{"/api/v1/admin/actions/jobs?limit=1&page=1", 200},
+				{"/api/v1/admin/actions/jobs?limit=1&page=3", 200},
+				{"/api/v1/orgs/acme/actions/jobs", 200},
 				{"/api/v1/repos/acme/app/actions/jobs", 200},
 				{"/api/v1/repos/acme/gone/actions/jobs", 404},
 			}

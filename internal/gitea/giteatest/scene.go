@@ -207,8 +207,9 @@ func (s *Server) UpdateJob(id int64, change func(*Job)) error {
 // DeleteRepoKeepingJobs deletes a repository but not its jobs: what Gitea
 // leaves when a push's workflow is queued just as its repository is
 // deleted (the deletion removes the repository's jobs, then the queued
-// notifier inserts the run). Such a job fails every page of an instance,
-// org or user listing that holds it (listJobs).
+// notifier inserts the run). Such a job fails every page of the instance's
+// listing that holds it, and is in no owner's listing (listInstanceJobs,
+// listJobs).
 func (s *Server) DeleteRepoKeepingJobs(owner, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
