@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -52,21 +51,12 @@ func (c *CheckGroupCmd) Validate() error {
 }
 
 func (c *CheckGroupCmd) run(streams IO) int {
-	target, err := c.load()
-	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot load Kubernetes client config: %v\n", err)
+	cl, ok := c.clients(streams.Err)
+	if !ok {
 		return ExitFailed
 	}
-	kube, err := kubernetes.NewForConfig(target.config)
-	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
-		return ExitFailed
-	}
-	dyn, err := dynamic.NewForConfig(target.config)
-	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
-		return ExitFailed
-	}
+	target, kube, dyn := cl.target, cl.kube, cl.dyn
+	var err error
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var rg *v1alpha1.RunnerGroup

@@ -53,19 +53,13 @@ func (c *EnableNamespaceCmd) run(streams IO) int {
 		// Like kubectl's: printed from the flags alone, no cluster asked.
 		return c.runWith(context.Background(), nil, streams)
 	}
-	target, err := c.load()
-	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot load Kubernetes client config: %v\n", err)
-		return ExitFailed
-	}
-	kube, err := kubernetes.NewForConfig(target.config)
-	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
+	cl, ok := c.clients(streams.Err)
+	if !ok {
 		return ExitFailed
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return c.runWith(ctx, kube, streams)
+	return c.runWith(ctx, cl.kube, streams)
 }
 
 // runWith applies (or prints) each object in order, stopping at the first

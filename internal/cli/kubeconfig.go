@@ -1,6 +1,11 @@
 package cli
 
 import (
+	"fmt"
+	"io"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -41,4 +46,29 @@ func (f KubeFlags) load() (kubeTarget, error) {
 		}
 	}
 	return t, nil
+}
+
+// kubeClients is what a read-only command talks to the cluster with.
+type kubeClients struct {
+	target kubeTarget
+	kube   kubernetes.Interface
+	dyn    dynamic.Interface
+}
+
+// clients loads the config and makes both clients (neither asks the
+// cluster anything yet); on failure it says so on errOut and ok is false.
+func (f KubeFlags) clients(errOut io.Writer) (c kubeClients, ok bool) {
+	var err error
+	if c.target, err = f.load(); err != nil {
+		fmt.Fprintf(errOut, "gitea-runner-scaler: cannot load Kubernetes client config: %v\n", err)
+		return c, false
+	}
+	if c.kube, err = kubernetes.NewForConfig(c.target.config); err == nil {
+		c.dyn, err = dynamic.NewForConfig(c.target.config)
+	}
+	if err != nil {
+		fmt.Fprintf(errOut, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
+		return c, false
+	}
+	return c, true
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/ledger"
@@ -94,21 +93,13 @@ func (c *StatusCmd) Validate() error {
 }
 
 func (c *StatusCmd) run(streams IO) int {
-	target, err := c.load()
-	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot load Kubernetes client config: %v\n", err)
+	cl, ok := c.clients(streams.Err)
+	if !ok {
 		return ExitFailed
 	}
-	c.namespacesFor(target, true)
-	dyn, err := dynamic.NewForConfig(target.config)
-	if err == nil && c.DeletedNamespacesMirror != "" {
-		c.kube, err = kubernetes.NewForConfig(target.config)
-	}
-	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
-		return ExitFailed
-	}
-	return c.runWith(context.Background(), runnergroups.Client{Dynamic: dyn}, streams, time.Now())
+	c.namespacesFor(cl.target, true)
+	c.kube = cl.kube
+	return c.runWith(context.Background(), runnergroups.Client{Dynamic: cl.dyn}, streams, time.Now())
 }
 
 // runWith prints the status of the selected groups. It exits ExitFailed

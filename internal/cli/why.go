@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/giteaurl"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
@@ -110,27 +107,15 @@ func (c *ListenerView) config() why.Config {
 }
 
 func (c *WhyCmd) run(streams IO) int {
-	target, err := c.load()
-	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot load Kubernetes client config: %v\n", err)
+	cl, ok := c.clients(streams.Err)
+	if !ok {
 		return ExitFailed
 	}
 	// Which group serves a job is decided across namespaces, so why looks
 	// at all of them unless told otherwise, whatever the context says.
-	c.namespacesFor(target, false)
-	cfg := target.config
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
-		return ExitFailed
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		fmt.Fprintf(streams.Err, "gitea-runner-scaler: cannot create Kubernetes client: %v\n", err)
-		return ExitFailed
-	}
+	c.namespacesFor(cl.target, false)
 	return c.runWith(context.Background(), why.Deps{
-		Kube: kube, Groups: runnergroups.Client{Dynamic: dyn}, Gitea: c.giteaFactory(),
+		Kube: cl.kube, Groups: runnergroups.Client{Dynamic: cl.dyn}, Gitea: c.giteaFactory(),
 	}, streams)
 }
 
