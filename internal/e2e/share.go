@@ -37,9 +37,11 @@ func Parallel(t *testing.T) {
 	mustBeTopLevel(t, "Parallel")
 	t.Parallel()
 	dir := lockDir(t)
+	asked := time.Now()
 	passTurnstile(t, dir)
 	hold(t, filepath.Join(dir, "bed.lock"), syscall.LOCK_SH)
 	slotOf.Store(t.Name(), holdSlot(t, dir))
+	logHold(t, "shared", asked)
 }
 
 // ParallelSub runs a subtest in parallel with its siblings, in a slot of
@@ -72,9 +74,23 @@ func Exclusive(t *testing.T) {
 	t.Helper()
 	mustBeTopLevel(t, "Exclusive")
 	dir := lockDir(t)
+	asked := time.Now()
 	turnstile := hold(t, filepath.Join(dir, "turnstile.lock"), syscall.LOCK_EX)
 	hold(t, filepath.Join(dir, "bed.lock"), syscall.LOCK_EX)
 	turnstile.release()
+	logHold(t, "alone", asked)
+}
+
+// logHold says when t got the bed and when it let go, with wall-clock
+// times, so a suite's log shows which tests kept the others waiting
+// (the critical path of a full run).
+func logHold(t *testing.T, how string, asked time.Time) {
+	t.Helper()
+	got := time.Now()
+	t.Logf("bed: %s from %s after waiting %s", how, got.Format(time.TimeOnly), got.Sub(asked).Round(time.Second))
+	t.Cleanup(func() {
+		t.Logf("bed: %s until %s, held %s", how, time.Now().Format(time.TimeOnly), time.Since(got).Round(time.Second))
+	})
 }
 
 // ExclusiveWhen is Exclusive when alone is true and Parallel otherwise:
