@@ -226,8 +226,15 @@ test-e2e: testbed-up ## End-to-end tests against the test bed.
 	@# Build every area first (running no test), so no compiler competes
 	@# with the bed's Gitea once the first area's tests start.
 	go test -count=1 -tags e2e -run '^$$' ./internal/e2e/... >/dev/null
-	go test -count=1 -p $(E2E_AREAS) -tags e2e -timeout $(E2E_TIMEOUT) -v ./internal/e2e/... 2>&1 | tee $(CACHE)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
-	  exit $${PIPESTATUS[0]}
+	@# Two phases (internal/e2e/share.go): the Exclusive tests of every area
+	@# one after the other, then every Parallel test; each phase skips the
+	@# other's tests, and the summary leaves those skips out.
+	@: > $(CACHE)/e2e.log; failed=0; for phase in alone shared; do \
+	  echo "test-e2e: phase $$phase"; t0=$$(date +%s); \
+	  E2E_PHASE=$$phase go test -count=1 -p $(E2E_AREAS) -tags e2e -timeout $(E2E_TIMEOUT) -v ./internal/e2e/... 2>&1 | tee -a $(CACHE)/e2e.log | \
+	    grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' | grep -vE '^--- SKIP|runs in the (alone|shared) phase'; \
+	  rc=$${PIPESTATUS[0]}; echo "test-e2e: phase $$phase took $$(( $$(date +%s) - t0 ))s"; [ $$rc = 0 ] || failed=$$rc; \
+	done; exit $$failed
 
 # The scale benchmark's full matrices take tens of minutes each: groups ×
 # targets × jobs (internal/e2e/bench/scale_test.go) and groups × namespaces in

@@ -32,15 +32,20 @@ const BedSlots = 8
 // Parallel runs t in parallel with the other tests of its binary and of
 // the other areas, in one of BedSlots slots, and never while an Exclusive
 // test runs.
+//
+// The slot comes before the turnstile: a test queued for a slot holds no
+// share of the bed, so an Exclusive test waits only for the tests that
+// run, never for the queue behind them.
 func Parallel(t *testing.T) {
 	t.Helper()
 	mustBeTopLevel(t, "Parallel")
+	skipOutsidePhase(t, PhaseShared)
 	t.Parallel()
 	dir := lockDir(t)
 	asked := time.Now()
+	slotOf.Store(t.Name(), holdSlot(t, dir))
 	passTurnstile(t, dir)
 	hold(t, filepath.Join(dir, "bed.lock"), syscall.LOCK_SH)
-	slotOf.Store(t.Name(), holdSlot(t, dir))
 	logHold(t, "shared", asked)
 }
 
@@ -73,6 +78,7 @@ var slotOf sync.Map
 func Exclusive(t *testing.T) {
 	t.Helper()
 	mustBeTopLevel(t, "Exclusive")
+	skipOutsidePhase(t, PhaseAlone)
 	dir := lockDir(t)
 	asked := time.Now()
 	turnstile := hold(t, filepath.Join(dir, "turnstile.lock"), syscall.LOCK_EX)
@@ -102,6 +108,32 @@ func ExclusiveWhen(t *testing.T, alone bool) {
 		return
 	}
 	Parallel(t)
+}
+
+// The phases of a full run (E2E_PHASE): make test-e2e runs every area's
+// Exclusive tests first, one after the other on an idle bed, and then
+// every Parallel test, so no Exclusive test waits for running ones to
+// drain and the slots stay full. Without E2E_PHASE a run has both kinds,
+// as a developer running one test wants.
+const (
+	PhaseAlone  = "alone"
+	PhaseShared = "shared"
+)
+
+// phaseEnv names the variable that picks the phase.
+const phaseEnv = "E2E_PHASE"
+
+// skipOutsidePhase skips t when the run's phase is not the one t's hold
+// on the bed belongs to.
+func skipOutsidePhase(t *testing.T, phase string) {
+	t.Helper()
+	switch run := os.Getenv(phaseEnv); run {
+	case "", phase:
+	case PhaseAlone, PhaseShared:
+		t.Skipf("runs in the %s phase (%s=%s)", phase, phaseEnv, run)
+	default:
+		t.Fatalf("%s=%q: want %s, %s or nothing", phaseEnv, run, PhaseAlone, PhaseShared)
+	}
 }
 
 // A subtest shares its parent's hold; taking a second one could wait on an

@@ -32,8 +32,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	watchtools "k8s.io/client-go/tools/watch"
 )
 
 // stateClaims reads the group's state ConfigMap: its claims, Gitea job ID
@@ -186,8 +188,16 @@ func TestFaultKubeGroupDeletedMidPassLeavesTheOthersServed(t *testing.T) {
 	b.FaultGroup(ctx, t, ns, "kept", fx, b.Gitea.Admin.URL(), 5, keptLabel)
 	stateName := "doomed-runner-state"
 
-	// Every ConfigMap event of the namespace, from before the pass.
-	w, err := b.Kube.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+	// Every ConfigMap event of the namespace, from before the pass. A
+	// retry watcher from a listed resourceVersion, because the API server
+	// may end a plain watch early under load, and the test would then
+	// count fewer creations than there were.
+	cms := b.Kube.CoreV1().ConfigMaps(ns)
+	before, err := cms.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, before.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return cms.Watch(ctx, o) },
+	})
 	require.NoError(t, err)
 	var (
 		mu     sync.Mutex
@@ -254,6 +264,7 @@ func TestFaultKubeGroupDeletedMidPassLeavesTheOthersServed(t *testing.T) {
 	<-watched
 	var uids []types.UID
 	for _, ev := range events {
+		require.NotEqual(t, watch.Error, ev.Type, "the ConfigMap watch failed: %v", ev.Object)
 		if cm, ok := ev.Object.(*corev1.ConfigMap); ok && cm.Name == stateName && ev.Type == watch.Added {
 			uids = append(uids, cm.UID)
 		}
