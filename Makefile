@@ -280,7 +280,7 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each.
 	  echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; done
 
-test: verify-generated lint test-unit fuzz test-image test-chart testbed-fresh test-e2e test-smoke test-demo test-k8s-versions test-gitea-versions ## Everything CI runs.
+test: verify-generated lint test-unit fuzz test-image test-chart testbed-fresh test-e2e test-smoke test-demo test-other-versions ## Everything CI runs.
 
 # make test owns its bed: it starts one from empty data, so whatever make
 # demo or an interrupted earlier run left (releases, namespaces, the CRD's
@@ -311,8 +311,8 @@ test-demo: testbed-up ## The demo on the test bed: fails unless it shows what th
 
 # The chart's lowest and highest supported Kubernetes minors (Chart.yaml's
 # kubeVersion; the chart README's "Supported versions"), each on a bed of
-# its own data (.testbed/k8s-<version>) after the main suite, one after the
-# other: the ports are the bed's, so the default bed goes down first. The
+# its own data (.testbed/k8s-<version>) and ports (K8S_VERSIONS_PORTS), one
+# after the other, beside the Gitea versions' bed (test-other-versions). The
 # focused suite: the quick start as written (helm installs the chart and its
 # CRD, a CronJob pass creates a runner Job, the real runner takes the job),
 # the looping Deployment and its watches, the CRD's schema and CEL
@@ -324,11 +324,26 @@ K8S_CEILING_VERSION := v1.37.2
 K8S_VERSIONS ?= $(K8S_FLOOR_VERSION) $(K8S_CEILING_VERSION)
 K8S_VERSIONS_RUN := ^(TestQuickStartAsWritten|TestLoopingListenerServesHealthz|TestAdmissionRunnerGroups|TestAdmissionRunnerGroupStatus|TestPolicyRunnerGroupGuardrails|TestPolicyRestrictedPods|TestPodSecurityPreCheckAgreesWithTheAPIServer|TestRunnerRecipesAgainstPodSecurity)$$
 
+# Loopback ports of their own, so these beds run beside the default one and
+# beside each other.
+K8S_VERSIONS_PORTS := TESTBED_ETCD_PORT=24190 TESTBED_ETCD_PEER_PORT=24191 TESTBED_APISERVER_PORT=26843 TESTBED_KCM_PORT=26657 \
+  TESTBED_SCHEDULER_PORT=26659 TESTBED_KWOK_PORT=26480 TESTBED_GITEA_PORT=24200 TESTBED_REGISTRY_PORT=25400
+GITEA_VERSIONS_PORTS := TESTBED_ETCD_PORT=24290 TESTBED_ETCD_PEER_PORT=24291 TESTBED_APISERVER_PORT=26943 TESTBED_KCM_PORT=26757 \
+  TESTBED_SCHEDULER_PORT=26759 TESTBED_KWOK_PORT=26580 TESTBED_GITEA_PORT=24300 TESTBED_REGISTRY_PORT=25500
+
+# The two focused suites at once, after the default bed went down (its real
+# node and its load): each spends most of its time waiting on its own bed,
+# so together they take about as long as the longer one. Each one's output
+# is printed whole when it ends.
+.PHONY: test-other-versions
+test-other-versions: ## test-k8s-versions and test-gitea-versions at once, on beds of their own.
+	scripts/testbed down
+	$(MAKE) -j2 -Otarget test-k8s-versions test-gitea-versions
+
 .PHONY: test-k8s-versions
 test-k8s-versions: ## The focused e2e suite on the chart's lowest and highest supported Kubernetes minors (K8S_VERSIONS).
-	scripts/testbed down
 	@for v in $(K8S_VERSIONS); do \
-	  export TESTBED_K8S_VERSION=$$v TESTBED_REAL_NODE=0 TESTBED_DIR=$(CURDIR)/.testbed/k8s-$$v; t0=$$(date +%s); rc=0; \
+	  export $(K8S_VERSIONS_PORTS) TESTBED_K8S_VERSION=$$v TESTBED_REAL_NODE=0 TESTBED_DIR=$(CURDIR)/.testbed/k8s-$$v; t0=$$(date +%s); rc=0; \
 	  echo "test-k8s-versions: Kubernetes $$v"; \
 	  if scripts/testbed up --fresh && eval "$$(scripts/testbed env)"; then \
 	    (set +e; go test -count=1 -p $(E2E_AREAS) -tags e2e -timeout 10m -run '$(K8S_VERSIONS_RUN)' -v ./internal/e2e/... 2>&1 | tee $(CACHE)/e2e-k8s-$$v.log | \
@@ -341,8 +356,8 @@ test-k8s-versions: ## The focused e2e suite on the chart's lowest and highest su
 # Today's stack beside the default one (Gitea 1.26.0 and gitea-runner 1.0.8):
 # Gitea 1.27.3, built from a writable copy of its module
 # (scripts/tools/gitea/build-copy.sh), with gitea-runner 3.1.0, on a bed of
-# its own data (.testbed/gitea-<version>) after the Kubernetes minors. The
-# focused suite: the quick start as written with the real runner, the
+# its own data (.testbed/gitea-<version>) and ports, beside the Kubernetes
+# minors' (test-other-versions). The focused suite: the quick start as written with the real runner, the
 # lifecycle paths that read Gitea's runner status (idle reaping, orphan
 # registrations, a disabled runner, a cancelled job's runner cleaning up),
 # the webhook (the latency smoke's webhook mode) and `why`. Each version is
@@ -354,8 +369,7 @@ GITEA_VERSIONS_SKIP := ^TestScaleUpLatency$$/^(chain|loop|cronjob)$$
 
 .PHONY: test-gitea-versions
 test-gitea-versions: ## The focused e2e suite on Gitea $(GITEA_STACK_VERSION) with gitea-runner $(GITEA_STACK_RUNNER_VERSION).
-	scripts/testbed down
-	@export TESTBED_GITEA_VERSION=$(GITEA_STACK_VERSION) TESTBED_RUNNER_VERSION=$(GITEA_STACK_RUNNER_VERSION) TESTBED_REAL_NODE=0 \
+	@export $(GITEA_VERSIONS_PORTS) TESTBED_GITEA_VERSION=$(GITEA_STACK_VERSION) TESTBED_RUNNER_VERSION=$(GITEA_STACK_RUNNER_VERSION) TESTBED_REAL_NODE=0 \
 	  TESTBED_DIR=$(CURDIR)/.testbed/gitea-$(GITEA_STACK_VERSION); t0=$$(date +%s); rc=0; \
 	echo "test-gitea-versions: Gitea $(GITEA_STACK_VERSION), gitea-runner $(GITEA_STACK_RUNNER_VERSION)"; \
 	if scripts/testbed up --fresh && eval "$$(scripts/testbed env)"; then \
