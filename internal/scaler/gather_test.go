@@ -177,6 +177,50 @@ func TestPassReadsEachNamespaceOnce(t *testing.T) {
 	}
 }
 
+// TestPassListsNamespacesWhenItServesMany: a pass reads each served
+// Namespace object (its Pod Security labels and grant) with a GET, up to
+// namespaceListFrom namespaces; from there on with one list of them all.
+// Either way every group is served.
+func TestPassListsNamespacesWhenItServesMany(t *testing.T) {
+	tests := []struct {
+		namespaces int
+		want       map[string]int
+	}{
+		{namespaces: 1, want: map[string]int{"get namespaces": 1, "list namespaces": 0}},
+		{namespaces: namespaceListFrom - 1, want: map[string]int{"get namespaces": namespaceListFrom - 1, "list namespaces": 0}},
+		{namespaces: namespaceListFrom, want: map[string]int{"get namespaces": 0, "list namespaces": 1}},
+		{namespaces: 3 * namespaceListFrom, want: map[string]int{"get namespaces": 0, "list namespaces": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.namespaces), func(t *testing.T) {
+			var groups []*v1alpha1.RunnerGroup
+			for i := range tt.namespaces {
+				for j := range 2 {
+					where := ns
+					if i > 0 {
+						where = fmt.Sprintf("team%d", i)
+					}
+					groups = append(groups, newGroup(fmt.Sprintf("g%d", j), 5, inNamespace(where)))
+				}
+			}
+			e := newEnv(t, groups...)
+			for i := 1; i < tt.namespaces; i++ {
+				addSecret(t, e, fmt.Sprintf("team%d", i), "api", secretToken)
+				addSecret(t, e, fmt.Sprintf("team%d", i), "reg", "reg")
+			}
+			e.kube.ClearActions()
+
+			sum := e.pass()
+
+			require.Empty(t, sum.Failed)
+			got := kubeCalls(e)
+			for k, n := range tt.want {
+				assert.Equal(t, n, got[k], k)
+			}
+		})
+	}
+}
+
 // TestSteadyPassWritesNoEventNoConfigMapNoJob: once every queued job has
 // its runner, a pass creates no Job, writes no state ConfigMap and records
 // no Event; a failure that repeats records its Event once.
