@@ -8,12 +8,17 @@ import (
 // KubeClientFlags say how fast, and how widely, the scaler reads the
 // cluster.
 type KubeClientFlags struct {
-	// A group costs about 5 requests in a pass that creates nothing (its
-	// Secrets, state ConfigMap, Jobs list and status patch), so 500 groups
-	// need about 2,500: some 50 s at 50/s, inside a CronJob pass's 100 s.
-	// client-go's default of 5/s would take over 8 minutes.
-	KubeQPS   float64 `env:"SCALER_KUBE_QPS" default:"50" help:"Requests per second to the Kubernetes API, sustained."`
-	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"100" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
+	// A steady pass costs about 4 requests per namespace and one per
+	// token Secret (a rights review, the state ConfigMaps, the runner
+	// Jobs, the Secret), and a status heartbeat per group every few
+	// minutes: 500 namespaces need about 2,000, 10 s at 200/s, where
+	// 50/s took 40 s of a CronJob pass's minute. The API server's Priority
+	// and Fairness (on in every Kubernetes the chart installs on) is what
+	// shields it from a busy client; this limit only keeps a scaler that
+	// went wrong from sending without end. client-go's default of 5/s
+	// would take minutes.
+	KubeQPS   float64 `env:"SCALER_KUBE_QPS" default:"200" help:"Requests per second to the Kubernetes API, sustained."`
+	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"400" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
 	// The platform team's opt-in (the chart's scaler.clusterWideReads):
 	// one read per pass for all namespaces instead of one per namespace
 	// (scaler.Config.ClusterWideReads).

@@ -47,8 +47,8 @@ func TestNewGroupsPerPassFollowsTheKubeRate(t *testing.T) {
 		args []string
 		want int
 	}{
-		{nil, 1500},
-		{[]string{"--kube-qps", "200"}, 6000},
+		{nil, 6000},
+		{[]string{"--kube-qps", "50"}, 1500},
 		{[]string{"--kube-qps", "0.01"}, 1},
 	}
 	for _, tt := range tests {
