@@ -350,6 +350,7 @@ func TestBenchmarkNamespaces(t *testing.T) {
 				}
 			}
 			firsts := len(passes) - 1
+			caseStart := len(report)
 			report = append(report, fmt.Sprintf("%-12s %-21s first  %s (passes that served new groups: %d)", c, label, passes[0], firsts),
 				fmt.Sprintf("%-12s %-21s steady %s", c, label, passes[firsts]),
 				fmt.Sprintf("%-12s %-21s steady requests: %s", c, label, passes[firsts].byKind))
@@ -357,7 +358,7 @@ func TestBenchmarkNamespaces(t *testing.T) {
 				report = append(report, fmt.Sprintf("%-12s %-21s %s", c, label, o.Memory.Report()))
 			}
 			// As it goes too: a long matrix stopped halfway keeps what it measured.
-			t.Log(strings.Join(report[len(report)-3:], "\n"))
+			t.Log(strings.Join(report[caseStart:], "\n"))
 			steady := passes[firsts]
 			assert.Zero(t, steady.configMaps, "%s %s: a steady pass writes no ConfigMap", c, mode)
 			if strings.HasPrefix(mode, "loop") {
