@@ -8,12 +8,17 @@ import (
 // KubeClientFlags say how fast, and how widely, the scaler reads the
 // cluster.
 type KubeClientFlags struct {
-	// A group costs about 5 requests in a pass that creates nothing (its
-	// Secrets, state ConfigMap, Jobs list and status patch), so 500 groups
-	// need about 2,500: some 50 s at 50/s, inside a CronJob pass's 100 s.
-	// client-go's default of 5/s would take over 8 minutes.
-	KubeQPS   float64 `env:"SCALER_KUBE_QPS" default:"50" help:"Requests per second to the Kubernetes API, sustained."`
-	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"100" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
+	// A steady pass costs about 4 requests per namespace and one per
+	// token Secret (a rights review, the state ConfigMaps, the runner
+	// Jobs, the Secret), and a status heartbeat per group every few
+	// minutes: 500 namespaces need about 2,000, 10 s at 200/s, where
+	// 50/s took 40 s of a CronJob pass's minute. The API server's Priority
+	// and Fairness (on in every Kubernetes the chart installs on) is what
+	// shields it from a busy client; this limit only keeps a scaler that
+	// went wrong from sending without end. client-go's default of 5/s
+	// would take minutes.
+	KubeQPS   float64 `env:"SCALER_KUBE_QPS" default:"200" help:"Requests per second to the Kubernetes API, sustained."`
+	KubeBurst int     `env:"SCALER_KUBE_BURST" default:"400" help:"Requests to the Kubernetes API that may be sent at once before --kube-qps paces them."`
 	// The platform team's opt-in (the chart's scaler.clusterWideReads):
 	// one read per pass for all namespaces instead of one per namespace
 	// (scaler.Config.ClusterWideReads).
@@ -37,10 +42,17 @@ func (f *KubeClientFlags) validate() error {
 // (the chart's activeDeadlineSeconds).
 const firstWritesSeconds = 30
 
+// firstWritesPerSecond is the write rate new groups are admitted for. A
+// higher --kube-qps speeds the reads of a steady pass up, but whether the
+// API server stores more than this each second depends on the cluster:
+// 5,000 new groups in one pass (--kube-qps 200) took minutes on a loaded
+// test bed, past the CronJob's deadline, where 1,500 took about 60 s.
+const firstWritesPerSecond = 50
+
 // newGroupsPerPass is how many new groups a pass serves: each writes one
 // state ConfigMap (the typed client) and one status (the dynamic client,
-// paced apart), so at --kube-qps Q a pass writes Q × firstWritesSeconds of
-// each in that time.
+// paced apart), so at --kube-qps Q (at most firstWritesPerSecond) a pass
+// writes Q × firstWritesSeconds of each in that time.
 func (f *KubeClientFlags) newGroupsPerPass() int {
-	return max(1, int(f.KubeQPS*firstWritesSeconds))
+	return max(1, int(min(f.KubeQPS, firstWritesPerSecond)*firstWritesSeconds))
 }

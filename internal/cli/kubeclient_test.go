@@ -40,15 +40,17 @@ current-context: x
 	assert.Equal(t, "gitea-runner-scaler/"+version(), cfg.UserAgent)
 }
 
-// The new groups a pass serves follow --kube-qps: their first writes take
-// about 30 s at any rate.
+// The new groups a pass serves follow --kube-qps up to 50 a second: their
+// first writes take about 30 s at any rate, and no more than 1,500 new
+// groups are written in one pass however fast the client may send.
 func TestNewGroupsPerPassFollowsTheKubeRate(t *testing.T) {
 	tests := []struct {
 		args []string
 		want int
 	}{
 		{nil, 1500},
-		{[]string{"--kube-qps", "200"}, 6000},
+		{[]string{"--kube-qps", "1000"}, 1500},
+		{[]string{"--kube-qps", "20"}, 600},
 		{[]string{"--kube-qps", "0.01"}, 1},
 	}
 	for _, tt := range tests {

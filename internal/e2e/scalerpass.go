@@ -57,6 +57,9 @@ type PassOpts struct {
 	Env []string
 	// Memory, when not nil, is the memory cgroup the process runs in.
 	Memory *MemoryCgroup
+	// Binary is the scaler to run; empty means the bed's
+	// bin/gitea-runner-scaler (a benchmark compares an older build).
+	Binary string
 }
 
 // PassRun is a pass in flight.
@@ -174,7 +177,7 @@ func (b *Testbed) StartPass(ctx context.Context, t *testing.T, o PassOpts) *Pass
 	}
 	args = append(args, o.Args...)
 	pctx, cancel := context.WithTimeout(ctx, cmp.Or(o.Deadline, passDeadline))
-	cmd := exec.CommandContext(pctx, filepath.Join(b.Root, "bin", "gitea-runner-scaler"), args...)
+	cmd := exec.CommandContext(pctx, cmp.Or(o.Binary, filepath.Join(b.Root, "bin", "gitea-runner-scaler")), args...)
 	// Nothing of the test's environment (KUBECONFIG, SCALER_*) reaches it.
 	cmd.Env = append([]string{"HOME=" + t.TempDir()}, o.Env...)
 	out := &syncBuffer{}

@@ -1,7 +1,9 @@
 // Package kubecache keeps, for a looping scaler (the chart's Deployment),
 // what each pass reads in the namespaces it serves in client-go watch
 // caches: every runner Job, runner pod and state ConfigMap (all carry the
-// RunnerGroup label), per enabled namespace, and the Namespace objects
+// RunnerGroup label), per enabled namespace (the pods only while the
+// namespace has runner Jobs: the pods only tell about those), and the
+// Namespace objects
 // cluster-wide where the scaler may watch them. A steady pass then reads
 // them from memory and sends no list request.
 //
@@ -59,10 +61,32 @@ type Cache struct {
 // processor and their goroutines for event handlers the scaler does not
 // have: at 500 namespaces, 1,500 of each, 4,500 goroutines and their
 // stacks fewer.
+//
+// The pods are watched only while the namespace has runner Jobs: in a
+// large install most namespaces have none most of the time, and a watch
+// each is a third of the loop's memory. pods and podsStop are nil
+// meanwhile; both are set and cleared under Cache.mu.
 type watched struct {
-	stop               chan struct{}
-	jobs, pods, states *reflected
-	refused            atomic.Bool
+	stop         chan struct{}
+	jobs, states *reflected
+	pods         *reflected
+	podsStop     chan struct{}
+	refused      atomic.Bool
+	startPods    func() *reflected
+}
+
+// close stops every watch of the namespace.
+func (w *watched) close() {
+	w.stopPods()
+	close(w.stop)
+}
+
+// stopPods stops the pods' watch, if it runs.
+func (w *watched) stopPods() {
+	if w.podsStop != nil {
+		close(w.podsStop)
+		w.pods, w.podsStop = nil, nil
+	}
 }
 
 // View is one namespace as its watch caches held it when asked: copies,
@@ -86,7 +110,7 @@ func (c *Cache) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, w := range c.ns {
-		close(w.stop)
+		w.close()
 		delete(c.ns, name)
 	}
 	if c.wide != nil {
@@ -163,6 +187,11 @@ func (c *Cache) Namespace(name string) (*corev1.Namespace, bool) {
 // waiting for them within ctx. ok is false until they hold a full list:
 // the pass reads the API server meanwhile. With the cluster-wide caches
 // (WatchClusterWide) the view is taken from them and no watch is started.
+//
+// The view's pods are taken after its Jobs, as a pass's lists are read:
+// when the Jobs it took are none, no pod is wanted and the pods' watch
+// stops; when there are some, the pods' watch starts if it was stopped,
+// and the view waits for its first list.
 func (c *Cache) Watch(ctx context.Context, namespace string) (View, bool) {
 	if wide := c.clusterWide(); wide != nil {
 		return wide.view(namespace), true
@@ -174,11 +203,38 @@ func (c *Cache) Watch(ctx context.Context, namespace string) (View, bool) {
 		c.ns[namespace] = w
 	}
 	c.mu.Unlock()
-	synced := []cache.InformerSynced{w.jobs.synced.Load, w.pods.synced.Load, w.states.synced.Load}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !cache.WaitForCacheSync(ctx.Done(), w.jobs.synced.Load, w.states.synced.Load) {
 		return View{}, false
 	}
-	return w.view(), true
+	var v View
+	for _, o := range w.states.store.List() {
+		v.States = append(v.States, o.(*corev1.ConfigMap).DeepCopy())
+	}
+	for _, o := range w.jobs.store.List() {
+		v.Jobs = append(v.Jobs, *o.(*batchv1.Job).DeepCopy())
+	}
+	c.mu.Lock()
+	if c.ns[namespace] != w {
+		c.mu.Unlock()
+		return View{}, false // forgotten meanwhile
+	}
+	if len(v.Jobs) == 0 {
+		w.stopPods()
+		c.mu.Unlock()
+		return v, true
+	}
+	if w.pods == nil {
+		w.pods = w.startPods()
+	}
+	pods := w.pods
+	c.mu.Unlock()
+	if !cache.WaitForCacheSync(ctx.Done(), pods.synced.Load) {
+		return View{}, false
+	}
+	for _, o := range pods.store.List() {
+		v.Pods = append(v.Pods, *o.(*corev1.Pod).DeepCopy())
+	}
+	return v, true
 }
 
 // Forget stops namespace's watch caches: it is no longer enabled, or its
@@ -187,7 +243,7 @@ func (c *Cache) Forget(namespace string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if w, ok := c.ns[namespace]; ok {
-		close(w.stop)
+		w.close()
 		delete(c.ns, namespace)
 	}
 }
@@ -226,7 +282,10 @@ func (c *Cache) start(namespace string) *watched {
 	}
 	batch, core := c.kube.BatchV1(), c.kube.CoreV1()
 	w.jobs = startReflector(w.stop, &batchv1.Job{}, refused, ofAnyGroup(batch.Jobs(namespace).List, batch.Jobs(namespace).Watch), nil)
-	w.pods = startReflector(w.stop, &corev1.Pod{}, refused, ofAnyGroup(core.Pods(namespace).List, core.Pods(namespace).Watch), nil)
+	w.startPods = func() *reflected {
+		w.podsStop = make(chan struct{})
+		return startReflector(w.podsStop, &corev1.Pod{}, refused, ofAnyGroup(core.Pods(namespace).List, core.Pods(namespace).Watch), nil)
+	}
 	w.states = startReflector(w.stop, &corev1.ConfigMap{}, refused, ofAnyGroup(core.ConfigMaps(namespace).List, core.ConfigMaps(namespace).Watch), nil)
 	return w
 }
@@ -285,21 +344,6 @@ func (t *trimmingStore) Replace(list []any, rv string) error {
 func trim(obj any) any {
 	o, _ := dropManagedFields(obj)
 	return o
-}
-
-// view copies what the caches hold.
-func (w *watched) view() View {
-	var v View
-	for _, o := range w.jobs.store.List() {
-		v.Jobs = append(v.Jobs, *o.(*batchv1.Job).DeepCopy())
-	}
-	for _, o := range w.pods.store.List() {
-		v.Pods = append(v.Pods, *o.(*corev1.Pod).DeepCopy())
-	}
-	for _, o := range w.states.store.List() {
-		v.States = append(v.States, o.(*corev1.ConfigMap).DeepCopy())
-	}
-	return v
 }
 
 // dropManagedFields keeps the caches small: the scaler never reads them.

@@ -90,19 +90,61 @@ func TestAViewIsACopy(t *testing.T) {
 // the namespace's watches and forgets the refusal.
 func TestARefusedListIsReportedAndForgetStopsTheWatches(t *testing.T) {
 	kube := fake.NewClientset()
-	kube.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", nil)
+	kube.PrependReactor("list", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "", nil)
 	})
 	c := New(kube, nil)
 	t.Cleanup(c.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, ok := c.Watch(ctx, ns)
-	assert.False(t, ok, "never synced: its pods cannot be listed")
+	assert.False(t, ok, "never synced: its Jobs cannot be listed")
 	require.Eventually(t, func() bool { return c.Refused(ns) }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, []string{ns}, c.Watching())
 
 	c.Forget(ns)
 	assert.False(t, c.Refused(ns))
 	assert.Empty(t, c.Watching())
+}
+
+// The pods are watched only while the namespace has runner Jobs: none
+// listed nor watched before the first Job, one list and watch once it is
+// there (the view then holds its pod), none again after the last Job went,
+// and a new list when another comes.
+func TestPodsAreWatchedOnlyWhileTheNamespaceHasRunnerJobs(t *testing.T) {
+	kube := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: labelled("ci-state")}, &corev1.Pod{ObjectMeta: labelled("ci-1-abc")})
+	c := New(kube, nil)
+	t.Cleanup(c.Stop)
+	podRequests := func() map[string]int {
+		out := map[string]int{}
+		for _, a := range kube.Actions() {
+			if a.GetResource().Resource == "pods" {
+				out[a.GetVerb()]++
+			}
+		}
+		return out
+	}
+	jobs := kube.BatchV1().Jobs(ns)
+	viewWhen := func(jobs int) View {
+		var v View
+		require.Eventually(t, func() bool { v = waitView(t, c); return len(v.Jobs) == jobs }, 10*time.Second, 10*time.Millisecond)
+		return v
+	}
+
+	v := viewWhen(0)
+	assert.Empty(t, v.Pods)
+	assert.Empty(t, podRequests(), "no runner Job: no pod is listed or watched")
+
+	_, err := jobs.Create(context.Background(), &batchv1.Job{ObjectMeta: labelled("ci-1")}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	v = viewWhen(1)
+	require.Len(t, v.Pods, 1, "a runner Job: its pods are in the view")
+	assert.Equal(t, 1, podRequests()["list"])
+
+	require.NoError(t, jobs.Delete(context.Background(), "ci-1", metav1.DeleteOptions{}))
+	assert.Empty(t, viewWhen(0).Pods)
+	_, err = jobs.Create(context.Background(), &batchv1.Job{ObjectMeta: labelled("ci-2")}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Len(t, viewWhen(1).Pods, 1)
+	assert.Equal(t, 2, podRequests()["list"], "the pods' watch stopped with the last Job, and a new one listed them again")
 }

@@ -79,9 +79,10 @@ func (s *Scaler) readBound(ctx context.Context) (tenancy.Bound, bool) {
 }
 
 // namespaceObject is namespace's object from the pass's one list of
-// Namespaces, or from a GET where that list is not granted.
+// Namespaces (with Config.ClusterWideReads, or when the pass serves many
+// namespaces: listAll), or from a GET where that list is not granted.
 func (n *namespaces) namespaceObject(ctx context.Context, s *Scaler, name string) (*corev1.Namespace, error) {
-	if s.cfg.ClusterWideReads {
+	if s.cfg.ClusterWideReads || n.listAll {
 		n.reads.nsOnce.Do(func() {
 			n.reads.nss, n.reads.nsOK = s.listNamespaces(ctx)
 		})

@@ -343,7 +343,7 @@ func (e *env) addJob(group *v1alpha1.RunnerGroup, name string, giteaJob int64, c
 	for _, c := range conds {
 		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
 	}
-	_, err = e.kube.BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{})
+	_, err = e.kube.BatchV1().Jobs(group.Namespace).Create(context.Background(), j, metav1.CreateOptions{})
 	require.NoError(e.t, err)
 }
 

@@ -241,7 +241,10 @@ func (s *Scaler) preloadStates(ctx context.Context, groups []*groupRun, listed s
 	})
 }
 
-// readNamespace lists every runner Job and runner pod of a namespace.
+// readNamespace lists every runner Job and runner pod of a namespace. The
+// pods only tell about the Jobs listed before them, so a namespace with no
+// runner Job has no pods to list: most of a large install's namespaces, in
+// a steady pass.
 func (s *Scaler) readNamespace(ctx context.Context, namespace string) *namespaceView {
 	v := &namespaceView{}
 	anyGroup := metav1.ListOptions{LabelSelector: v1alpha1.LabelRunnerGroupName}
@@ -250,6 +253,10 @@ func (s *Scaler) readNamespace(ctx context.Context, namespace string) *namespace
 		v.jobsErr = err
 	} else {
 		v.jobs = list.Items
+	}
+	if err == nil && len(v.jobs) == 0 {
+		v.pods = map[types.UID]podView{}
+		return v
 	}
 	pods, err := s.kube.CoreV1().Pods(namespace).List(ctx, anyGroup)
 	if err != nil {

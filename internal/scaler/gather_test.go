@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -132,27 +133,91 @@ func kubeCalls(e *env) map[string]int {
 	return out
 }
 
-// TestPassReadsEachNamespaceOnce: state ConfigMaps, runner Jobs and pods
-// are listed once per namespace and a Secret that several groups name is
-// read once.
+// TestPassReadsEachNamespaceOnce: state ConfigMaps and runner Jobs are
+// listed once per namespace, runner pods once per namespace that has a
+// runner Job (they only tell about those), and a Secret that several
+// groups name is read once.
 func TestPassReadsEachNamespaceOnce(t *testing.T) {
-	var groups []*v1alpha1.RunnerGroup
-	for i := range 3 {
-		groups = append(groups, newGroup(fmt.Sprintf("g%d", i), 5))
-		groups = append(groups, newGroup(fmt.Sprintf("h%d", i), 5, inNamespace("team2")))
+	tests := []struct {
+		name string
+		// jobIn are the namespaces with a runner Job.
+		jobIn []string
+		want  map[string]int
+	}{
+		{name: "no runner Job", want: map[string]int{"list jobs": 2, "list pods": 0, "get secrets": 4, "list configmaps": 2, "get configmaps": 0}},
+		{name: "a runner Job in one namespace", jobIn: []string{"team2"},
+			want: map[string]int{"list jobs": 2, "list pods": 1, "get secrets": 4, "list configmaps": 2}},
+		{name: "runner Jobs in both", jobIn: []string{ns, "team2"},
+			want: map[string]int{"list jobs": 2, "list pods": 2, "get secrets": 4, "list configmaps": 2}},
 	}
-	want := map[string]int{"list jobs": 2, "list pods": 2, "get secrets": 4, "list configmaps": 2, "get configmaps": 0}
-	e := newEnv(t, groups...)
-	addSecret(t, e, "team2", "api", secretToken)
-	addSecret(t, e, "team2", "reg", "reg")
-	e.kube.ClearActions()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var groups []*v1alpha1.RunnerGroup
+			for i := range 3 {
+				groups = append(groups, newGroup(fmt.Sprintf("g%d", i), 5))
+				groups = append(groups, newGroup(fmt.Sprintf("h%d", i), 5, inNamespace("team2")))
+			}
+			e := newEnv(t, groups...)
+			addSecret(t, e, "team2", "api", secretToken)
+			addSecret(t, e, "team2", "reg", "reg")
+			for i, where := range tt.jobIn {
+				e.addJob(groups[slices.IndexFunc(groups, func(rg *v1alpha1.RunnerGroup) bool { return rg.Namespace == where })],
+					fmt.Sprintf("runner-%d", i), int64(100+i), t0)
+			}
+			e.kube.ClearActions()
 
-	sum := e.pass()
+			sum := e.pass()
 
-	require.Empty(t, sum.Failed)
-	got := kubeCalls(e)
-	for k, n := range want {
-		assert.Equal(t, n, got[k], k)
+			require.Empty(t, sum.Failed)
+			got := kubeCalls(e)
+			for k, n := range tt.want {
+				assert.Equal(t, n, got[k], k)
+			}
+		})
+	}
+}
+
+// TestPassListsNamespacesWhenItServesMany: a pass reads each served
+// Namespace object (its Pod Security labels and grant) with a GET, up to
+// namespaceListFrom namespaces; from there on with one list of them all.
+// Either way every group is served.
+func TestPassListsNamespacesWhenItServesMany(t *testing.T) {
+	tests := []struct {
+		namespaces int
+		want       map[string]int
+	}{
+		{namespaces: 1, want: map[string]int{"get namespaces": 1, "list namespaces": 0}},
+		{namespaces: namespaceListFrom - 1, want: map[string]int{"get namespaces": namespaceListFrom - 1, "list namespaces": 0}},
+		{namespaces: namespaceListFrom, want: map[string]int{"get namespaces": 0, "list namespaces": 1}},
+		{namespaces: 3 * namespaceListFrom, want: map[string]int{"get namespaces": 0, "list namespaces": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.namespaces), func(t *testing.T) {
+			var groups []*v1alpha1.RunnerGroup
+			for i := range tt.namespaces {
+				for j := range 2 {
+					where := ns
+					if i > 0 {
+						where = fmt.Sprintf("team%d", i)
+					}
+					groups = append(groups, newGroup(fmt.Sprintf("g%d", j), 5, inNamespace(where)))
+				}
+			}
+			e := newEnv(t, groups...)
+			for i := 1; i < tt.namespaces; i++ {
+				addSecret(t, e, fmt.Sprintf("team%d", i), "api", secretToken)
+				addSecret(t, e, fmt.Sprintf("team%d", i), "reg", "reg")
+			}
+			e.kube.ClearActions()
+
+			sum := e.pass()
+
+			require.Empty(t, sum.Failed)
+			got := kubeCalls(e)
+			for k, n := range tt.want {
+				assert.Equal(t, n, got[k], k)
+			}
+		})
 	}
 }
 

@@ -39,6 +39,10 @@ type namespaces struct {
 	caches shareOnce[string, metav1.Condition]
 	// reads are the pass's cluster-wide reads (boundrights.go).
 	reads passReads
+	// listAll says the pass reads the Namespace objects with one list of
+	// every Namespace (as with Config.ClusterWideReads), not a GET each:
+	// set when it serves namespaceListFrom namespaces or more.
+	listAll bool
 	// configMaps are, per namespace, the ConfigMaps with the RunnerGroup
 	// label the pass listed with the state ConfigMaps (preloadStates):
 	// the groups' runner configs among them (listedConfigMap). Under mu.
@@ -85,6 +89,14 @@ type namespaceFacts struct {
 	ns    *corev1.Namespace
 	nsErr error
 }
+
+// namespaceListFrom is how many namespaces a pass serves from which it
+// lists every Namespace once instead of reading each: a list pages
+// tenancy.ListPage Namespaces at a time, so from here on it costs fewer
+// requests than the GETs in all but clusters of thousands of namespaces
+// (500 served namespaces: one or a few requests instead of 500). The
+// chart's ClusterRole grants the list with the get.
+const namespaceListFrom = 10
 
 func newNamespaces() *namespaces { return &namespaces{seen: map[string]*namespaceFacts{}} }
 

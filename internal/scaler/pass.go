@@ -64,6 +64,7 @@ func (s *Scaler) passOf(ctx context.Context, keep func(*v1alpha1.RunnerGroup) bo
 	// groups this pass serves can serve, before any of them plans.
 	runs := make([]*groupRun, len(groups))
 	fresh := s.newPass()
+	fresh.namespaces.listAll = distinctNamespaces(groups) >= namespaceListFrom
 	s.loadKeptChecks(ctx, fresh.checks)
 	s.forEachGroup(len(groups), func(i int) {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.GroupTimeout)
@@ -113,6 +114,15 @@ type onePass struct {
 func (s *Scaler) newPass() *onePass {
 	s.mem.turn()
 	return &onePass{secrets: &passSecrets{}, namespaces: newNamespaces(), checks: s.mem.checks()}
+}
+
+// distinctNamespaces is how many namespaces groups are in.
+func distinctNamespaces(groups []*v1alpha1.RunnerGroup) int {
+	seen := map[string]bool{}
+	for _, rg := range groups {
+		seen[rg.Namespace] = true
+	}
+	return len(seen)
 }
 
 // serveGroup takes one group through its steps within the group timeout.

@@ -18,20 +18,26 @@
 // For each it prints the first pass (every group new: a state ConfigMap
 // and a status each) and a steady pass (nothing to create, nothing
 // changed): Gitea requests, Kubernetes reads (watch requests apart) and
-// writes, wall time and the process's peak RSS. Nothing here asserts a
+// writes, wall time and the process's peak RSS, and the steady pass's
+// requests by verb and resource. BENCH_NS_BEFORE=PATH runs every mode a
+// second time with the scaler built at PATH (an older build), so one run
+// prints today's figures and the change's side by side. Nothing here asserts a
 // time; it fails when a steady pass writes what it should not, or when a
 // steady loop pass reads anything but its watches.
 
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,6 +99,97 @@ func nsModes() []string {
 		return strings.Split(pick, ",")
 	}
 	return []string{"cronjob", "loop"}
+}
+
+// nsRun is one mode of a case, run by the bed's scaler or, when binary
+// is set, by an older build.
+type nsRun struct{ mode, binary string }
+
+// nsRuns are the modes to run, each also with BENCH_NS_BEFORE's build
+// (first) when it is set.
+func nsRuns() []nsRun {
+	before := os.Getenv("BENCH_NS_BEFORE")
+	var out []nsRun
+	for _, mode := range nsModes() {
+		if before != "" {
+			out = append(out, nsRun{mode: mode, binary: before})
+		}
+		out = append(out, nsRun{mode: mode})
+	}
+	return out
+}
+
+// requestTally counts every request through the API proxy by verb and
+// resource (namespaces and names left out).
+type requestTally struct {
+	mu sync.Mutex
+	n  requestCounts
+}
+
+// requestCounts are requests by "VERB resource".
+type requestCounts map[string]int64
+
+func (t *requestTally) add(r *http.Request) {
+	verb := r.Method
+	if isWatch(r.URL.RawQuery) {
+		verb = "WATCH"
+	} else if r.Method == http.MethodGet && isList(r.URL.Path) {
+		verb = "LIST"
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == nil {
+		t.n = requestCounts{}
+	}
+	t.n[verb+" "+resourceOf(r.URL.Path)]++
+}
+
+// since is the tally now less before (a snapshot since returned).
+func (t *requestTally) since(before requestCounts) requestCounts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := requestCounts{}
+	for k, v := range t.n {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// String lists the counts, largest first.
+func (c requestCounts) String() string {
+	keys := slices.Collect(maps.Keys(c))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(c[b], c[a]), cmp.Compare(a, b)) })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, c[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// resourceOf is a request path's resource (with its subresource), its
+// group version, namespace and name left out.
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return path
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	if len(parts) == 0 {
+		return "?"
+	}
+	if len(parts) >= 3 {
+		return parts[0] + "/" + parts[2]
+	}
+	return parts[0]
 }
 
 // nsBenchEnv is what the scaler processes of the benchmark get: with
@@ -160,6 +257,8 @@ type nsBenchPass struct {
 	passAnon int64
 	// deferred says the pass left new groups to later passes.
 	deferred bool
+	// byKind counts the pass's requests by verb and resource.
+	byKind requestCounts
 }
 
 func (p nsBenchPass) String() string {
@@ -188,7 +287,9 @@ func TestBenchmarkNamespaces(t *testing.T) {
 	api := b.NewTLSAPIProxy(t)
 	kc := &kubeCount{}
 	var watches, lists atomic.Int64
+	tally := &requestTally{}
 	api.Set(func(w http.ResponseWriter, r *http.Request, forward func(*http.Request) *httptest.ResponseRecorder) bool {
+		tally.add(r)
 		if isWatch(r.URL.RawQuery) {
 			watches.Add(1)
 			return false
@@ -199,17 +300,24 @@ func TestBenchmarkNamespaces(t *testing.T) {
 		return kc.hook(w, r, forward)
 	})
 	kube, dyn := fastClients(t, b.Kubeconfig)
+	// The release namespace, where the chart's listeners keep the
+	// registration token checks' verdicts from one pass to the next.
+	release := b.Namespace(ctx, t, "e2e-bench-release", nil)
 
 	var report []string
 	for _, c := range nsMatrix(full) {
-		for _, mode := range nsModes() {
+		for _, run := range nsRuns() {
+			mode, label := run.mode, run.mode
+			if run.binary != "" {
+				label += " (before)"
+			}
 			namespaces := nsBenchScene(ctx, t, kube, dyn, gt.URL, token, c)
-			args := []string{"--gitea-timeout", "10s", "--allowed-gitea-urls", gt.URL}
+			args := []string{"--gitea-timeout", "10s", "--allowed-gitea-urls", gt.URL, "--registration-checks", release + "/bench-registration-checks"}
 			if strings.HasSuffix(mode, "-wide") {
 				args = append(args, "--cluster-wide-reads")
 			}
 			more, env := nsBenchEnv(t, c, mode)
-			o := e2e.PassOpts{Namespaces: namespaces, Kubeconfig: api.Kubeconfig, Args: append(args, more...), Env: env, Deadline: 30 * time.Minute}
+			o := e2e.PassOpts{Namespaces: namespaces, Kubeconfig: api.Kubeconfig, Args: append(args, more...), Env: env, Deadline: 30 * time.Minute, Binary: run.binary}
 			if limit := nsBenchMemoryLimit(t); limit > 0 {
 				o.Memory = e2e.NewMemoryCgroup(t, limit)
 			}
@@ -217,7 +325,8 @@ func TestBenchmarkNamespaces(t *testing.T) {
 			snap := func(wall time.Duration, rss int64, since nsBenchPass) nsBenchPass {
 				return nsBenchPass{wall: wall, gitea: gt.RequestCount() - since.gitea,
 					reads: kc.reads.Load() - since.reads, lists: lists.Load() - since.lists, write: kc.writes.Load() - since.write, watches: watches.Load() - since.watches,
-					statuses: kc.statuses.Load() - since.statuses, configMaps: kc.configMaps.Load() - since.configMaps, rss: rss}
+					statuses: kc.statuses.Load() - since.statuses, configMaps: kc.configMaps.Load() - since.configMaps, rss: rss,
+					byKind: tally.since(since.byKind)}
 			}
 			gt.ResetRequests()
 			kc.reset()
@@ -241,11 +350,15 @@ func TestBenchmarkNamespaces(t *testing.T) {
 				}
 			}
 			firsts := len(passes) - 1
-			report = append(report, fmt.Sprintf("%-12s %-12s first  %s (passes that served new groups: %d)", c, mode, passes[0], firsts),
-				fmt.Sprintf("%-12s %-12s steady %s", c, mode, passes[firsts]))
+			caseStart := len(report)
+			report = append(report, fmt.Sprintf("%-12s %-21s first  %s (passes that served new groups: %d)", c, label, passes[0], firsts),
+				fmt.Sprintf("%-12s %-21s steady %s", c, label, passes[firsts]),
+				fmt.Sprintf("%-12s %-21s steady requests: %s", c, label, passes[firsts].byKind))
 			if o.Memory != nil {
-				report = append(report, fmt.Sprintf("%-12s %-12s %s", c, mode, o.Memory.Report()))
+				report = append(report, fmt.Sprintf("%-12s %-21s %s", c, label, o.Memory.Report()))
 			}
+			// As it goes too: a long matrix stopped halfway keeps what it measured.
+			t.Log(strings.Join(report[caseStart:], "\n"))
 			steady := passes[firsts]
 			assert.Zero(t, steady.configMaps, "%s %s: a steady pass writes no ConfigMap", c, mode)
 			if strings.HasPrefix(mode, "loop") {
@@ -257,7 +370,7 @@ func TestBenchmarkNamespaces(t *testing.T) {
 			dropNamespaces(ctx, t, kube, namespaces)
 		}
 	}
-	t.Log("namespace benchmark (" + map[bool]string{true: "full", false: "smoke"}[full] + "; kube-qps 50, 4 workers):\n" + strings.Join(report, "\n"))
+	t.Log("namespace benchmark (" + map[bool]string{true: "full", false: "smoke"}[full] + "; the scaler's default --kube-qps, 4 workers):\n" + strings.Join(report, "\n"))
 }
 
 // passFinished matches a pass's summary line.
