@@ -127,6 +127,7 @@ func DefaultPod(opts Options) corev1.PodTemplateSpec {
 				// must therefore admit privileged pods, unless a template
 				// runs the runner without privilege (see the README).
 				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+				Lifecycle:       &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: RunnerFirstStop}}},
 			}},
 			Volumes: []corev1.Volume{{
 				Name: DockerDataVolume,

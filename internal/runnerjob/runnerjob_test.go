@@ -157,6 +157,39 @@ func TestBuildDefaults(t *testing.T) {
 	assert.Equal(t, "false", j.Spec.Template.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"])
 }
 
+// TestTheRunnerStopsBeforeItsDockerDaemon: on a drain the built-in pod's
+// preStop stops the runner's s6 service alone, so the image's s6-svscan
+// does not stop the Docker daemon under a running job (issue 34.2); a
+// template's own lifecycle replaces the hook, by the merge rules.
+func TestTheRunnerStopsBeforeItsDockerDaemon(t *testing.T) {
+	own := &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/true"}}}}
+	tests := []struct {
+		name     string
+		template *corev1.PodTemplateSpec
+		want     []string
+	}{
+		{name: "built-in", want: RunnerFirstStop},
+		{name: "a template's own hook", want: own.PreStop.Exec.Command, template: &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: ContainerName, Lifecycle: own}},
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rg := group()
+			rg.Spec.Template = tt.template
+
+			j, err := Build(rg, "ci-abcde", 1, DefaultOptions())
+
+			require.NoError(t, err)
+			c := j.Spec.Template.Spec.Containers[0]
+			require.NotNil(t, c.Lifecycle)
+			require.NotNil(t, c.Lifecycle.PreStop)
+			assert.Equal(t, tt.want, c.Lifecycle.PreStop.Exec.Command)
+		})
+	}
+	assert.Contains(t, strings.Join(RunnerFirstStop, " "), "s6-svc -d /etc/s6/gitea-runner", "the service name of Gitea's dind images")
+}
+
 // TestTheRunnerPodsGraceIsTheOptionsUnlessATemplateSetsIt (issue 22.3):
 // the built-in pod's terminationGracePeriodSeconds is the scaler's option
 // (the chart's scaler.runnerTerminationGracePeriodSeconds); runnerTemplate
