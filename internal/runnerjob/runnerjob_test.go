@@ -129,7 +129,8 @@ func TestBuildKeepsRunnerStateOutOfVolumes(t *testing.T) {
 
 // The defaults a reviewer asked for: a bounded pod (requests and limits on
 // cpu, memory and ephemeral storage), Docker's data on a size-limited
-// emptyDir, no ServiceAccount token, time to report a cancelled job.
+// emptyDir whose data root the rootless daemon owns, no ServiceAccount
+// token, time to report a cancelled job.
 func TestBuildDefaults(t *testing.T) {
 	j, err := Build(group(), "ci-x2v7k", 1, DefaultOptions())
 	require.NoError(t, err)
@@ -148,6 +149,8 @@ func TestBuildDefaults(t *testing.T) {
 		{Name: "docker-data", MountPath: "/home/rootless/.local/share/docker"},
 		{Name: "gitea-runner-config", MountPath: "/etc/gitea-runner", ReadOnly: true},
 	}, c.VolumeMounts)
+	assert.Contains(t, c.Env, corev1.EnvVar{Name: "XDG_DATA_HOME", Value: "/home/rootless/.local/share/docker"},
+		"the rootless daemon's data root is a folder it makes inside the emptyDir, which is root's")
 	limit := c.Resources.Limits[corev1.ResourceEphemeralStorage]
 	assert.Equal(t, 1, limit.Cmp(*v.EmptyDir.SizeLimit), "the ephemeral-storage limit leaves room beyond Docker's data")
 	require.NotNil(t, spec.AutomountServiceAccountToken)

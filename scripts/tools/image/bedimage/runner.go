@@ -44,7 +44,19 @@ type Flavour struct {
 	// RuntimeDir is the rootless daemon's XDG_RUNTIME_DIR, where its
 	// DOCKER_HOST socket goes, the user's own.
 	RuntimeDir string
+	// UserDirs are folders of the user's home its Docker daemon writes,
+	// made in the image with their parents below the home and owned by
+	// StateUID: the data root, as upstream's base image makes it (the daemon
+	// sets its mode at every start, which only its owner may, and a volume
+	// the runtime makes there from the image keeps that owner), and the
+	// config folder, where Debian's Docker 20.10 writes key.json and where a
+	// daemon.json mounted by subPath would otherwise have the runtime make
+	// it root's.
+	UserDirs []string
 }
+
+// rootlessHome is the rootless user's home, which rootfs.sh makes.
+const rootlessHome = "/home/rootless"
 
 const basePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -58,6 +70,7 @@ var Flavours = []Flavour{
 		Env:        []string{"DOCKER_HOST=unix:///run/user/1000/docker.sock"},
 		Volumes:    []string{"/data", "/home/rootless/.local/share/docker"},
 		S6:         true, StateUID: 1000, RuntimeDir: "/run/user/1000",
+		UserDirs: []string{rootlessHome + "/.local/share/docker", rootlessHome + "/.config/docker"},
 	},
 	{
 		Name: "dind", Suffix: "-dind",
@@ -102,6 +115,13 @@ func RunnerImage(base v1.Layer, f Flavour, files RunnerFiles) (v1.Image, error) 
 	ents = append(ents, tarEntry{name: "/data", dir: true, mode: 0o755, uid: f.StateUID})
 	if f.RuntimeDir != "" {
 		ents = append(ents, tarEntry{name: f.RuntimeDir, dir: true, mode: 0o700, uid: f.StateUID})
+	}
+	made := map[string]bool{}
+	for _, dir := range f.UserDirs {
+		for d := dir; d != rootlessHome && !made[d]; d = path.Dir(d) {
+			made[d] = true
+			ents = append(ents, tarEntry{name: d, dir: true, mode: 0o755, uid: f.StateUID})
+		}
 	}
 	if f.S6 {
 		if err := add(files.DockerdStart, "/usr/local/bin/dockerd-entrypoint.sh", 0); err != nil {

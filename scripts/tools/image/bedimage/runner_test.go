@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -172,6 +173,13 @@ func TestRunnerImage(t *testing.T) {
 			if f.RuntimeDir != "" {
 				assert.Equal(t, f.StateUID, got[f.RuntimeDir].Uid, "the runtime directory's owner")
 				assert.Equal(t, int64(0o700), got[f.RuntimeDir].Mode)
+			}
+			for _, dir := range f.UserDirs {
+				for d := dir; d != rootlessHome; d = path.Dir(d) {
+					require.Contains(t, got, d)
+					assert.Equal(t, f.StateUID, got[d].Uid, "%s's owner", d)
+					assert.Equal(t, byte(tar.TypeDir), got[d].Typeflag, d)
+				}
 			}
 			_, hasEntrypoint := got["/usr/local/bin/dockerd-entrypoint.sh"]
 			assert.Equal(t, f.S6, hasEntrypoint, "dockerd-entrypoint.sh")
