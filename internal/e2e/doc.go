@@ -46,6 +46,7 @@
 //	memcg.go        a memory cgroup of its own for a scaler process
 //	names.go        the product's names, and names unique to a run
 //	redact.go       every token a test sees, kept out of messages and dumps
+//	runnerimages.go Gitea's runner images for the real node, pushed on first use
 //	scalerpass.go   scaler passes the test runs itself as local processes
 //	scene.go        the usual scene: the chart serving one group of an org
 //	serving.go      one runner Job per queued Gitea job, and hold files

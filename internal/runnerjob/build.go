@@ -122,11 +122,18 @@ func DefaultPod(opts Options) corev1.PodTemplateSpec {
 					},
 				},
 				VolumeMounts: []corev1.VolumeMount{{Name: DockerDataVolume, MountPath: DockerDataDir}},
+				// The rootless daemon sets its data root's mode at every
+				// start, which only the directory's owner may, and an
+				// emptyDir's root is root's: its data root is therefore
+				// $XDG_DATA_HOME/docker, a folder it makes itself inside
+				// the emptyDir. A rootful daemon ignores the variable.
+				Env: []corev1.EnvVar{{Name: "XDG_DATA_HOME", Value: DockerDataDir}},
 				// The dind-rootless image runs its own Docker daemon,
 				// which needs a privileged container; runner namespaces
 				// must therefore admit privileged pods, unless a template
 				// runs the runner without privilege (see the README).
 				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+				Lifecycle:       &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: RunnerFirstStop}}},
 			}},
 			Volumes: []corev1.Volume{{
 				Name: DockerDataVolume,

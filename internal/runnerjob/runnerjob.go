@@ -43,6 +43,8 @@ const (
 	// only be read from the registry, which these machines cannot reach, and
 	// a digest written without reading it would be invented.
 	DefaultImage = "gitea/runner:1.0.8-dind-rootless"
+	// runnerService is the runner's s6 service in Gitea's dind images.
+	runnerService = "/etc/s6/gitea-runner"
 	// DockerDataVolume is the emptyDir that holds the rootless Docker
 	// daemon's data (images, containers, build caches), mounted at
 	// DockerDataDir.
@@ -163,3 +165,14 @@ func DefaultOptions() Options {
 		TerminationGracePeriodSeconds: DefaultTerminationGracePeriodSeconds,
 	}
 }
+
+// RunnerFirstStop is the runner container's preStop hook. On a drain the
+// kubelet's SIGTERM goes to the image's PID 1; in Gitea's dind images that
+// is s6-svscan, which stops every service at once, and the Docker daemon
+// then kills the job's containers while the runner waits for them. The
+// hook stops the runner's service alone and waits until it is down: the
+// runner finishes its job within shutdown_timeout, and its finish script
+// then stops the rest. An image without that service skips it and gets the
+// SIGTERM as before.
+var RunnerFirstStop = []string{"/bin/sh", "-c",
+	"[ -d " + runnerService + "/supervise ] || exit 0; s6-svc -d " + runnerService + " && s6-svwait -d " + runnerService}

@@ -129,7 +129,8 @@ func TestBuildKeepsRunnerStateOutOfVolumes(t *testing.T) {
 
 // The defaults a reviewer asked for: a bounded pod (requests and limits on
 // cpu, memory and ephemeral storage), Docker's data on a size-limited
-// emptyDir, no ServiceAccount token, time to report a cancelled job.
+// emptyDir whose data root the rootless daemon owns, no ServiceAccount
+// token, time to report a cancelled job.
 func TestBuildDefaults(t *testing.T) {
 	j, err := Build(group(), "ci-x2v7k", 1, DefaultOptions())
 	require.NoError(t, err)
@@ -148,6 +149,8 @@ func TestBuildDefaults(t *testing.T) {
 		{Name: "docker-data", MountPath: "/home/rootless/.local/share/docker"},
 		{Name: "gitea-runner-config", MountPath: "/etc/gitea-runner", ReadOnly: true},
 	}, c.VolumeMounts)
+	assert.Contains(t, c.Env, corev1.EnvVar{Name: "XDG_DATA_HOME", Value: "/home/rootless/.local/share/docker"},
+		"the rootless daemon's data root is a folder it makes inside the emptyDir, which is root's")
 	limit := c.Resources.Limits[corev1.ResourceEphemeralStorage]
 	assert.Equal(t, 1, limit.Cmp(*v.EmptyDir.SizeLimit), "the ephemeral-storage limit leaves room beyond Docker's data")
 	require.NotNil(t, spec.AutomountServiceAccountToken)
@@ -155,6 +158,39 @@ func TestBuildDefaults(t *testing.T) {
 	require.NotNil(t, spec.TerminationGracePeriodSeconds)
 	assert.Equal(t, int64(3*60*60+120), *spec.TerminationGracePeriodSeconds, "the runner's job timeout (3h) and time to report")
 	assert.Equal(t, "false", j.Spec.Template.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"])
+}
+
+// TestTheRunnerStopsBeforeItsDockerDaemon: on a drain the built-in pod's
+// preStop stops the runner's s6 service alone, so the image's s6-svscan
+// does not stop the Docker daemon under a running job (issue 34.2); a
+// template's own lifecycle replaces the hook, by the merge rules.
+func TestTheRunnerStopsBeforeItsDockerDaemon(t *testing.T) {
+	own := &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/true"}}}}
+	tests := []struct {
+		name     string
+		template *corev1.PodTemplateSpec
+		want     []string
+	}{
+		{name: "built-in", want: RunnerFirstStop},
+		{name: "a template's own hook", want: own.PreStop.Exec.Command, template: &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: ContainerName, Lifecycle: own}},
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rg := group()
+			rg.Spec.Template = tt.template
+
+			j, err := Build(rg, "ci-abcde", 1, DefaultOptions())
+
+			require.NoError(t, err)
+			c := j.Spec.Template.Spec.Containers[0]
+			require.NotNil(t, c.Lifecycle)
+			require.NotNil(t, c.Lifecycle.PreStop)
+			assert.Equal(t, tt.want, c.Lifecycle.PreStop.Exec.Command)
+		})
+	}
+	assert.Contains(t, strings.Join(RunnerFirstStop, " "), "s6-svc -d /etc/s6/gitea-runner", "the service name of Gitea's dind images")
 }
 
 // TestTheRunnerPodsGraceIsTheOptionsUnlessATemplateSetsIt (issue 22.3):

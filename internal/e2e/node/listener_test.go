@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,7 +43,12 @@ func readRealNode(b *e2e.Testbed, t *testing.T) realNode {
 	t.Helper()
 	env, err := e2e.ReadEnvFile(filepath.Join(b.Dir, "node.env"))
 	if err != nil {
-		t.Fatalf("the bed has no real node (%v): start it with TESTBED_REAL_NODE=1 scripts/testbed up", err)
+		// make test asks for the node (TESTBED_REAL_NODE=1): there a
+		// missing node fails rather than passing unproven.
+		if asked := os.Getenv("TESTBED_REAL_NODE"); asked != "" && asked != "0" {
+			t.Fatalf("TESTBED_REAL_NODE=%s but the bed has no real node (%v)", asked, err)
+		}
+		t.Skipf("the bed has no real node (%v): start it with TESTBED_REAL_NODE=1 scripts/testbed up", err)
 	}
 	n := realNode{name: env["NODE_NAME"], label: env["NODE_LABEL"], giteaURL: env["NODE_GITEA_URL"], image: env["SCALER_IMAGE"], registry: env["REGISTRY"]}
 	require.NotContains(t, []string{n.name, n.label, n.giteaURL, n.image, n.registry}, "", "node.env lacks a key: %v", env)

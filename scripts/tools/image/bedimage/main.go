@@ -3,6 +3,9 @@
 //
 //	bedimage binary -file PATH -ref REF       a one-binary image from scratch (the pause image)
 //	bedimage layout -dir DIR -name N -ref REF the image index named N in an OCI layout (make image's)
+//	bedimage runner -base ROOTFS.tar.gz ...   Gitea's three runner flavours of one version over a
+//	                                          Debian root file system (runner.go)
+//	bedimage job -base ROOTFS.tar.gz -ref REF the image a job's container runs
 //
 // The bed's registry speaks plain HTTP on loopback, so every push does.
 package main
@@ -31,13 +34,17 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("want a subcommand: binary or layout")
+		return errors.New("want a subcommand: binary, layout, runner or job")
 	}
 	switch args[0] {
 	case "binary":
 		return runBinary(args[1:])
 	case "layout":
 		return runLayout(args[1:])
+	case "runner":
+		return runRunner(args[1:])
+	case "job":
+		return runJob(args[1:])
 	}
 	return fmt.Errorf("unknown subcommand %q", args[0])
 }
@@ -57,16 +64,7 @@ func runBinary(args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := name.NewTag(*ref, name.Insecure)
-	if err != nil {
-		return err
-	}
-	if err := remote.Write(r, img); err != nil {
-		return fmt.Errorf("push %s: %w", r, err)
-	}
-	d, _ := img.Digest()
-	fmt.Printf("pushed %s@%s\n", r, d)
-	return nil
+	return push(img, *ref)
 }
 
 // BinaryImage is an image of one static binary at /NAME, its entrypoint.
