@@ -133,6 +133,18 @@ func kubeCalls(e *env) map[string]int {
 	return out
 }
 
+// requirePassCalls makes one pass, which must fail no group, and checks
+// how many of each Kubernetes call it sent (verb and resource).
+func requirePassCalls(t *testing.T, e *env, want map[string]int) {
+	t.Helper()
+	sum := e.pass()
+	require.Empty(t, sum.Failed)
+	got := kubeCalls(e)
+	for k, n := range want {
+		assert.Equal(t, n, got[k], k)
+	}
+}
+
 // TestPassReadsEachNamespaceOnce: state ConfigMaps and runner Jobs are
 // listed once per namespace, runner pods once per namespace that has a
 // runner Job (they only tell about those), and a Secret that several
@@ -166,13 +178,7 @@ func TestPassReadsEachNamespaceOnce(t *testing.T) {
 			}
 			e.kube.ClearActions()
 
-			sum := e.pass()
-
-			require.Empty(t, sum.Failed)
-			got := kubeCalls(e)
-			for k, n := range tt.want {
-				assert.Equal(t, n, got[k], k)
-			}
+			requirePassCalls(t, e, tt.want)
 		})
 	}
 }
@@ -210,13 +216,7 @@ func TestPassListsNamespacesWhenItServesMany(t *testing.T) {
 			}
 			e.kube.ClearActions()
 
-			sum := e.pass()
-
-			require.Empty(t, sum.Failed)
-			got := kubeCalls(e)
-			for k, n := range tt.want {
-				assert.Equal(t, n, got[k], k)
-			}
+			requirePassCalls(t, e, tt.want)
 		})
 	}
 }
