@@ -169,7 +169,7 @@ func TestASteadyLoopPassNeitherBuildsNorRendersTheRunnerConfig(t *testing.T) {
 	rg.Generation = 1
 	e := newEnv(t, rg)
 	e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
-	sc, _ := watchingScaler(t, e)
+	sc, cache := watchingScaler(t, e)
 	pass := func() {
 		t.Helper()
 		sum, err := sc.Pass(ctx)
@@ -186,6 +186,12 @@ func TestASteadyLoopPassNeitherBuildsNorRendersTheRunnerConfig(t *testing.T) {
 	builds, renders := made()
 	assert.Equal(t, 1, builds, "the first pass finds the group's grace")
 	assert.Equal(t, 1, renders, "and renders its config")
+	// A steady pass is one whose watch caches hold what the last pass
+	// made; before that, a pass reads a claim without its runner Job.
+	require.Eventually(t, func() bool {
+		v, ok := cache.Watch(ctx, ns)
+		return ok && len(v.Jobs) == 1
+	}, 10*time.Second, 10*time.Millisecond, "the loop's cache sees the runner Job")
 
 	for range 3 {
 		pass()
