@@ -69,7 +69,16 @@ func TestFaultGiteaJobWhoseRepositoryIsGoneStrandsNoOtherJob(t *testing.T) {
 	require.Equal(t, 0, pass.Exit, e2e.Redact(e2e.Tail(pass.Log, 30)))
 	b.RequireOneRunnerEach(ctx, t, ns, "instance", healthy, "the job beside the one whose repository is gone")
 	b.RequireReady(ctx, t, ns, "instance", "a listing that left one job out")
-	require.Contains(t, pass.Log, "Gitea could not list some jobs of the scope", "the pass says which scope left a job out")
+	// The instance-wide listing holds every other test's jobs too, and
+	// they move between the pieces a pass reads around the failed page:
+	// a pass can then read past the broken job without meeting it. A pass
+	// over a listing that holds still says which scope left it out.
+	const warning = "Gitea could not list some jobs of the scope"
+	for i := 0; i < 3 && !strings.Contains(pass.Log, warning); i++ {
+		pass = b.Pass(ctx, t, e2e.PassOpts{Namespaces: []string{ns}})
+		e2e.RequireSanePass(t, pass, "another pass over the instance")
+	}
+	require.Contains(t, pass.Log, warning, "the pass says which scope left a job out")
 }
 
 // requireInstanceListing500 proves the premise on the real Gitea: its
