@@ -171,13 +171,8 @@ func (c requestCounts) String() string {
 // resourceOf is a request path's resource (with its subresource), its
 // group version, namespace and name left out.
 func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
+	parts, ok := pastGroupVersion(path)
+	if !ok {
 		return path
 	}
 	if len(parts) >= 3 && parts[0] == "namespaces" {
@@ -228,16 +223,21 @@ func isWatch(q string) bool {
 // isList says a GET of path reads a collection: /api/v1/R,
 // /api/v1/namespaces/N/R, or the same under /apis/G/V.
 func isList(path string) bool {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
+	parts, ok := pastGroupVersion(path)
+	return ok && (len(parts) == 1 || (len(parts) == 3 && parts[0] == "namespaces"))
+}
+
+// pastGroupVersion is a request path's segments after /api/V or
+// /apis/G/V; ok is false for a path of neither form.
+func pastGroupVersion(path string) (parts []string, ok bool) {
+	parts = strings.Split(strings.Trim(path, "/"), "/")
 	switch {
 	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
+		return parts[2:], true
 	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return false
+		return parts[3:], true
 	}
-	return len(parts) == 1 || (len(parts) == 3 && parts[0] == "namespaces")
+	return nil, false
 }
 
 // nsBenchPass is what one pass cost.
