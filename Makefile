@@ -364,7 +364,7 @@ test-k8s-versions: ## The focused e2e suite on the chart's lowest and highest su
 # built once into .cache/gitea/<version> and .cache/gitea-runner/<version>.
 GITEA_STACK_VERSION := v1.27.3
 GITEA_STACK_RUNNER_VERSION := v3.1.0
-GITEA_VERSIONS_RUN := ^(TestQuickStartAsWritten|TestLifecycleIdleRunnerIsReaped|TestLifecycleOrphanRegistrationIsRemoved|TestADisabledRealRunnerTakesNoJobAndIsNotSupply|TestACancelledJobsRunnerFinishesItsCleanupBeforeItsJobGoes|TestScaleUpLatency|TestWhyExplainsServedBlockedUnmatchedAndWaitingJobs)$$
+GITEA_VERSIONS_RUN := ^(TestQuickStartAsWritten|TestFaultGiteaJobWhoseRepositoryIsGoneStrandsNoOtherJob|TestLifecycleIdleRunnerIsReaped|TestLifecycleOrphanRegistrationIsRemoved|TestADisabledRealRunnerTakesNoJobAndIsNotSupply|TestACancelledJobsRunnerFinishesItsCleanupBeforeItsJobGoes|TestScaleUpLatency|TestWhyExplainsServedBlockedUnmatchedAndWaitingJobs)$$
 GITEA_VERSIONS_SKIP := ^TestScaleUpLatency$$/^(chain|loop|cronjob)$$
 
 .PHONY: test-gitea-versions

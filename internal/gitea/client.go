@@ -370,12 +370,14 @@ func (c *client) fetchJobs(ctx context.Context, l listing) (listed, error) {
 	return out, err
 }
 
-// listed is what one listing read: its jobs, how many pages that took, and
-// how many jobs Gitea could not list (readAround).
+// listed is what one listing read: its jobs, how many pages that took, how
+// many jobs Gitea could not list and how many of those its 500 did not
+// explain (readAround).
 type listed struct {
-	jobs     []*sdk.ActionWorkflowJob
-	pages    int
-	unlisted int
+	jobs        []*sdk.ActionWorkflowJob
+	pages       int
+	unlisted    int
+	unexplained int
 }
 
 // checkStatuses fails a page holding a job whose status the listing did

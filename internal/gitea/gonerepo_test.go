@@ -124,3 +124,68 @@ func TestAlignedPieces(t *testing.T) {
 		assert.Equal(t, tt.want, alignedPieces(tt.start, tt.end), "[%d, %d)", tt.start, tt.end)
 	}
 }
+
+// Many jobs whose repository is gone, wherever they sit in the listing,
+// leave the others listed: Gitea names each such job in its 500, so they
+// are told apart from a Gitea that fails everything, however many there
+// are (up to maxUnlisted) and in either release's words.
+func TestManyJobsWhoseRepositoryIsGoneLeaveTheOthersListed(t *testing.T) {
+	tests := []struct {
+		name          string
+		gone, healthy []giteatest.Job
+		pageSize      int
+	}{
+		{"six gone before the others", manyJobs("acme", "gone", 10, 6, giteatest.StatusQueued),
+			manyJobs("acme", "app", 30, 3, giteatest.StatusQueued), 50},
+		{"six gone after the others", manyJobs("acme", "gone", 30, 6, giteatest.StatusQueued),
+			manyJobs("acme", "app", 10, 3, giteatest.StatusQueued), 50},
+		{"twenty gone around the others, pages of 8", append(manyJobs("acme", "gone", 10, 10, giteatest.StatusQueued),
+			manyJobs("acme", "gone", 30, 10, giteatest.StatusQueued)...),
+			manyJobs("acme", "app", 20, 2, giteatest.StatusQueued), 8},
+		{"only gone ones", manyJobs("acme", "gone", 10, 7, giteatest.StatusQueued), nil, 50},
+	}
+	for _, v := range giteatest.Versions() {
+		for _, tt := range tests {
+			t.Run(string(v)+"/"+tt.name, func(t *testing.T) {
+				f := newFakeAs(t, v, giteatest.Scene{
+					Orgs:  []giteatest.Org{{Name: "acme"}},
+					Users: []string{"root", "alice"},
+					Repos: []giteatest.Repo{{Owner: "acme", Name: "app"}, {Owner: "acme", Name: "gone"}},
+					Jobs:  append(append([]giteatest.Job{}, tt.gone...), tt.healthy...),
+				})
+				require.NoError(t, f.DeleteRepoKeepingJobs("acme", "gone"))
+				c := newTestClient(t, f.URL, adminToken, Options{PageSize: tt.pageSize})
+
+				snap, err := c.Snapshot(t.Context(), scope.New("", ScopeGlobal, "", ""))
+				require.NoError(t, err)
+				want := []int64{}
+				for _, j := range tt.healthy {
+					want = append(want, j.ID)
+				}
+				assert.ElementsMatch(t, want, ids(snap.Queued))
+				assert.Equal(t, len(tt.gone), snap.Unlisted)
+			})
+		}
+	}
+}
+
+// Reading around costs a few requests per job left out, so it is bounded:
+// past maxUnlisted the listing fails, and says what to do about it.
+func TestAListingWithMoreJobsWhoseRepositoryIsGoneThanTheBoundFails(t *testing.T) {
+	f := newFake(t, giteatest.Scene{
+		Orgs:  []giteatest.Org{{Name: "acme"}},
+		Users: []string{"root", "alice"},
+		Repos: []giteatest.Repo{{Owner: "acme", Name: "app"}, {Owner: "acme", Name: "gone"}},
+		Jobs: append(manyJobs("acme", "gone", 10, maxUnlisted+1, giteatest.StatusQueued),
+			manyJobs("acme", "app", 1000, 2, giteatest.StatusQueued)...),
+	})
+	require.NoError(t, f.DeleteRepoKeepingJobs("acme", "gone"))
+	c := newTestClient(t, f.URL, adminToken, Options{})
+
+	_, err := c.Snapshot(t.Context(), scope.New("", ScopeGlobal, "", ""))
+	var apiErr *APIError
+	require.True(t, errors.As(err, &apiErr), "%v", err)
+	assert.ErrorIs(t, err, ErrServer)
+	assert.Contains(t, apiErr.Message, "repository is gone")
+	assert.Contains(t, apiErr.Message, "delete them")
+}

@@ -3,9 +3,11 @@ package gitea
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	sdk "code.gitea.io/sdk/gitea"
 )
@@ -28,10 +30,25 @@ import (
 // was asked for; and only exactly 500: a 502, 503 or 504 comes from in
 // front of Gitea.
 
-// maxUnlisted bounds the jobs left out of one listing. More failing
-// pieces mean Gitea fails everything, and the listing fails with the
-// page's own error, as it would without reading around.
-const maxUnlisted = 4
+// A job left out is told apart from a Gitea that fails everything by the
+// 500's message, which names the broken job (JobWithoutRepository). More
+// than maxUnexplained left out with other words (a locked database, a
+// panic) means Gitea fails everything, and the listing fails with the
+// page's own error, as it would without reading around. maxUnlisted bounds
+// the cost, a few requests per job left out: past it the listing fails and
+// says why.
+const (
+	maxUnexplained = 4
+	maxUnlisted    = 64
+)
+
+// JobWithoutRepository says whether a 500's message is Gitea's for a job
+// whose repository is gone, in 1.26's words or 1.27's (both proven on the
+// bed by the e2e fault test).
+func JobWithoutRepository(message string) bool {
+	return strings.HasPrefix(message, "repository does not exist [") ||
+		strings.HasSuffix(message, " is missing its run or repository")
+}
 
 // readAroundable says whether a listing's failed page may be read around.
 func readAroundable(l listing, err error) bool {
@@ -90,14 +107,35 @@ func (c *client) readAround(ctx context.Context, l listing, page int, pageErr er
 			half := p.size / 2
 			todo = append([]piece{{p.offset, half}, {p.offset + half, half}}, todo...)
 		default:
-			if out.unlisted++; out.unlisted > maxUnlisted {
-				return 0, nil, pageErr
+			if err := out.leaveOut(err, pageErr); err != nil {
+				return 0, nil, err
 			}
 			covered = p.offset + 1 - start
 		}
 	}
 	out.pages++
 	return covered, pageAnswer(page, total), nil
+}
+
+// leaveOut counts a job whose single-job piece failed with err, or fails
+// the listing: with pageErr when Gitea seems to fail everything, with an
+// error that says what to do when too many jobs are broken.
+func (out *listed) leaveOut(err, pageErr error) error {
+	out.unlisted++
+	var apiErr *APIError
+	errors.As(err, &apiErr) // readAroundable checked its type
+	if !JobWithoutRepository(apiErr.Message) {
+		if out.unexplained++; out.unexplained > maxUnexplained {
+			return pageErr
+		}
+	}
+	if out.unlisted > maxUnlisted {
+		e := *apiErr
+		e.Message = fmt.Sprintf("more than %d jobs of this listing fail to render (Gitea's 500 for the last: %q); "+
+			"Gitea keeps jobs whose repository is gone: delete them in Gitea's database", maxUnlisted, apiErr.Message)
+		return &e
+	}
+	return nil
 }
 
 // pageAnswer stands in for the failed page's answer: the pieces' total

@@ -4,6 +4,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 )
 
 // A run queued just as its repository is deleted leaves jobs whose
@@ -82,7 +84,8 @@ func TestFaultGiteaJobWhoseRepositoryIsGoneStrandsNoOtherJob(t *testing.T) {
 }
 
 // requireInstanceListing500 proves the premise on the real Gitea: its
-// instance-wide listing fails as a whole.
+// instance-wide listing fails as a whole, in words the scaler tells apart
+// from a Gitea that fails everything.
 func requireInstanceListing500(ctx context.Context, t *testing.T, b *e2e.Testbed) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
@@ -93,6 +96,9 @@ func requireInstanceListing500(ctx context.Context, t *testing.T, b *e2e.Testbed
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusInternalServerError, resp.StatusCode, "Gitea's instance listing with a job whose repository is gone")
+	var body struct{ Message string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	require.True(t, gitea.JobWithoutRepository(body.Message), "Gitea's 500 names the job whose repository is gone: %q", body.Message)
 }
 
 // sqlite runs SQL on Gitea's database while Gitea runs (it keeps it in WAL
