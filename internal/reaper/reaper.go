@@ -11,6 +11,8 @@
 //	confirm.go    the confirmation every deletion of a runner goes through
 //	idle.go       idle surplus runners, and runners that can take no work
 //	orphans.go    registrations whose runner Job is gone
+//	unused.go     registrations runners left when their Job completed
+//	              without a job
 //	former.go     the group's runners in a place that no longer serves it
 //	deletedns.go  whether a recorded namespace is gone, and the
 //	              registrations a gone namespace's groups left
@@ -67,6 +69,9 @@ type Tally struct {
 	// Stuck are the runner Jobs deleted (or, in a dry run, that would be)
 	// because their pod did not start in time.
 	Stuck []plan.Stuck
+	// Unused are the runner Jobs that completed without their runner
+	// taking a job (RemoveUnused).
+	Unused []string
 	// Reaped counts idle runner Jobs deleted and orphan registrations
 	// removed; Orphans counts the latter alone.
 	Reaped, Orphans int

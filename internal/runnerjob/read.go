@@ -68,6 +68,17 @@ func IsActive(j *batchv1.Job) bool {
 	return true
 }
 
+// Completed says whether a runner Job ended with its pod's success: its
+// runner exited by itself, with exit code 0.
+func Completed(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
 // GiteaJobID is the Gitea job a runner Job was started for, from its label,
 // or 0 when the label is missing or unreadable.
 func GiteaJobID(j *batchv1.Job) int64 {

@@ -183,12 +183,16 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 
 	var starting []plan.StartingRunner
 	var idle []plan.IdleRunner
-	var spent, unable, former []*batchv1.Job
+	var spent, unable, former, ended []*batchv1.Job
 	byName := map[string]*batchv1.Job{}
 	for i := range obs.jobs {
 		j := &obs.jobs[i]
 		byName[j.Name] = j
-		if !runnerjob.IsActive(j) || obs.busy[j.Name] {
+		if !runnerjob.IsActive(j) {
+			ended = append(ended, j)
+			continue
+		}
+		if obs.busy[j.Name] {
 			continue
 		}
 		pv := pods[j.UID]
@@ -246,6 +250,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		}
 		errs = append(errs, rp.ReapRunners(ctx, rg, s.cfg.RunnerIdleTimeout, idleJobs, unables)...)
 		errs = append(errs, rp.RemoveOrphans(ctx, rg, here, all, obs.listedJobs(), obs.busy)...)
+		errs = append(errs, rp.RemoveUnused(ctx, rg, ended)...)
 		errs = append(errs, s.removeLeftBehind(ctx, g, runners, all, rep)...)
 	}
 	if runners != nil && s.cfg.RunnerIdleTimeout > 0 {

@@ -194,6 +194,9 @@ func scalingCondition(rg *v1alpha1.RunnerGroup, st *v1alpha1.RunnerGroupStatus, 
 	case obs != nil && obs.lifecycle != nil && len(obs.lifecycle.Stuck) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonRunnerStartTimeout
 		c.Message = cutRunes(stuckMessage(obs.lifecycle.Stuck, startTimeout), maxMessageRunes)
+	case obs != nil && obs.lifecycle != nil && len(obs.lifecycle.Unused) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonRunnerEndedWithoutJob
+		c.Message = cutRunes(unusedMessage(obs.lifecycle.Unused), maxMessageRunes)
 	case st.ActiveRunners >= rg.Spec.MaxActiveRunners && st.QueuedJobs > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonAtCapacity
 		c.Message += "; queued jobs wait for a free slot"
@@ -212,6 +215,17 @@ func stuckMessage(stuck []plan.Stuck, timeout time.Duration) string {
 		len(stuck), timeout, strings.Join(parts, "; "))
 	if len(stuck) > maxCauses {
 		msg += fmt.Sprintf("; and %d more", len(stuck)-maxCauses)
+	}
+	return msg
+}
+
+// unusedMessage says which runner Jobs completed without their runner
+// taking a job, and where to look.
+func unusedMessage(jobs []string) string {
+	msg := fmt.Sprintf("%d runner Job(s) completed without their runner taking a job; their jobs get new runners, which may end the same way: "+
+		"the pods' logs say why, e.g. kubectl logs job/%s", len(jobs), jobs[0])
+	if len(jobs) > 1 {
+		msg += fmt.Sprintf(" (also %s)", strings.Join(jobs[1:min(len(jobs), maxCauses)], ", "))
 	}
 	return msg
 }

@@ -83,6 +83,10 @@ const (
 	// ReasonRunnerStartTimeout: a runner Job's pod did not start within
 	// the runner start timeout, and the Job was deleted.
 	ReasonRunnerStartTimeout = "RunnerStartTimeout"
+	// ReasonRunnerEndedWithoutJob: a runner Job completed while its
+	// runner's registration was still in Gitea, which removes an ephemeral
+	// runner's once it has run a job: the runner never took one.
+	ReasonRunnerEndedWithoutJob = "RunnerEndedWithoutJob"
 	// ReasonRunnerReaped: an idle surplus runner or an orphan registration
 	// was removed.
 	ReasonRunnerReaped = "RunnerReaped"
