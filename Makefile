@@ -280,26 +280,31 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each.
 	  echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 	  go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; done
 
-# make test runs its steps in order and says what each took, except that
+# make test runs its steps in order and says what each took, with two
+# overlaps. The bed starts (testbed-fresh) while the static checks and unit
+# tests run, after verify-generated has rewritten what the bed applies; and
 # the other versions' suites (test-other-versions, on beds of their own
 # ports and data) run beside the default bed's e2e suite, smoke and demo:
-# all of them wait on their beds' Gitea and API servers far more than
-# they compute (the alone phase runs one test at a time), so together they
-# take about as long as the longest. The other versions' output is printed
-# whole when they end. The first failing step ends the run, after the
-# other versions' suites have ended too.
-TEST_STEPS_BEFORE_BED := verify-generated lint test-unit fuzz test-image test-chart testbed-fresh
+# the beds wait on their Gitea and API servers far more than they compute
+# (the alone phase runs one test at a time), so together they take about as
+# long as the longest. A background step's output is printed whole when it
+# ends. The first failing step ends the run, once the background ones have
+# ended too.
+TEST_STEPS_BEFORE_BED := lint test-unit fuzz test-image test-chart
 TEST_STEPS_ON_BED := test-e2e test-smoke test-demo
 
 test: ## Everything CI runs.
-	@step() { t0=$$(date +%s); rc=0; $(MAKE) --no-print-directory $$1 || rc=$$?; \
-	  echo "make test: $$1 took $$(( $$(date +%s) - t0 ))s$$( [ $$rc = 0 ] || echo ", FAILED ($$rc)")"; return $$rc; }; \
-	for s in $(TEST_STEPS_BEFORE_BED); do step $$s || exit $$?; done; \
-	other=$(CACHE)/test-other-versions.log; \
-	( step test-other-versions > $$other 2>&1 ) & bg=$$!; \
-	rc=0; for s in $(TEST_STEPS_ON_BED); do step $$s || { rc=$$?; break; }; done; \
-	orc=0; wait $$bg || orc=$$?; cat $$other; \
-	[ $$rc = 0 ] || exit $$rc; exit $$orc
+	@step() { local t0=$$(date +%s) src=0; $(MAKE) --no-print-directory $$1 || src=$$?; \
+	  echo "make test: $$1 took $$(( $$(date +%s) - t0 ))s$$( [ $$src = 0 ] || echo ", FAILED ($$src)")"; return $$src; }; \
+	background() { ( step $$1 > $(CACHE)/$$1.log 2>&1 ) & }; \
+	finish() { local frc=0; wait $$1 || frc=$$?; cat $(CACHE)/$$2.log; [ $$rc != 0 ] || rc=$$frc; }; \
+	rc=0; step verify-generated || exit $$?; \
+	background testbed-fresh; bed=$$!; \
+	for s in $(TEST_STEPS_BEFORE_BED); do step $$s || { rc=$$?; break; }; done; \
+	finish $$bed testbed-fresh; [ $$rc = 0 ] || exit $$rc; \
+	background test-other-versions; other=$$!; \
+	for s in $(TEST_STEPS_ON_BED); do step $$s || { rc=$$?; break; }; done; \
+	finish $$other test-other-versions; exit $$rc
 
 # make test owns its bed: it starts one from empty data, so whatever make
 # demo or an interrupted earlier run left (releases, namespaces, the CRD's
