@@ -193,6 +193,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			continue
 		}
 		if obs.busy[j.Name] {
+			s.mem.saw(j, s.now())
 			continue
 		}
 		pv := pods[j.UID]
@@ -219,8 +220,11 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			// A runner Gitea calls busy runs no job the listings show,
 			// but may still be cleaning up after a cancelled one (see
 			// gitea.Runners): it waits for a later pass.
-			if registered && !slices.ContainsFunc(reg, func(r gitea.Runner) bool { return r.Busy }) {
-				idle = append(idle, plan.IdleRunner{Job: j.Name, Since: j.CreationTimestamp.Time})
+			switch {
+			case slices.ContainsFunc(reg, func(r gitea.Runner) bool { return r.Busy }):
+				s.mem.saw(j, s.now())
+			case registered:
+				idle = append(idle, plan.IdleRunner{Job: j.Name, Since: s.mem.idleSince(j)})
 			}
 			continue
 		}

@@ -1,6 +1,7 @@
 package scaler
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +147,56 @@ func TestDemandPerGiteaRelease(t *testing.T) {
 			assert.Equal(t, 1, e.pass(real).Created)
 			assert.Equal(t, map[int64]int{3: 1, rerun: 1}, e.giteaJobsServed(), "the rerun gets one runner")
 			assert.Zero(t, e.pass(real).Created, "and no second")
+		})
+	}
+}
+
+// A runner cleaning up after a cancelled job shows neither running nor
+// busy once Gitea 1.27.3 stops calling it busy, 5 to 10 s after
+// gitea-runner 3.1.0's last report. A loop that saw it at work counts its
+// idle time from then, so its cleanup has --runner-idle-timeout before it
+// is reaped; a single pass, with nothing seen before, counts from the
+// Job's creation.
+func TestALoopCountsARunnersIdleTimeFromWhenItLastSawItAtWork(t *testing.T) {
+	tests := []struct {
+		name       string
+		mode       setup
+		keptAtOnce bool
+	}{
+		{"a loop", asLoop, true},
+		{"single passes", func(*Deps, *Config) {}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rg := newGroup("ci", 3)
+			e, g, set := lifecycleEnv(t, rg)
+			j := e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, podRunning)
+			name := runnerjob.RunnerNameOf(j)
+			g.register(name, true)
+			clock := t0
+			sc := e.scaler(set, tt.mode, func(d *Deps, _ *Config) { d.Now = func() time.Time { return clock } })
+			pass := func() {
+				t.Helper()
+				_, err := sc.Pass(context.Background())
+				require.NoError(t, err)
+			}
+
+			e.gitea.snap.Running = []gitea.Job{{ID: 1, RunnerName: name}}
+			pass()
+			require.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "running its job")
+
+			e.gitea.snap.Running = nil // cancelled: cleaning up, not busy
+			clock = clock.Add(time.Minute)
+			pass()
+			if !tt.keptAtOnce {
+				assert.Empty(t, jobNamesOf(e), "without a sighting, idle since its Job's creation: reaped")
+				return
+			}
+			assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "idle for a minute since it was last seen at work")
+
+			clock = clock.Add(10 * time.Minute)
+			pass()
+			assert.Empty(t, jobNamesOf(e), "idle past the timeout since then: reaped")
 		})
 	}
 }

@@ -51,6 +51,8 @@
 //	reasons.go  the group error, and the condition reason it carries
 //	memory.go   what a loop keeps between passes, in one value that a
 //	            single pass has none of (nil): the pieces below
+//	atwork.go   when a loop last saw each runner at work, whence its
+//	            idle time counts
 //	verdicts.go a loop's verdicts on each group's spec and runner pod
 //	passkept.go what a loop keeps from one pass to the next, by key: the
 //	            verdicts' and the rendered runner configs' store
