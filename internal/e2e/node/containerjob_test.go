@@ -81,25 +81,43 @@ var jsAction = map[string]string{
 		"fs.appendFileSync(process.env.GITHUB_OUTPUT, `greeting=hello ${process.env.INPUT_WHO} from node ${process.version}\\n`);\n",
 }
 
-// containerWorkflow's job runs in a container of the label's image: a run:
-// step that proves it is inside a Docker container of the Debian job image,
-// then the JavaScript action from actionURL, whose output the last step
-// checks.
-func containerWorkflow(key, label, actionURL string) string {
+// containerWorkflow's job runs in a container of the job image whose
+// workflow asks the pod's Docker daemon for the node's reach
+// (escapeOptions): a run: step proves it is inside a Docker container of
+// the Debian job image and that the runner dropped those options (no
+// CAP_SYS_ADMIN, bit 21 of CapEff; no Docker daemon among the processes it
+// sees), then the JavaScript action from actionURL, whose output the last
+// step checks.
+func containerWorkflow(key, label, image, actionURL string) string {
 	return fmt.Sprintf(`name: realnode
 on: [push]
 jobs:
   %s:
     runs-on: [%s]
+    container:
+      image: %s
+      options: %s
     steps:
       - run: test -f /.dockerenv && grep -q bookworm /etc/os-release && echo "in a container of the job image"
+      - run: |
+          eff=$(awk '/^CapEff/ {print $2}' /proc/self/status)
+          test $(( 0x$eff >> 21 & 1 )) = 0 && echo "no CAP_SYS_ADMIN"
+          ! grep -qsx dockerd /proc/[0-9]*/comm && echo "the pod's Docker daemon is out of sight"
       - id: greet
         uses: %s@main
         with:
           who: e2e
       - run: case "${{ steps.greet.outputs.greeting }}" in "hello e2e from node v"*) echo ok ;; *) exit 1 ;; esac
-`, key, label, actionURL)
+`, key, label, image, escapeOptions, actionURL)
 }
+
+// escapeOptions are a workflow's container options that would give its
+// job container the pod's processes, a capability that mounts file systems,
+// and no seccomp filter. With container.privileged false (the rendered
+// runner config's default), gitea-runner 3.1 drops each with a warning;
+// 1.0.8 drops only --privileged (runner-pods.md, "What a job may ask of
+// the pod's Docker daemon").
+const escapeOptions = "--pid=host --cap-add=SYS_ADMIN --security-opt=seccomp=unconfined"
 
 // runnerScene is a group whose one runner pod runs on the real node with
 // a flavour of Gitea's runner image and a `docker://` label for the job
@@ -235,8 +253,9 @@ func (s runnerScene) podLogs() string {
 // a `docker://` label for the job image: the pod's s6 starts the rootless
 // Docker daemon and then the runner, whose job runs a run: step and a
 // JavaScript action from the bed's Gitea in a container that daemon pulled
-// and started. The job succeeds, the pod's container is containerd's, and
-// once the runner is done its registration is gone.
+// and started, without the options the workflow asked for to reach the
+// pod (escapeOptions). The job succeeds, the pod's container is
+// containerd's, and once the runner is done its registration is gone.
 func TestRealNodeRunnerRunsContainerJobs(t *testing.T) {
 	e2e.Parallel(t)
 	b := e2e.Bed(t)
@@ -246,7 +265,7 @@ func TestRealNodeRunnerRunsContainerJobs(t *testing.T) {
 	s := newRunnerScene(b, ctx, t, n, im, "realrunner", "3.1.0", dindRootless)
 
 	key := e2e.JobKey("container")
-	b.Gitea.PushWorkflow(ctx, t, s.fx.PushAs, s.fx.Repo, "container.yml", containerWorkflow(key, s.label, n.giteaURL+"/"+s.action.String()))
+	b.Gitea.PushWorkflow(ctx, t, s.fx.PushAs, s.fx.Repo, "container.yml", containerWorkflow(key, s.label, im.Job, n.giteaURL+"/"+s.action.String()))
 	b.Gitea.WaitJobs(ctx, t, s.fx.Repo, 1)
 	runner, pod := s.runnerPod(ctx, t)
 	ok, why := n.containersStarted(&pod)
@@ -260,6 +279,11 @@ func TestRealNodeRunnerRunsContainerJobs(t *testing.T) {
 		}
 		require.Equal(t, "completed/success", st, "the job's conclusion\n%s", e2e.Redact(s.dump()))
 		require.Equal(t, runner, j.RunnerName, "the group's runner ran it")
+		log, err := s.jobLog(ctx, j.ID)
+		require.NoError(t, err)
+		for _, opt := range []string{"--pid", "--cap-add", "--security-opt"} {
+			require.Contains(t, log, fmt.Sprintf("container option %q is not allowed when privileged mode is disabled", opt), "the runner says it dropped %s", opt)
+		}
 		t.Logf("job %s on a cold runner pod (a pass at once): queued -> in_progress %s, in_progress -> completed %s (Gitea's times)",
 			key, j.StartedAt.Sub(j.CreatedAt), j.CompletedAt.Sub(j.StartedAt))
 		return true, "", nil
