@@ -72,7 +72,9 @@ func run() int {
 		backoffMax   = flag.Duration("backoff-max", envDuration("TESTBED_RESTART_BACKOFF_MAX", 10*time.Second), "longest restart back-off (TESTBED_RESTART_BACKOFF_MAX)")
 		logLevel     = flag.String("log-level", envOr("TESTBED_AGENT_LOG_LEVEL", "info"), "debug|info|warn|error (TESTBED_AGENT_LOG_LEVEL)")
 		runnerEnv    listFlag
+		runnerDirs   listFlag
 	)
+	flag.Var(&runnerDirs, "gitea-runner-release", "VERSION=DIR: the runner release that plays runner images tagged VERSION (3.1.0, v3.1.0, 3.1.0-dind...), as --gitea-runner-dir; repeatable")
 	flag.Var(&runnerEnv, "runner-env", "NAME=value set for steered-runner processes before the pod's env; repeatable (TESTBED_RUNNER_ENV, ';'-separated)")
 	flag.Parse()
 	if len(runnerEnv) == 0 && os.Getenv("TESTBED_RUNNER_ENV") != "" {
@@ -107,22 +109,33 @@ func run() int {
 		*apiServer = restConfig.Host
 	}
 
+	releaseDirs := map[string]string{}
+	for _, kv := range runnerDirs {
+		version, dir, ok := strings.Cut(kv, "=")
+		if !ok || version == "" || dir == "" {
+			log.Error("bad --gitea-runner-release: want VERSION=DIR", "value", kv)
+			return 2
+		}
+		releaseDirs[version] = dir
+	}
+
 	a, err := agent.New(agent.Config{
-		Client:            client,
-		NodeSelector:      *nodeSelector,
-		APIServer:         *apiServer,
-		CAFile:            *caFile,
-		ScalerBin:         *scalerBin,
-		SteeredRunnerBin:  *steeredBin,
-		GiteaRunnerDir:    *runnerDir,
-		GiteaRunnerConfig: *runnerConfig,
-		LogDir:            *logDir,
-		WorkDir:           *workDir,
-		RunnerEnv:         runnerEnv,
-		MaxPods:           *maxPods,
-		BackoffBase:       *backoff,
-		BackoffMax:        *backoffMax,
-		Logger:            log,
+		Client:                 client,
+		NodeSelector:           *nodeSelector,
+		APIServer:              *apiServer,
+		CAFile:                 *caFile,
+		ScalerBin:              *scalerBin,
+		SteeredRunnerBin:       *steeredBin,
+		GiteaRunnerDir:         *runnerDir,
+		GiteaRunnerReleaseDirs: releaseDirs,
+		GiteaRunnerConfig:      *runnerConfig,
+		LogDir:                 *logDir,
+		WorkDir:                *workDir,
+		RunnerEnv:              runnerEnv,
+		MaxPods:                *maxPods,
+		BackoffBase:            *backoff,
+		BackoffMax:             *backoffMax,
+		Logger:                 log,
 	})
 	if err != nil {
 		log.Error("bad configuration", "err", err)

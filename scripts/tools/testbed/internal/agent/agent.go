@@ -39,8 +39,14 @@ type Config struct {
 	ScalerBin        string
 	SteeredRunnerBin string
 	// GiteaRunnerDir holds Gitea's runner as its images ship it: the gitea-runner
-	// binary and the entrypoint script run.sh.
+	// binary and the entrypoint script run.sh. It plays a runner image whose tag
+	// names no release of GiteaRunnerReleaseDirs.
 	GiteaRunnerDir string
+	// GiteaRunnerReleaseDirs holds, by version ("3.1.0"), the same for each
+	// runner release the bed builds: an image tagged with a release (3.1.0,
+	// v3.1.0, 3.1.0-dind-rootless) is played by that release, as it would run
+	// in a cluster.
+	GiteaRunnerReleaseDirs map[string]string
 	// GiteaRunnerConfig is the runner config file (CONFIG_FILE) for runner
 	// containers whose env names none; empty for the runner's built-in defaults.
 	GiteaRunnerConfig string
@@ -71,7 +77,8 @@ type Agent struct {
 	cfg       Config
 	log       *slog.Logger
 	runnerEnv *Env
-	runScript []byte // run.sh from GiteaRunnerDir
+	// giteaRunners are the runner releases by version, "" the default one.
+	giteaRunners map[string]giteaRunner
 
 	podLister  corelisters.PodLister
 	podIndex   cache.Indexer
@@ -119,15 +126,20 @@ func New(cfg Config) (*Agent, error) {
 		}
 		runnerEnv.Set(k, v)
 	}
-	var runScript []byte
+	giteaRunners := map[string]giteaRunner{}
+	dirs := map[string]string{}
+	for release, dir := range cfg.GiteaRunnerReleaseDirs {
+		dirs[release] = dir
+	}
 	if cfg.GiteaRunnerDir != "" {
-		var err error
-		if runScript, err = os.ReadFile(filepath.Join(cfg.GiteaRunnerDir, "run.sh")); err != nil {
-			return nil, fmt.Errorf("gitea runner: %w", err)
+		dirs[""] = cfg.GiteaRunnerDir
+	}
+	for release, dir := range dirs {
+		r, err := loadGiteaRunner(dir)
+		if err != nil {
+			return nil, fmt.Errorf("gitea runner %q: %w", release, err)
 		}
-		if _, err := PrepareEntrypoint(runScript, "/d", "/t"); err != nil {
-			return nil, fmt.Errorf("gitea runner: %w", err)
-		}
+		giteaRunners[release] = r
 	}
 	for _, d := range []string{cfg.LogDir, cfg.WorkDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -135,12 +147,12 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	return &Agent{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		runnerEnv: runnerEnv,
-		runScript: runScript,
-		runners:   map[types.UID]*podRunner{},
-		finished:  map[types.UID]string{},
+		cfg:          cfg,
+		log:          cfg.Logger,
+		runnerEnv:    runnerEnv,
+		runners:      map[types.UID]*podRunner{},
+		finished:     map[types.UID]string{},
+		giteaRunners: giteaRunners,
 	}, nil
 }
 

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -165,6 +167,51 @@ func TestClassifyImage(t *testing.T) {
 	}
 	for image, want := range tests {
 		t.Run(image, func(t *testing.T) { assert.Equal(t, want, ClassifyImage(image)) })
+	}
+}
+
+func TestImageRunnerRelease(t *testing.T) {
+	tests := map[string]string{
+		"gitea/runner:3.1.0-dind-rootless":               "3.1.0",
+		"gitea/runner:1.0.8":                             "1.0.8",
+		"registry:5000/testbed/gitea-runner:v3.1.0":      "3.1.0",
+		"registry:5000/gitea/runner:1.0.8-dind@sha256:a": "1.0.8",
+		"registry:5000/gitea/runner":                     "",
+		"gitea/runner@sha256:abc":                        "",
+		"gitea/act_runner:nightly-dind-rootless":         "",
+		"gitea/runner:latest":                            "",
+		"registry.example.com/ci/gitea-runner-nonroot:1": "",
+		"gitea/runner:3.1":                               "",
+	}
+	for image, want := range tests {
+		t.Run(image, func(t *testing.T) { assert.Equal(t, want, ImageRunnerRelease(image)) })
+	}
+}
+
+// A runner image is played by the release its tag names when the agent has
+// it, else by the default: the default image after a release switch must not
+// silently run the bed's other runner.
+func TestRunnerImagesArePlayedByTheReleaseTheirTagNames(t *testing.T) {
+	dirs := map[string]string{}
+	for _, release := range []string{"default", "1.0.8", "3.1.0"} {
+		dirs[release] = t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dirs[release], "run.sh"), []byte("#!/bin/bash\ncd /data\n"), 0o755))
+	}
+	a, err := New(Config{
+		Client: fake.NewClientset(), APIServer: "https://127.0.0.1:1", LogDir: t.TempDir(), WorkDir: t.TempDir(),
+		GiteaRunnerDir:         dirs["default"],
+		GiteaRunnerReleaseDirs: map[string]string{"1.0.8": dirs["1.0.8"], "3.1.0": dirs["3.1.0"]},
+	})
+	require.NoError(t, err)
+	tests := map[string]string{
+		"gitea/runner:3.1.0-dind-rootless":          dirs["3.1.0"],
+		"gitea/runner:1.0.8-dind-rootless":          dirs["1.0.8"],
+		"registry:5000/testbed/gitea-runner:v1.0.8": dirs["1.0.8"],
+		"gitea/runner:3.3.0":                        dirs["default"],
+		"gitea/act_runner:nightly":                  dirs["default"],
+	}
+	for image, want := range tests {
+		t.Run(image, func(t *testing.T) { assert.Equal(t, want, a.giteaRunnerFor(image).dir) })
 	}
 }
 

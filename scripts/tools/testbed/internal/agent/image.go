@@ -4,7 +4,10 @@
 package agent
 
 import (
+	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 )
 
@@ -80,6 +83,50 @@ func imageRepository(image string) string {
 		repo = repo[:i]
 	}
 	return repo
+}
+
+// ImageRunnerRelease is the runner release an image's tag names: "3.1.0" for
+// gitea/runner:3.1.0-dind-rootless, gitea/runner:v3.1.0 or a mirror's
+// gitea-runner:3.1.0; "" for an image with no tag or a tag that is no release
+// (nightly, latest).
+func ImageRunnerRelease(image string) string {
+	ref, _, _ := strings.Cut(image, "@")
+	i := strings.LastIndex(ref, ":")
+	if i < strings.LastIndex(ref, "/") || i < 0 {
+		return ""
+	}
+	release, _, _ := strings.Cut(strings.TrimPrefix(ref[i+1:], "v"), "-")
+	if release == "" || strings.Trim(release, "0123456789.") != "" || strings.Count(release, ".") != 2 {
+		return ""
+	}
+	return release
+}
+
+// giteaRunner is one runner release as its images ship it: the directory with
+// the gitea-runner binary, and the entrypoint script run.sh read from it.
+type giteaRunner struct {
+	dir       string
+	runScript []byte
+}
+
+func loadGiteaRunner(dir string) (giteaRunner, error) {
+	script, err := os.ReadFile(filepath.Join(dir, "run.sh"))
+	if err != nil {
+		return giteaRunner{}, err
+	}
+	if _, err := PrepareEntrypoint(script, "/d", "/t"); err != nil {
+		return giteaRunner{}, fmt.Errorf("%s: %w", dir, err)
+	}
+	return giteaRunner{dir: dir, runScript: script}, nil
+}
+
+// giteaRunnerFor is the release that plays a runner image: the one its tag
+// names when the bed builds it, else the default (zero when there is none).
+func (a *Agent) giteaRunnerFor(image string) giteaRunner {
+	if r, ok := a.giteaRunners[ImageRunnerRelease(image)]; ok {
+		return r
+	}
+	return a.giteaRunners[""]
 }
 
 // Binaries are the local programs that play process-backed images.

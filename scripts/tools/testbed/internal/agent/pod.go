@@ -413,7 +413,7 @@ func (r *podRunner) resolveAll(ctx context.Context) (map[string]*Env, error) {
 		case KindGiteaRunner:
 			// As in the image: gitea-runner on the PATH, and the bed's runner
 			// config unless the pod names its own (the pod's env wins).
-			env.Set("PATH", r.a.cfg.GiteaRunnerDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+			env.Set("PATH", r.a.giteaRunnerFor(c.spec.c.Image).dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 			if r.a.cfg.GiteaRunnerConfig != "" {
 				env.Set("CONFIG_FILE", r.a.cfg.GiteaRunnerConfig)
 			}
@@ -594,7 +594,7 @@ func (r *podRunner) runStandIn(ctx context.Context, c *containerRun) int32 {
 // group after the grace period.
 func (r *podRunner) runProcess(ctx context.Context, c *containerRun, env *Env) int32 {
 	name := c.spec.c.Name
-	bin := Binaries{Scaler: r.a.cfg.ScalerBin, SteeredRunner: r.a.cfg.SteeredRunnerBin, GiteaRunner: filepath.Join(r.a.cfg.GiteaRunnerDir, GiteaRunnerCommand)}
+	bin := Binaries{Scaler: r.a.cfg.ScalerBin, SteeredRunner: r.a.cfg.SteeredRunnerBin, GiteaRunner: filepath.Join(r.a.giteaRunnerFor(c.spec.c.Image).dir, GiteaRunnerCommand)}
 	if c.spec.kind == KindGiteaRunner && !RunsGiteaRunnerCommand(c.spec.kind, c.spec.c.Command) {
 		var err error
 		if bin.Entrypoint, env, err = r.freshRunnerLayer(c, env); err != nil {
@@ -682,7 +682,8 @@ func (r *podRunner) runProcess(ctx context.Context, c *containerRun, env *Env) i
 // runner Job relies on) and an empty /tmp, both in the container's directory, and
 // run.sh rewritten to use them. It returns the script's path and the env with TMPDIR.
 func (r *podRunner) freshRunnerLayer(c *containerRun, env *Env) (string, *Env, error) {
-	if r.a.runScript == nil {
+	runScript := r.a.giteaRunnerFor(c.spec.c.Image).runScript
+	if runScript == nil {
 		return "", nil, errors.New("the agent was started without --gitea-runner-dir, so it cannot play a runner image")
 	}
 	dir := filepath.Join(r.dir, c.spec.c.Name)
@@ -695,7 +696,7 @@ func (r *podRunner) freshRunnerLayer(c *containerRun, env *Env) (string, *Env, e
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return "", nil, err
 	}
-	script, err := PrepareEntrypoint(r.a.runScript, data, tmp)
+	script, err := PrepareEntrypoint(runScript, data, tmp)
 	if err != nil {
 		return "", nil, err
 	}
