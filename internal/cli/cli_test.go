@@ -73,7 +73,7 @@ func TestJSONSelectorsFromEnvironment(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	r, err := parse(t)
 	require.NoError(t, err)
-	assert.Equal(t, "gitea/runner:1.0.8-dind-rootless", r.RunnerImage)
+	assert.Equal(t, "gitea/runner:3.1.0-dind-rootless", r.RunnerImage)
 	assert.Empty(t, r.RunnerTemplate, "no runner template")
 	assert.Empty(t, r.RunnerTemplatePinned)
 	assert.Equal(t, 5*time.Minute, r.SpawnTTL)

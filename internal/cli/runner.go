@@ -18,7 +18,7 @@ import (
 // RunnerFlags shape every runner pod: the built-in pod's settings, the
 // install-wide template and runner config layers over it.
 type RunnerFlags struct {
-	RunnerImage   string   `env:"SCALER_RUNNER_IMAGE" default:"gitea/runner:1.0.8-dind-rootless" help:"Image of the runner container in the built-in runner pod (a runner template may set another)."`
+	RunnerImage   string   `env:"SCALER_RUNNER_IMAGE" default:"gitea/runner:3.1.0-dind-rootless" help:"Image of the runner container in the built-in runner pod (a runner template may set another)."`
 	DefaultLabels []string `env:"SCALER_DEFAULT_LABELS" placeholder:"LABEL" help:"Labels every group gets unless it sets a label of the same name (comma-separated). Default: act_runner's defaults (ubuntu-latest, ubuntu-24.04, ubuntu-22.04)."`
 	RunnerJobTTL  int32    `env:"SCALER_RUNNER_JOB_TTL" default:"600" help:"ttlSecondsAfterFinished of runner Jobs."`
 	// runnerjob.DefaultTerminationGracePeriodSeconds: the runner's 3h job

@@ -42,7 +42,7 @@ const (
 	// here. Pinned by tag, not digest: the digest of a registry's image can
 	// only be read from the registry, which these machines cannot reach, and
 	// a digest written without reading it would be invented.
-	DefaultImage = "gitea/runner:1.0.8-dind-rootless"
+	DefaultImage = "gitea/runner:3.1.0-dind-rootless"
 	// runnerService is the runner's s6 service in Gitea's dind images.
 	runnerService = "/etc/s6/gitea-runner"
 	// DockerDataVolume is the emptyDir that holds the rootless Docker

@@ -70,7 +70,7 @@ func TestBuildFollowsTheSpec(t *testing.T) {
 	require.Len(t, pod.Spec.Containers, 1)
 	c := pod.Spec.Containers[0]
 	assert.Equal(t, "runner", c.Name)
-	assert.Equal(t, "gitea/runner:1.0.8-dind-rootless", c.Image, "a pinned release, not nightly")
+	assert.Equal(t, "gitea/runner:3.1.0-dind-rootless", c.Image, "a pinned release, not nightly")
 	assert.True(t, *c.SecurityContext.Privileged, "dind needs a privileged container")
 
 	e := env(c)

@@ -53,7 +53,8 @@ const (
 // from the cancel on. The runner Job must not be deleted before the
 // cleanup has ended, and the cleanup must end.
 //
-// On the bed (Gitea 1.26.0, gitea-runner 1.0.8) it skips after the cancel:
+// On the default bed (Gitea 1.26.0, with gitea-runner 3.1.0 as with
+// 1.0.8) it skips after the cancel:
 // Gitea deletes the ephemeral runner's registration the moment its job is
 // cancelled and the runner is never told (see below), so the case cannot
 // arise there. Run before that check existed, it showed the runner Job
@@ -146,8 +147,8 @@ func cancelledJobCleansUp(b *e2e.Testbed, ctx context.Context, t *testing.T, nam
 	// Gitea 1.26.0 deletes an ephemeral runner's registration as soon as
 	// its task is done, a cancel included (models/actions/task.go
 	// UpdateTask, DeleteEphemeralRunner): the runner's next UpdateLog and
-	// UpdateTask fail (500), so gitea-runner 1.0.8 is never told of the
-	// cancel and runs the job's steps on. No busy flag, and no cleanup
+	// UpdateTask fail (500), so the runner (1.0.8 and 3.1.0 alike) is
+	// never told of the cancel and runs the job's steps on. No busy flag, and no cleanup
 	// after a cancel, until its pod is stopped. The case this test is for
 	// (a registered runner Gitea calls busy while it cleans up) needs a
 	// Gitea with the cancelling state and a runner that declares it.
@@ -170,7 +171,7 @@ func cancelledJobCleansUp(b *e2e.Testbed, ctx context.Context, t *testing.T, nam
 		return true, "", nil
 	})
 	if forgotten {
-		t.Skipf("Gitea deleted the registration of ephemeral runner %s when its job was cancelled, and the runner is not told (Gitea 1.26, gitea-runner 1.0.8): "+
+		t.Skipf("Gitea deleted the registration of ephemeral runner %s when its job was cancelled, and the runner is not told (Gitea 1.26): "+
 			"it cannot be a registered runner Gitea calls busy while it cleans up, which this test is for", runnerName)
 	}
 	var passLog, busy []string

@@ -21,11 +21,12 @@ import (
 // (0.5 s, backing off to 1 s).
 const disabledWatch = 6 * time.Second
 
-// TestADisabledRealRunnerTakesNoJobAndIsNotSupply pins what gitea-runner
-// 1.0.8 does in the window of a reap, after the scaler disabled it and
-// before its Job is deleted (or when a reap stops there): it keeps running
-// and asking Gitea for work, Gitea 1.26 gives a disabled runner none
-// (services/actions/task.go), and it does not exit on its own. Enabled
+// TestADisabledRealRunnerTakesNoJobAndIsNotSupply pins what Gitea's runner
+// (the default image's 3.1.0, as 1.0.8 before it) does in the window of
+// a reap, after the scaler disabled it and before its Job is deleted (or
+// when a reap stops there): it keeps running and asking Gitea for work,
+// Gitea 1.26 gives a disabled runner none (services/actions/task.go), and
+// it does not exit on its own. Enabled
 // again, it takes the next job at once: it was polling all along. The
 // scaler does not count a disabled runner as supply: the next pass starts
 // a runner for a job queued meanwhile, which runs it, and finishes the

@@ -31,9 +31,9 @@ import (
 // configuration"; this group's template sets a grace of 2m, so 1m, which
 // the held step outlasts), then cancels
 // the job and reports it, so Gitea records the job as ended, not
-// running for ever (gitea-runner v1.0.8 reports it as a success: pinned
-// below); and the looping scaler's next passes start no second runner for
-// it (the job is not queued again) while a job pushed after it is served as
+// running for ever (on Gitea 1.26 the runner reports it as a success,
+// 3.1.0 as 1.0.8 did: pinned below); and the looping scaler's next
+// passes start no second runner for it (the job is not queued again) while a job pushed after it is served as
 // usual.
 func TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost(t *testing.T) {
 	e2e.Parallel(t)
@@ -71,9 +71,9 @@ func TestRunnerJobDeletedWhileItsJobRunsIsNeitherRepeatedNorLost(t *testing.T) {
 		raw, err := os.ReadFile(logs[0])
 		return err == nil && strings.Contains(string(raw), "cancelled in progress jobs during shutdown"), "", nil
 	})
-	// What gitea-runner v1.0.8 reports for the job it cancelled at
-	// shutdown, on Gitea 1.26: success (its step was killed while it
-	// waited). Pinned, so that a runner or Gitea that reports it otherwise
+	// What the runner (3.1.0, as 1.0.8 before it) reports for the job it
+	// cancelled at shutdown, on Gitea 1.26: success (its step was killed
+	// while it waited). Pinned, so that a runner or Gitea that reports it otherwise
 	// is noticed: the README and the fixtures README say so.
 	require.Equal(t, "success", ended.Conclusion, "what Gitea records for a job whose runner was stopped mid-job changed: update the README's runner pods section and internal/gitea/testdata/README.md")
 
