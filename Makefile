@@ -319,7 +319,7 @@ testbed-fresh: ## Stop the test bed, wipe its data (not the tool cache) and star
 # whatever the result, and the caller stops the bed. No terminal is needed.
 # It first removes what an earlier make demo or an interrupted run left of
 # the demo (release, namespaces, Gitea org), so it starts from its own state.
-DEMO_CHECK_TIMEOUT ?= 5m
+DEMO_CHECK_TIMEOUT ?= 8m
 
 # The bed's own proof (scripts/testbed smoke), run so that it cannot rot: it broke
 # unseen once the scaler refused loopback Gitea URLs not allowed by name.
@@ -330,7 +330,7 @@ test-smoke: testbed-up ## scripts/testbed smoke: one scaler pass serves a queued
 .PHONY: test-demo
 test-demo: testbed-up ## The demo on the test bed: fails unless it shows what the README promises.
 	scripts/demo down --keep-testbed </dev/null
-	t0=$$(date +%s); rc=0; DEMO_TESTBED_UP=0 DEMO_TIMEOUT=150 timeout --kill-after=10s $(DEMO_CHECK_TIMEOUT) scripts/demo up </dev/null || rc=$$?; \
+	t0=$$(date +%s); rc=0; DEMO_TESTBED_UP=0 DEMO_TIMEOUT=240 timeout --kill-after=10s $(DEMO_CHECK_TIMEOUT) scripts/demo up </dev/null || rc=$$?; \
 	  scripts/demo down --keep-testbed </dev/null; echo "test-demo: up and down took $$(( $$(date +%s) - t0 ))s"; exit $$rc
 
 # The chart's lowest and highest supported Kubernetes minors (Chart.yaml's
