@@ -37,6 +37,19 @@ type RunnerCredentials struct {
 	Ephemeral bool
 }
 
+// RunnerRegistrar registers runners on the client's Gitea, through the
+// client's HTTP client (the allowed Gitea URLs and CA apply as to every
+// other request). The API token is not sent: the registration token
+// decides the scope.
+type RunnerRegistrar interface {
+	RegisterRunner(ctx context.Context, registrationToken string, r NewRunner) (RunnerCredentials, error)
+}
+
+// RegisterRunner implements RunnerRegistrar.
+func (c *client) RegisterRunner(ctx context.Context, registrationToken string, r NewRunner) (RunnerCredentials, error) {
+	return RegisterRunner(ctx, c.opts.HTTPClient, c.opts.Timeout, c.baseURL, registrationToken, r)
+}
+
 // RegisterVersion is the runner version the scaler gives Gitea when it
 // registers a runner: Gitea shows it until the runner declares its own.
 const RegisterVersion = "gitea-runner-operator"
