@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -210,16 +211,36 @@ func checkRunnerJob(t *testing.T, ns, group string, s Served) {
 	require.Equal(t, name.Value, j.Annotations[v1alpha1.AnnotationRunnerName])
 	eph, _ := EnvOf(c, "GITEA_RUNNER_EPHEMERAL")
 	require.Equal(t, "true", eph.Value)
-	reg, ok := EnvOf(c, "GITEA_RUNNER_REGISTRATION_TOKEN")
-	require.True(t, ok)
-	require.Empty(t, reg.Value, "the registration token must come from a secretKeyRef, not a value")
-	require.NotNil(t, reg.ValueFrom)
-	require.NotNil(t, reg.ValueFrom.SecretKeyRef)
+	if reg, ok := EnvOf(c, "GITEA_RUNNER_REGISTRATION_TOKEN"); ok {
+		require.Empty(t, reg.Value, "the registration token must come from a secretKeyRef, not a value")
+		require.NotNil(t, reg.ValueFrom)
+		require.NotNil(t, reg.ValueFrom.SecretKeyRef)
+	} else {
+		requireOwnState(t, j)
+	}
 	labels, _ := EnvOf(c, "GITEA_RUNNER_LABELS")
 	for _, l := range s.Gitea.Labels {
 		require.Contains(t, strings.Split(labels.Value, ","), l, "GITEA_RUNNER_LABELS %q lacks the job's label %q", labels.Value, l)
 	}
 	require.Equal(t, "false", j.Spec.Template.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"])
+}
+
+// requireOwnState checks that a runner the scaler registered reads its own
+// .runner, read-only, from the Secret of its Job.
+func requireOwnState(t *testing.T, j batchv1.Job) {
+	t.Helper()
+	pod := j.Spec.Template.Spec
+	var state *corev1.Volume
+	for i := range pod.Volumes {
+		if pod.Volumes[i].Name == runnerjob.StateVolume {
+			state = &pod.Volumes[i]
+		}
+	}
+	require.NotNil(t, state, "a runner without a registration token needs its state volume")
+	require.NotNil(t, state.Secret)
+	require.Equal(t, runnerjob.StateSecretName(j.Name), state.Secret.SecretName)
+	require.Contains(t, pod.Containers[0].VolumeMounts, corev1.VolumeMount{
+		Name: runnerjob.StateVolume, MountPath: runnerjob.StatePath, SubPath: runnerjob.StateKey, ReadOnly: true})
 }
 
 // WaitServed waits until a pass has served the group (it asked Gitea for

@@ -29,17 +29,16 @@ import (
 // spec.template; then what the scaler reserves is put back (reserve), so no
 // layer can change it.
 //
-// Restarts never reuse a spent ephemeral identity: Gitea revokes an
-// ephemeral runner's credentials once it takes a task, so a restarted
-// container that found the old .runner file would fail for ever. The state
-// file lives in the container's own writable layer (RunnerStateDir) and no
-// volume may be mounted there or above it (checkStateDir), so every
-// container start, including a restart under restartPolicy OnFailure,
-// begins without it and registers afresh with the (reusable) registration
-// token. Docker's data is on an emptyDir (DockerDataDir), which survives a
-// container restart, but it holds only images and build caches. Newer
-// act_runner images also delete the file themselves when
-// GITEA_RUNNER_EPHEMERAL is set.
+// The runner registers in one of two ways. By default the scaler has
+// registered it already (credentials.go): the pod gets the runner's own
+// state file, read-only at StatePath, and no registration token, so its
+// container, restarted or not, never registers. With
+// opts.SelfRegistration (a platform whose runner image must register
+// itself) the pod gets the registration token by secretKeyRef and
+// registers at every container start: the state file then lives in the
+// container's own writable layer (RunnerStateDir), where no volume may be
+// mounted (checkStateDir), so a restart never reuses a spent ephemeral
+// identity, which Gitea revokes once it takes a task.
 func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options) (*batchv1.Job, error) {
 	jobLabels := GroupLabels(rg.Name)
 	// A warm runner (giteaJobID < 0, package plan) was started for no
@@ -59,6 +58,9 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 	reserve(&pod, rg, name, jobLabels, opts)
 	if err := checkStateDir(&pod); err != nil {
 		return nil, err
+	}
+	if !opts.SelfRegistration {
+		mountState(&pod, name)
 	}
 
 	return &batchv1.Job{
@@ -164,20 +166,23 @@ func reserve(pod *corev1.PodTemplateSpec, rg *v1alpha1.RunnerGroup, name string,
 	pod.Labels = labels
 	pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 
-	// The token is only ever referenced, never copied into the Job: the
-	// Secret is spec.registrationToken's or the one the scaler minted.
-	regToken := rg.RegistrationTokenRef()
 	ours := []corev1.EnvVar{
 		{Name: "GITEA_INSTANCE_URL", Value: rg.Spec.Gitea.URL},
-		{Name: "GITEA_RUNNER_REGISTRATION_TOKEN", ValueFrom: &corev1.EnvVarSource{
+		{Name: "GITEA_RUNNER_EPHEMERAL", Value: "true"},
+		{Name: "GITEA_RUNNER_NAME", Value: RunnerName(rg, name)},
+		{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(runnerlabels.ForGroup(&rg.Spec, opts.DefaultLabels), ",")},
+	}
+	if opts.SelfRegistration {
+		// The token is only ever referenced, never copied into the Job:
+		// the Secret is spec.registrationToken's or the one the scaler
+		// minted.
+		regToken := rg.RegistrationTokenRef()
+		ours = slices.Insert(ours, 1, corev1.EnvVar{Name: "GITEA_RUNNER_REGISTRATION_TOKEN", ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: regToken.Name},
 				Key:                  regToken.Key,
 			},
-		}},
-		{Name: "GITEA_RUNNER_EPHEMERAL", Value: "true"},
-		{Name: "GITEA_RUNNER_NAME", Value: RunnerName(rg, name)},
-		{Name: "GITEA_RUNNER_LABELS", Value: strings.Join(runnerlabels.ForGroup(&rg.Spec, opts.DefaultLabels), ",")},
+		}})
 	}
 	strip := func(cs []corev1.Container) {
 		for i := range cs {

@@ -1,7 +1,8 @@
 // Package runnerjob builds the batch/v1 Job that runs one ephemeral
 // act_runner for one queued Gitea job: named after the group, labelled with
-// the group and the Gitea job, controlled by the group, registering with
-// Gitea under the Job's name plus a tag of the group's UID (RunnerName).
+// the group and the Gitea job, controlled by the group, its runner
+// registered with Gitea under the Job's name plus a tag of the group's UID
+// (RunnerName).
 // The README's "The runner Job" section describes the same shape for users.
 //
 // The files:
@@ -12,6 +13,8 @@
 //	build.go      the runner Job (Build), its pod, and its runner config
 //	owned.go      the other objects a group owns: the minted registration
 //	              token Secret, the runner config ConfigMap
+//	credentials.go a runner the scaler registered: its state file Secret,
+//	              owned by its Job, and the pod's read-only mount of it
 //	check.go      the templates the scaler accepts, checked before any Job
 //	read.go       what a runner Job says of itself once made
 package runnerjob
@@ -154,6 +157,12 @@ type Options struct {
 	// Cache is the shared cache of each namespace (the chart's
 	// runnerCache); zero for none.
 	Cache CacheOptions
+	// SelfRegistration hands runner pods the scope's registration token
+	// and lets them register (the chart's
+	// scaler.runnerSelfRegistration), for a runner image whose entrypoint
+	// must register itself. Off: the scaler registers each runner and the
+	// pod gets only that runner's credentials (credentials.go).
+	SelfRegistration bool
 }
 
 // DefaultOptions are the settings the scaler uses when no flag changes them.
@@ -163,6 +172,10 @@ func DefaultOptions() Options {
 		DefaultLabels:                 runnerlabels.DefaultLabels,
 		TTLSecondsAfterFinished:       DefaultTTLSecondsAfterFinished,
 		TerminationGracePeriodSeconds: DefaultTerminationGracePeriodSeconds,
+		// Still on until the test bed's agent and steered runner play a
+		// pod that gets its state file (a Secret by subPath): the end to
+		// end suite proves the default.
+		SelfRegistration: true,
 	}
 }
 

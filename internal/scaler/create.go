@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -68,7 +69,7 @@ func (s *Scaler) create(ctx context.Context, g *groupRun, claims []plan.Claim, o
 		}
 		g.log.Warn("cannot create runner Job", "job", c.JobName, "giteaJob", c.GiteaJobID, "error", err)
 		causes = append(causes, &createError{giteaJob: c.GiteaJobID, jobName: c.JobName, err: err})
-		if refusedForSure(err) || errors.Is(err, errNotBuilt) {
+		if refusedForSure(err) || errors.Is(err, errNotBuilt) || errors.Is(err, errNotRegistered) {
 			refused = append(refused, c)
 		}
 	}
@@ -112,13 +113,10 @@ func (s *Scaler) createJob(ctx context.Context, g *groupRun, c plan.Claim) error
 		return fmt.Errorf("%w: %w", errNotBuilt, err)
 	}
 	runnerjob.MarkScope(job, g.registersIn(), g.placeKnown)
-	jobs := s.kube.BatchV1().Jobs(g.rg.Namespace)
-	_, err = jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
-	if err != nil && !refusedForSure(err) && ctx.Err() == nil {
-		if got, gerr := jobs.Get(ctx, c.JobName, metav1.GetOptions{}); gerr == nil && owned.Controls(g.rg, got) {
-			g.log.Warn("the answer to a runner Job create was lost, but the Job exists", "job", c.JobName, "error", err)
-			err = nil
-		}
+	if s.cfg.Runner.SelfRegistration {
+		_, err = s.sendJob(ctx, g, job)
+	} else {
+		err = s.createRegistered(ctx, g, job)
 	}
 	if err != nil {
 		return err
@@ -131,6 +129,20 @@ func (s *Scaler) createJob(ctx context.Context, g *groupRun, c plan.Claim) error
 	g.log.Info("created runner Job", "job", c.JobName, "giteaJob", c.GiteaJobID)
 	s.event(ctx, g.rg, "Normal", v1alpha1.ReasonRunnerCreated, fmt.Sprintf("Created runner Job %s for Gitea job %d", c.JobName, c.GiteaJobID))
 	return nil
+}
+
+// sendJob creates a runner Job. When the answer is lost, it asks for the
+// Job by name: a Job that is there, and ours, was created.
+func (s *Scaler) sendJob(ctx context.Context, g *groupRun, job *batchv1.Job) (*batchv1.Job, error) {
+	jobs := s.kube.BatchV1().Jobs(g.rg.Namespace)
+	made, err := jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
+	if err != nil && !refusedForSure(err) && ctx.Err() == nil {
+		if got, gerr := jobs.Get(ctx, job.Name, metav1.GetOptions{}); gerr == nil && owned.Controls(g.rg, got) {
+			g.log.Warn("the answer to a runner Job create was lost, but the Job exists", "job", job.Name, "error", err)
+			return got, nil
+		}
+	}
+	return made, err
 }
 
 // release removes claims from the state, loading it again on a conflict.

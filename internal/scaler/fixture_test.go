@@ -267,7 +267,7 @@ func (e *env) inputs() (Deps, Config) {
 	}
 	cfg := Config{
 		SpawnTTL: 5 * time.Minute, Workers: 2,
-		Runner: runnerjob.Options{Image: runnerjob.DefaultImage, DefaultLabels: []string{"ubuntu-latest:docker://x"}, TTLSecondsAfterFinished: 600},
+		Runner: runnerjob.Options{Image: runnerjob.DefaultImage, DefaultLabels: []string{"ubuntu-latest:docker://x"}, TTLSecondsAfterFinished: 600, SelfRegistration: true},
 	}
 	return deps, cfg
 }

@@ -80,6 +80,10 @@ type groupRun struct {
 	// checks its registration token checks (onePass).
 	namespaces *namespaces
 	checks     *regChecks
+	// regToken is the group's registration token, read by validate, with
+	// which the scaler registers its runners (register.go). A secret: it
+	// is never logged, and only ever sent to the group's Gitea.
+	regToken string
 }
 
 // passGroup takes one group through every step of a pass on its own.
@@ -182,6 +186,7 @@ func (s *Scaler) validate(ctx context.Context, g *groupRun, shared *passSecrets)
 		if err := s.checkRegistrationToken(ctx, g, token, reg); err != nil {
 			return err
 		}
+		g.regToken = reg
 	}
 	g.key = newListingKey(spec, token)
 	g.runnerLabels = runnerlabels.NewSet(runnerlabels.ForGroup(spec, s.cfg.Runner.DefaultLabels))

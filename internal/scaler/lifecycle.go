@@ -230,7 +230,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		}
 		rep.Starting++
 		starting = append(starting, plan.StartingRunner{Job: j.Name, Created: j.CreationTimestamp.Time,
-			Registered: registered, Reason: pv.reason, Message: pv.message})
+			Registered: ranInGitea(j, reg), Reason: pv.reason, Message: pv.message})
 	}
 
 	errs := s.freeStuck(ctx, g, byName, plan.StuckRunners(s.now(), s.cfg.RunnerStartTimeout, starting), rep)

@@ -64,6 +64,7 @@ func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*
 			continue
 		}
 		g.log.Warn("deleted a runner Job that did not start", "job", j.Name, "reason", st.Reason, "message", st.Message)
+		s.unregisterUnstarted(ctx, g, j)
 		s.event(ctx, g.rg, "Warning", v1alpha1.ReasonRunnerStartTimeout, msg)
 		rep.Stuck = append(rep.Stuck, st)
 		rep.Starting--
@@ -93,7 +94,7 @@ func (s *Scaler) freeStuck(ctx context.Context, g *groupRun, byName map[string]*
 // setting promises that stuck runners are still freed; any other failure
 // is an error, and nothing is deleted.
 func (s *Scaler) recheckStuck(ctx context.Context, g *groupRun, jobs []*batchv1.Job) (map[string]bool, error) {
-	names := map[string]bool{}
+	names, contacted := map[string]bool{}, map[string]bool{}
 	if runners, ok := g.gitea.(gitea.Runners); ok {
 		// Each runner is looked for where it registers (place.go).
 		var places []scope.Place
@@ -118,6 +119,9 @@ func (s *Scaler) recheckStuck(ctx context.Context, g *groupRun, jobs []*batchv1.
 				return nil, fmt.Errorf("cannot list the runners of %s: %w", p, err)
 			}
 			for _, r := range regs {
+				if r.Online || r.Busy {
+					contacted[r.Name] = true
+				}
 				names[r.Name] = true
 			}
 		}
@@ -132,7 +136,9 @@ func (s *Scaler) recheckStuck(ctx context.Context, g *groupRun, jobs []*batchv1.
 			return nil, fmt.Errorf("cannot read runner Job %s: %w", j.Name, err)
 		case cur.UID != j.UID || !runnerjob.IsActive(cur) || ptr.Deref(cur.Status.Ready, 0) > 0:
 			continue
-		case names[runnerjob.RunnerNameOf(j)]:
+		case names[runnerjob.RunnerNameOf(j)] && !preRegistered(j):
+			continue
+		case contacted[runnerjob.RunnerNameOf(j)]:
 			continue
 		}
 		out[j.Name] = true

@@ -47,6 +47,7 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 		DryRun: s.cfg.DryRun,
 		Desire: func(have *corev1.Secret) (*corev1.Secret, error) {
 			if have != nil && len(have.Data[ref.Key]) > 0 && !recheckDue(have, now) {
+				g.regToken = string(have.Data[ref.Key])
 				return nil, nil
 			}
 			// Minting asks Gitea for a token, which a dry run does not.
@@ -61,6 +62,7 @@ func (s *Scaler) ensureRegistrationToken(ctx context.Context, g *groupRun, read 
 				return nil, err
 			}
 			replaced = have != nil && string(have.Data[ref.Key]) != token
+			g.regToken = token
 			return runnerjob.RegistrationTokenSecret(rg, token, now), nil
 		},
 	})

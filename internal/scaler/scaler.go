@@ -23,6 +23,8 @@
 //	regcheckkept.go  those checks' verdicts kept for the next pass, in
 //	            the release namespace's ConfigMap
 //	regtoken.go the registration token the scaler mints for a group
+//	register.go the runners the scaler registers itself: each with its
+//	            credentials Secret, unregistered when it never starts
 //	cachecheck.go  whether the group's runners get the shared cache
 //	gather.go   what a pass reads once for all groups: each namespace's
 //	            runner Jobs and pods, each distinct Gitea listing

@@ -157,6 +157,10 @@ spec:
           value: {{ printf "%d" (int64 $s.runnerJobTTL) | quote }}
         - name: SCALER_RUNNER_TERMINATION_GRACE_PERIOD
           value: {{ printf "%d" (int64 $s.runnerTerminationGracePeriodSeconds) | quote }}
+        {{- if not $s.runnerSelfRegistration }}
+        - name: SCALER_RUNNER_SELF_REGISTRATION
+          value: "false"
+        {{- end }}
         - name: SCALER_GROUP_TIMEOUT
           value: {{ $s.groupTimeout | toString | quote }}
         - name: SCALER_GITEA_MAX_RESPONSE_BYTES

@@ -42,6 +42,12 @@ const (
 	// registered in a scope that contains it: such a runner is never
 	// called unregistered for missing from runner-scope's listing.
 	AnnotationRunnerScopeKnown = Group + "/runner-scope-known"
+	// AnnotationRunnerID is on a runner Job whose runner the scaler
+	// registered itself (runnerjob.StateSecret): Gitea's ID of that
+	// registration, in the place runner-scope names, known before the
+	// pod starts, so that a Job deleted before its runner ran takes its
+	// registration with it.
+	AnnotationRunnerID = Group + "/runner-id"
 	// AnnotationRegistrationTokenChecked is on a minted registration
 	// token Secret: when the scaler last asked Gitea for the scope's token
 	// (RFC 3339).

@@ -18,6 +18,9 @@
 //	    scope's active runner registration token, same rights (a GET is
 //	    404 "Runner not found", as in Gitea 1.26)
 //	GET /api/v1/user                             the token's own user
+//	POST /api/actions/runner.v1.RunnerService/Register: the runner
+//	    protocol's registration, with a scope's registration token
+//	    (register.go)
 //
 // Job listings take repeated status filters with Gitea's meaning (pending,
 // waiting, requested and action_required all select blocked jobs) and answer
@@ -38,13 +41,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
 
 // This file holds the server and its request log; scene.go the data it
 // serves, routing.go how a request is answered, json.go the shapes of the
-// answers, pagination.go the paging, and faults.go the injected faults.
+// answers, pagination.go the paging, faults.go the injected faults, and
+// register.go the runner protocol's Register call.
 
 // account is what a token stands for.
 type account struct {
@@ -76,6 +81,10 @@ type Server struct {
 	// and mints counts the mint requests answered.
 	regTokens map[string]string
 	mints     int
+	// registered are the credentials of the runners registered through
+	// the runner protocol (register.go), served by protocol.
+	registered map[int64]registeredRunner
+	protocol   http.Handler
 	// answers is the release the fake answers as (version.go); "" is
 	// Gitea126.
 	answers Version
@@ -90,7 +99,10 @@ func New() *Server {
 		tokens:    map[string]account{},
 		version:   "development",
 		regTokens: map[string]string{},
+
+		registered: map[int64]registeredRunner{},
 	}
+	s.protocol = s.runnerProtocolHandler()
 	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
 	s.URL = s.srv.URL
 	return s
@@ -179,6 +191,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	var rep reply
 	if f != nil && f.Status != 0 {
 		rep = s.faultReply(*f)
+	} else if strings.HasPrefix(r.URL.Path, "/api/actions/") {
+		s.protocol.ServeHTTP(w, r)
+		return
 	} else {
 		rep = s.answer(r)
 	}

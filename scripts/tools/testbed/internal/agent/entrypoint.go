@@ -11,6 +11,9 @@ import (
 // container start gets its own directories in their place, and the script is
 // rewritten to use them. Nothing else in it changes: env names, the registration loop
 // and the exec of `gitea-runner daemon` are the image's.
+// runnerDataDir is the runner image's working directory, where its .runner lives.
+const runnerDataDir = "/data"
+
 var (
 	dataPath = regexp.MustCompile(`(^|[\s"'=<>|])/data([\s"';/]|$)`)
 	tmpPath  = regexp.MustCompile(`(^|[\s"'=<>|])/tmp/`)

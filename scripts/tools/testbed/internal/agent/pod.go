@@ -49,6 +49,9 @@ type containerRun struct {
 	restarts int32
 	state    corev1.ContainerState
 	last     corev1.ContainerState
+	// mounts maps the container's configMap, secret and emptyDir mount
+	// paths to where mountVolumes wrote them.
+	mounts map[string]string
 }
 
 func (c *containerRun) exitCode() int32 {
@@ -423,11 +426,12 @@ func (r *podRunner) resolveAll(ctx context.Context) (map[string]*Env, error) {
 			return nil, err
 		}
 		env.Merge(podEnv)
-		mounts, err := mountConfigMaps(ctx, r.a.cfg.Client, r.pod, c.spec.c, filepath.Join(dir, "volumes"), r.dir)
+		mounts, err := mountVolumes(ctx, r.a.cfg.Client, r.pod, c.spec.c, filepath.Join(dir, "volumes"), r.dir)
 		if err != nil {
 			return nil, err
 		}
 		rewriteMountPaths(env, mounts)
+		c.mounts = mounts
 		if kubeconfig != "" {
 			// The pod's own client config: its ServiceAccount, so RBAC applies as in a cluster.
 			env.Set("KUBECONFIG", kubeconfig)
@@ -679,7 +683,7 @@ func (r *podRunner) runProcess(ctx context.Context, c *containerRun, env *Env) i
 
 // freshRunnerLayer gives a runner container start what a new container's writable
 // layer gives it: an empty /data (so no .runner state file survives a restart, as the
-// runner Job relies on) and an empty /tmp, both in the container's directory, and
+// runner Job relies on) but for what the pod mounts under it (linkDataMounts) and an empty /tmp, both in the container's directory, and
 // run.sh rewritten to use them. It returns the script's path and the env with TMPDIR.
 func (r *podRunner) freshRunnerLayer(c *containerRun, env *Env) (string, *Env, error) {
 	runScript := r.a.giteaRunnerFor(c.spec.c.Image).runScript
@@ -694,6 +698,9 @@ func (r *podRunner) freshRunnerLayer(c *containerRun, env *Env) (string, *Env, e
 		}
 	}
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", nil, err
+	}
+	if err := linkDataMounts(data, c.mounts); err != nil {
 		return "", nil, err
 	}
 	script, err := PrepareEntrypoint(runScript, data, tmp)
@@ -853,4 +860,24 @@ func setCondition(st *corev1.PodStatus, t corev1.PodConditionType, ok bool, fals
 	}
 	cond.LastTransitionTime = metav1.Now().Rfc3339Copy()
 	st.Conditions = append(st.Conditions, cond)
+}
+
+// linkDataMounts puts in data what the container mounts under /data: a
+// runner the scaler registered finds its .runner there, from its Secret, and
+// run.sh then starts the daemon without registering.
+func linkDataMounts(data string, mounts map[string]string) error {
+	for p, src := range mounts {
+		rel, ok := strings.CutPrefix(p, runnerDataDir+"/")
+		if !ok {
+			continue
+		}
+		dst := filepath.Join(data, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(src, dst); err != nil {
+			return err
+		}
+	}
+	return nil
 }

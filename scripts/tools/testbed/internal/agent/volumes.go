@@ -12,20 +12,24 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// mountConfigMaps plays the kubelet's configMap volumes for one container:
-// each configMap volume the container mounts is written, one file per key,
-// under dir/<volume>, and the result maps each mount path to that directory.
-// The container is a process on this host, so it cannot see the mount path
-// itself; rewriteMountPaths points its env at the copies. Other volume types
-// are left out, but emptyDir volumes: each is one directory of the pod,
+// mountVolumes plays the kubelet's configMap and secret volumes for one
+// container: each such volume the container mounts is written, one file per
+// key (or per item, at its path), under dir/<volume>, and the result maps
+// each mount path to that directory, or to the file a subPath names. The
+// container is a process on this host, so it cannot see the mount path
+// itself; rewriteMountPaths points its env at the copies, and a runner's
+// fresh layer links what is mounted under /data. The kubelet mounts these
+// volumes read-only; a host process gets no read-only mount, so the files
+// lose their write bits instead. Other volume types are left out, but
+// emptyDir volumes: each is one directory of the pod,
 // podDir/emptydir/<volume>, shared by its containers (an init container
 // writes a file there that a main container reads).
-func mountConfigMaps(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c *corev1.Container, dir, podDir string) (map[string]string, error) {
-	volumes := map[string]*corev1.ConfigMapVolumeSource{}
+func mountVolumes(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c *corev1.Container, dir, podDir string) (map[string]string, error) {
+	volumes := map[string]corev1.VolumeSource{}
 	emptyDirs := map[string]bool{}
 	for i := range pod.Spec.Volumes {
-		if v := pod.Spec.Volumes[i]; v.ConfigMap != nil {
-			volumes[v.Name] = v.ConfigMap
+		if v := pod.Spec.Volumes[i]; v.ConfigMap != nil || v.Secret != nil {
+			volumes[v.Name] = v.VolumeSource
 		} else if v.EmptyDir != nil {
 			emptyDirs[v.Name] = true
 		}
@@ -45,48 +49,110 @@ func mountConfigMaps(ctx context.Context, client kubernetes.Interface, pod *core
 		if !ok {
 			continue
 		}
-		cm, err := res.configMap(ctx, src.Name, src.Optional)
+		p, err := projectionOf(ctx, res, src)
 		if err != nil {
 			return nil, err
 		}
 		out := filepath.Join(dir, m.Name)
-		if err := os.MkdirAll(out, 0o755); err != nil {
+		if err := p.write(out); err != nil {
 			return nil, err
 		}
-		if cm != nil {
-			files := cm.Data
-			if len(src.Items) > 0 {
-				// As the kubelet: only the listed keys, each at its
-				// path; a listed key the ConfigMap lacks fails the
-				// mount unless the volume is optional.
-				files = map[string]string{}
-				for _, it := range src.Items {
-					v, ok := cm.Data[it.Key]
-					if !ok {
-						if src.Optional != nil && *src.Optional {
-							continue
-						}
-						return nil, fmt.Errorf("configmap %q references non-existent config key %q", src.Name, it.Key)
-					}
-					files[it.Path] = v
-				}
-			}
-			for k, v := range files {
-				if err := os.MkdirAll(filepath.Dir(filepath.Join(out, k)), 0o755); err != nil {
-					return nil, err
-				}
-				if err := writeFileAtomic(filepath.Join(out, k), []byte(v), 0o644); err != nil {
-					return nil, err
-				}
-			}
-		}
-		mounts[filepath.Clean(m.MountPath)] = out
+		mounts[filepath.Clean(m.MountPath)] = filepath.Join(out, m.SubPath)
 	}
 	return mounts, nil
 }
 
+// projection is what the kubelet writes for a configMap or secret volume.
+type projection struct {
+	kind, name  string
+	data        map[string][]byte
+	items       []corev1.KeyToPath
+	defaultMode *int32
+	optional    bool
+}
+
+// projectionOf reads the object a configMap or secret volume names. A
+// missing object that is optional projects nothing.
+func projectionOf(ctx context.Context, res *envResolver, src corev1.VolumeSource) (projection, error) {
+	if cm := src.ConfigMap; cm != nil {
+		p := projection{kind: "configmap", name: cm.Name, items: cm.Items, defaultMode: cm.DefaultMode, optional: cm.Optional != nil && *cm.Optional}
+		obj, err := res.configMap(ctx, cm.Name, cm.Optional)
+		if err != nil || obj == nil {
+			return p, err
+		}
+		p.data = map[string][]byte{}
+		for k, v := range obj.Data {
+			p.data[k] = []byte(v)
+		}
+		for k, v := range obj.BinaryData {
+			p.data[k] = v
+		}
+		return p, nil
+	}
+	s := src.Secret
+	p := projection{kind: "secret", name: s.SecretName, items: s.Items, defaultMode: s.DefaultMode, optional: s.Optional != nil && *s.Optional}
+	obj, err := res.secret(ctx, s.SecretName, s.Optional)
+	if err != nil || obj == nil {
+		return p, err
+	}
+	p.data = obj.Data
+	return p, nil
+}
+
+// write writes the projection's files under out: every key, or only the
+// listed items, each at its path with its mode (the item's, else the
+// volume's defaultMode, else 0644), without write bits. A listed key the
+// object lacks fails the mount, as it keeps the kubelet's pod from
+// starting, unless the volume is optional.
+func (p projection) write(out string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	if p.data == nil {
+		return nil
+	}
+	mode := int32(0o644)
+	if p.defaultMode != nil {
+		mode = *p.defaultMode
+	}
+	type file struct {
+		data []byte
+		mode int32
+	}
+	files := map[string]file{}
+	if len(p.items) == 0 {
+		for k, v := range p.data {
+			files[k] = file{v, mode}
+		}
+	}
+	for _, it := range p.items {
+		v, ok := p.data[it.Key]
+		if !ok {
+			if p.optional {
+				continue
+			}
+			return fmt.Errorf("%s %q references non-existent key %q", p.kind, p.name, it.Key)
+		}
+		m := mode
+		if it.Mode != nil {
+			m = *it.Mode
+		}
+		files[it.Path] = file{v, m}
+	}
+	for k, f := range files {
+		path := filepath.Join(out, k)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(path, f.data, os.FileMode(f.mode)&^0o222); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // rewriteMountPaths replaces, in every env value that is a path at or under
-// a mount path, that mount path with where mountConfigMaps wrote the volume.
+// a mount path, that mount path with where mountVolumes wrote the volume.
 func rewriteMountPaths(env *Env, mounts map[string]string) {
 	if len(mounts) == 0 {
 		return
