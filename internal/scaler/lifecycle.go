@@ -254,7 +254,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		}
 		errs = append(errs, rp.ReapRunners(ctx, rg, s.cfg.RunnerIdleTimeout, idleJobs, unables)...)
 		errs = append(errs, rp.RemoveOrphans(ctx, rg, here, all, obs.listedJobs(), obs.busy)...)
-		errs = append(errs, rp.RemoveUnused(ctx, rg, ended)...)
+		errs = append(errs, rp.RemoveUnused(ctx, rg, s.inListedPlaces(ctx, g, ended))...)
 		errs = append(errs, s.removeLeftBehind(ctx, g, runners, all, rep)...)
 	}
 	if runners != nil && s.cfg.RunnerIdleTimeout > 0 {
@@ -264,6 +264,21 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		return reason.Errorf(v1alpha1.ReasonRunnerReapFailed, "%w", joinCauses(errs))
 	}
 	return nil
+}
+
+// inListedPlaces keeps the runner Jobs whose runner registers in a place
+// whose registrations this group's pass has listed already: an ended Job
+// lingers until its TTL, and one of a place no active runner needs would
+// otherwise cost that place's listing every pass.
+func (s *Scaler) inListedPlaces(ctx context.Context, g *groupRun, jobs []*batchv1.Job) []*batchv1.Job {
+	var out []*batchv1.Job
+	for _, j := range jobs {
+		p, _, _ := s.runnerPlace(ctx, g, j)
+		if _, listed := g.regs[p]; listed {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 // listRunners lists the runners registered in target t, once per pass
