@@ -84,21 +84,55 @@ func TestFaultGiteaJobWhoseRepositoryIsGoneStrandsNoOtherJob(t *testing.T) {
 }
 
 // requireInstanceListing500 proves the premise on the real Gitea: its
-// instance-wide listing fails as a whole, in words the scaler tells apart
-// from a Gitea that fails everything.
+// instance-wide listing fails, in words the scaler tells apart from a
+// Gitea that fails everything. Gitea lists jobs oldest first, 30 a page,
+// and the shared bed holds every other test's queued jobs, so the page
+// that fails is whichever holds the broken job: the proof reads every
+// page, and reads them again while other tests' jobs move the pages.
 func requireInstanceListing500(ctx context.Context, t *testing.T, b *e2e.Testbed) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
-		e2e.GiteaURL+"/api/v1/admin/actions/jobs?status=queued", nil)
-	require.NoError(t, err)
+	e2e.Eventually(ctx, t, "a page of Gitea's instance listing answers 500", func(ctx context.Context) (bool, error) {
+		for page := 1; ; page++ {
+			status, message, entries, err := instanceListingPage(ctx, b, page)
+			if err != nil {
+				return false, err
+			}
+			if status == http.StatusInternalServerError {
+				require.True(t, gitea.JobWithoutRepository(message), "Gitea's 500 names the job whose repository is gone: %q", message)
+				return true, nil
+			}
+			if status != http.StatusOK {
+				return false, fmt.Errorf("page %d: HTTP %d: %s", page, status, message)
+			}
+			if entries < instanceListingPageSize {
+				return false, nil
+			}
+		}
+	})
+}
+
+const instanceListingPageSize = 50
+
+func instanceListingPage(ctx context.Context, b *e2e.Testbed, page int) (status int, message string, entries int, err error) {
+	url := fmt.Sprintf("%s/api/v1/admin/actions/jobs?status=queued&limit=%d&page=%d", e2e.GiteaURL, instanceListingPageSize, page)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", 0, err
+	}
 	req.Header.Set("Authorization", "token "+b.Gitea.AdminToken)
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, "", 0, err
+	}
 	defer resp.Body.Close()
-	require.Equal(t, http.StatusInternalServerError, resp.StatusCode, "Gitea's instance listing with a job whose repository is gone")
-	var body struct{ Message string }
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-	require.True(t, gitea.JobWithoutRepository(body.Message), "Gitea's 500 names the job whose repository is gone: %q", body.Message)
+	var body struct {
+		Message string
+		Jobs    []json.RawMessage
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return resp.StatusCode, "", 0, fmt.Errorf("page %d: HTTP %d: %w", page, resp.StatusCode, err)
+	}
+	return resp.StatusCode, body.Message, len(body.Jobs), nil
 }
 
 // sqlite runs SQL on Gitea's database while Gitea runs (it keeps it in WAL
