@@ -24,7 +24,7 @@ type RunnerFlags struct {
 	// runnerjob.DefaultTerminationGracePeriodSeconds: the runner's 3h job
 	// timeout and 2 minutes to report.
 	RunnerTerminationGracePeriod int64 `env:"SCALER_RUNNER_TERMINATION_GRACE_PERIOD" default:"10920" placeholder:"SECONDS" help:"terminationGracePeriodSeconds of the built-in runner pod: how long a runner may finish its job after SIGTERM (a drain, an eviction, a deleted Job); keep it above the runner's shutdown_timeout. runnerTemplate and a group's spec.template may set another."`
-	RunnerSelfRegistration       bool  `env:"SCALER_RUNNER_SELF_REGISTRATION" default:"true" negatable:"" help:"Runner pods get the registration token and register themselves (a runner image whose entrypoint must register). --no-runner-self-registration: the scaler registers each runner and its pod gets only that runner's own credentials."`
+	RunnerSelfRegistration       bool  `env:"SCALER_RUNNER_SELF_REGISTRATION" default:"false" negatable:"" help:"Runner pods get the scope's registration token and register themselves, for a runner image whose entrypoint must register. Off (the default): the scaler registers each runner and its pod gets only that runner's own credentials."`
 	// The install-wide runner pod template (the chart's runnerTemplate,
 	// mounted from a ConfigMap) and the fields groups may not change.
 	RunnerTemplate       string   `env:"SCALER_RUNNER_TEMPLATE" placeholder:"PATH" type:"path" help:"YAML file with a pod template (metadata and spec) merged over the built-in runner pod and under each group's spec.template; empty for none."`

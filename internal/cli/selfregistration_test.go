@@ -7,10 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The chart sets SCALER_RUNNER_SELF_REGISTRATION=false to have the scaler
-// register runners; unset, runner pods register themselves.
+// The chart sets SCALER_RUNNER_SELF_REGISTRATION=true where the platform
+// pins self-registration; unset, the scaler registers runners.
 func TestRunnerSelfRegistrationFromEnvironment(t *testing.T) {
-	for env, want := range map[string]bool{"": true, "false": false, "true": true} {
+	for env, want := range map[string]bool{"": false, "false": false, "true": true} {
 		t.Run("env "+env, func(t *testing.T) {
 			if env != "" {
 				t.Setenv("SCALER_RUNNER_SELF_REGISTRATION", env)

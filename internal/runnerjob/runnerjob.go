@@ -172,10 +172,8 @@ func DefaultOptions() Options {
 		DefaultLabels:                 runnerlabels.DefaultLabels,
 		TTLSecondsAfterFinished:       DefaultTTLSecondsAfterFinished,
 		TerminationGracePeriodSeconds: DefaultTerminationGracePeriodSeconds,
-		// Still on until the test bed's agent and steered runner play a
-		// pod that gets its state file (a Secret by subPath): the end to
-		// end suite proves the default.
-		SelfRegistration: true,
+		// Off: no pod holds a registration token (credentials.go).
+		SelfRegistration: false,
 	}
 }
 

@@ -82,8 +82,16 @@ func TestBuildFollowsTheSpec(t *testing.T) {
 	assert.Equal(t, "gpu,ubuntu-latest:docker://my/image,ubuntu-22.04:docker://b", e["GITEA_RUNNER_LABELS"].Value)
 }
 
+// selfRegistering are the default options of a platform that pins
+// self-registration: the pod gets the registration token by reference.
+func selfRegistering() Options {
+	opts := DefaultOptions()
+	opts.SelfRegistration = true
+	return opts
+}
+
 func TestBuildNeverCarriesASecretValue(t *testing.T) {
-	j, err := Build(group(), "ci-x2v7k", 1, DefaultOptions())
+	j, err := Build(group(), "ci-x2v7k", 1, selfRegistering())
 	require.NoError(t, err)
 	reg := env(j.Spec.Template.Spec.Containers[0])["GITEA_RUNNER_REGISTRATION_TOKEN"]
 	assert.Empty(t, reg.Value, "the token must come from the Secret, never as a literal")
@@ -99,7 +107,7 @@ func TestBuildNeverCarriesASecretValue(t *testing.T) {
 func TestBuildReferencesTheMintedSecretWithoutARegistrationToken(t *testing.T) {
 	rg := group()
 	rg.Spec.RegistrationToken = nil
-	j, err := Build(rg, "ci-x2v7k", 1, DefaultOptions())
+	j, err := Build(rg, "ci-x2v7k", 1, selfRegistering())
 	require.NoError(t, err)
 	reg := env(j.Spec.Template.Spec.Containers[0])["GITEA_RUNNER_REGISTRATION_TOKEN"]
 	assert.Empty(t, reg.Value, "the minted token stays in its Secret")
@@ -140,7 +148,7 @@ func TestBuildDefaults(t *testing.T) {
 		assert.Contains(t, c.Resources.Requests, r)
 		assert.Contains(t, c.Resources.Limits, r)
 	}
-	require.Len(t, spec.Volumes, 2)
+	require.Len(t, spec.Volumes, 3)
 	v := spec.Volumes[0]
 	assert.Equal(t, "docker-data", v.Name)
 	require.NotNil(t, v.EmptyDir)
@@ -148,7 +156,9 @@ func TestBuildDefaults(t *testing.T) {
 	assert.Equal(t, []corev1.VolumeMount{
 		{Name: "docker-data", MountPath: "/home/rootless/.local/share/docker"},
 		{Name: "gitea-runner-config", MountPath: "/etc/gitea-runner", ReadOnly: true},
-	}, c.VolumeMounts)
+		{Name: StateVolume, MountPath: StatePath, SubPath: StateKey, ReadOnly: true},
+	}, c.VolumeMounts, "no registration token: the runner's own .runner, read-only")
+	assert.NotContains(t, env(c), "GITEA_RUNNER_REGISTRATION_TOKEN")
 	assert.Contains(t, c.Env, corev1.EnvVar{Name: "XDG_DATA_HOME", Value: "/home/rootless/.local/share/docker"},
 		"the rootless daemon's data root is a folder it makes inside the emptyDir, which is root's")
 	limit := c.Resources.Limits[corev1.ResourceEphemeralStorage]
@@ -555,7 +565,7 @@ func TestMountedConfigKeyReadsOnlyTheGroupsConfig(t *testing.T) {
 	j, err := Build(group(), "ci-x2v7k", 1, DefaultOptions())
 	require.NoError(t, err)
 	legacy := j.DeepCopy()
-	legacy.Spec.Template.Spec.Volumes[len(legacy.Spec.Template.Spec.Volumes)-1].ConfigMap.Items[0].Key = ConfigKey
+	volumesNamed(legacy.Spec.Template.Spec, ConfigVolume)[0].ConfigMap.Items[0].Key = ConfigKey
 	key, ok := MountedConfigKey("ci", legacy)
 	assert.True(t, ok)
 	assert.Equal(t, ConfigKey, key)

@@ -157,9 +157,9 @@ spec:
           value: {{ printf "%d" (int64 $s.runnerJobTTL) | quote }}
         - name: SCALER_RUNNER_TERMINATION_GRACE_PERIOD
           value: {{ printf "%d" (int64 $s.runnerTerminationGracePeriodSeconds) | quote }}
-        {{- if not $s.runnerSelfRegistration }}
+        {{- if $s.runnerSelfRegistration }}
         - name: SCALER_RUNNER_SELF_REGISTRATION
-          value: "false"
+          value: "true"
         {{- end }}
         - name: SCALER_GROUP_TIMEOUT
           value: {{ $s.groupTimeout | toString | quote }}

@@ -25,8 +25,8 @@ import (
 // dies) would have the group start another runner every pass without a
 // word. Gitea removes an ephemeral runner's registration once its task is
 // done, so the registration left by a completed runner Job tells it. Here
-// Gitea's real runner registers and exits (its container runs
-// `gitea-runner register` alone) in a warm pool, and the group says so;
+// the scaler registers a warm runner whose container runs Gitea's real
+// runner binary only to print its version and exit, and the group says so;
 // beside it a runner that ran its job to the end is not taken for one.
 func TestARunnerThatEndsWithoutTakingAJobIsReported(t *testing.T) {
 	e2e.Parallel(t)
@@ -42,10 +42,8 @@ func TestARunnerThatEndsWithoutTakingAJobIsReported(t *testing.T) {
 	spec := b.GroupSpec(fx, e2e.GroupSecret("ran"), 1, e2e.Uniq("e2e-nojob"))
 	spec.MinIdleRunners = 1
 	spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-		Name: runnerjob.ContainerName,
-		Command: []string{"gitea-runner", "register", "--no-interactive", "--ephemeral",
-			"--instance", "$(GITEA_INSTANCE_URL)", "--token", "$(GITEA_RUNNER_REGISTRATION_TOKEN)",
-			"--name", "$(GITEA_RUNNER_NAME)", "--labels", "$(GITEA_RUNNER_LABELS)"},
+		Name:    runnerjob.ContainerName,
+		Command: []string{"gitea-runner", "--version"},
 	}}}}
 	b.CreateGroup(ctx, t, ns, "exits", nil, spec)
 

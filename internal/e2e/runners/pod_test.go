@@ -99,6 +99,7 @@ func TestRunnerPodFollowsTheTemplates(t *testing.T) {
 		{Name: runnerjob.DockerDataVolume, MountPath: runnerjob.DockerDataDir},
 		{Name: "cache", MountPath: "/cache"},
 		{Name: runnerjob.ConfigVolume, MountPath: runnerjob.ConfigDir, ReadOnly: true},
+		{Name: runnerjob.StateVolume, MountPath: runnerjob.StatePath, SubPath: runnerjob.StateKey, ReadOnly: true},
 	}, runner.VolumeMounts)
 	assert.Equal(t, "cache-proxy", sidecar.Name)
 	assert.Equal(t, sidecarImage, sidecar.Image)
@@ -116,13 +117,12 @@ func TestRunnerPodFollowsTheTemplates(t *testing.T) {
 	require.NotNil(t, pod.Spec.AutomountServiceAccountToken)
 	assert.False(t, *pod.Spec.AutomountServiceAccountToken)
 	assert.Equal(t, int64(runnerjob.DefaultTerminationGracePeriodSeconds), *pod.Spec.TerminationGracePeriodSeconds)
-	// Still registering with the token from the Secret.
-	reg, ok := e2e.EnvOf(runner, "GITEA_RUNNER_REGISTRATION_TOKEN")
-	require.True(t, ok)
-	require.Empty(t, reg.Value)
-	require.NotNil(t, reg.ValueFrom)
-	require.NotNil(t, reg.ValueFrom.SecretKeyRef)
-	assert.Equal(t, e2e.GroupSecret(s.Group), reg.ValueFrom.SecretKeyRef.Name)
+	// Still the runner's own credentials, never the registration token.
+	_, ok := e2e.EnvOf(runner, "GITEA_RUNNER_REGISTRATION_TOKEN")
+	assert.False(t, ok, "the templates left the pod without a registration token")
+	require.Contains(t, vols, runnerjob.StateVolume)
+	require.NotNil(t, vols[runnerjob.StateVolume].Secret)
+	assert.Equal(t, runnerjob.StateSecretName(got[key].Claim.Name), vols[runnerjob.StateVolume].Secret.SecretName)
 }
 
 // TestRunnerGroupSettingAPinnedFieldFailsAlone: with runnerTemplatePinned,

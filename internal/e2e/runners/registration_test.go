@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -60,25 +61,19 @@ func digest(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// TestScalerRegisteredRunnerHoldsNoRegistrationToken: with
-// scaler.runnerSelfRegistration off, the runner pod's environment and the
-// Secrets and ConfigMaps it mounts hold no registration token; its runner
-// takes its job, exits and its registration is gone; and the job itself,
-// reading every process environment, command line and working directory it
-// can reach, finds its runner's own token (the scan reaches the runner's
-// data) but not the scope's registration token.
+// TestScalerRegisteredRunnerHoldsNoRegistrationToken: with the chart's
+// defaults (the scaler registers runners), the runner pod's environment and
+// the Secrets and ConfigMaps it mounts hold no registration token; its
+// runner, Gitea's real one from the default image's release, takes its job,
+// exits and its registration is gone; and the job itself, reading every
+// process environment, command line and working directory it can reach,
+// finds its runner's own token (the scan reaches the runner's data) but not
+// the scope's registration token.
 func TestScalerRegisteredRunnerHoldsNoRegistrationToken(t *testing.T) {
 	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
-	values := e2e.DeploymentValues()
-	values["scaler"].(map[string]any)["runnerSelfRegistration"] = false
-	// gitea-runner 3.1.0's run.sh registers again although the pod holds
-	// its .runner (the bed's run: "missing token … GITEA_RUNNER_REGISTRATION_TOKEN"
-	// in a loop): scaler registration is proven with 1.0.8 only, and the
-	// chart says so.
-	values["scaler"].(map[string]any)["runnerImage"] = "gitea/runner:1.0.8-dind-rootless"
-	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "ownreg", Max: 1, Values: values})
+	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "ownreg", Max: 1, Values: e2e.DeploymentValues()})
 	regToken := s.Fx.RegToken
 	require.NotEmpty(t, regToken)
 
@@ -159,4 +154,35 @@ func TestScalerRegisteredRunnerHoldsNoRegistrationToken(t *testing.T) {
 	require.NoError(t, sc.Err())
 	assert.True(t, seen[digest(ownToken)], "the scan finds its runner's own token in the data dir, so it reads what it should")
 	assert.False(t, seen[digest(regToken)], "a job reached the registration token")
+}
+
+// TestAPlatformThatPinsSelfRegistrationStillServesJobs: with
+// scaler.runnerSelfRegistration on (a runner image whose entrypoint must
+// register), the pod gets the registration token by secretKeyRef, no state
+// Secret, and its runner registers itself and takes its job.
+func TestAPlatformThatPinsSelfRegistrationStillServesJobs(t *testing.T) {
+	e2e.Parallel(t)
+	b := e2e.Bed(t)
+	ctx := e2e.TestContext(t, 6*time.Minute)
+	values := e2e.DeploymentValues()
+	values["scaler"].(map[string]any)["runnerSelfRegistration"] = true
+	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "selfreg", Max: 1, Values: values})
+
+	key := e2e.JobKey("self")
+	wf := fmt.Sprintf("name: e2e\non: [push]\njobs:\n  %s:\n    runs-on: [%s]\n    steps:\n      - run: echo served\n", key, s.Label)
+	b.Gitea.PushWorkflow(ctx, t, s.Fx.PushAs, s.Fx.Repo, "self.yml", wf)
+	jobs := b.Gitea.WaitJobs(ctx, t, s.Fx.Repo, 1)
+	got := b.ExpectCompleted(ctx, t, s.NS, s.Group, s.Fx.Repo, e2e.IDsOf(jobs, key), s.Dump)
+	job := got[key].Runner
+
+	c := job.Spec.Template.Spec.Containers[0]
+	reg, ok := e2e.EnvOf(c, "GITEA_RUNNER_REGISTRATION_TOKEN")
+	require.True(t, ok, "a self-registering runner gets the registration token")
+	require.NotNil(t, reg.ValueFrom)
+	require.NotNil(t, reg.ValueFrom.SecretKeyRef, "by reference, never as a value")
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		assert.NotEqual(t, runnerjob.StateVolume, v.Name, "a self-registering runner makes its own .runner")
+	}
+	_, err := b.Kube.CoreV1().Secrets(s.NS).Get(ctx, runnerjob.StateSecretName(job.Name), metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "no state Secret for a self-registering runner: %v", err)
 }

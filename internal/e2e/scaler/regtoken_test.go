@@ -6,20 +6,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
 // TestRegistrationTokenIsMintedOnTheRealGitea: a group without
 // spec.registrationToken gets the org's registration token minted by the
-// scaler (with the group's API token) into a Secret the group owns, and its
-// runner registers with it from the secretKeyRef and runs the job.
+// scaler (with the group's API token) into a Secret the group owns; the
+// scaler registers the runner with it, and the runner runs the job holding
+// only its own credentials.
 func TestRegistrationTokenIsMintedOnTheRealGitea(t *testing.T) {
 	e2e.Parallel(t)
 	b := e2e.Bed(t)
@@ -32,16 +34,13 @@ func TestRegistrationTokenIsMintedOnTheRealGitea(t *testing.T) {
 	jobs := b.Gitea.WaitJobs(ctx, t, s.Fx.Repo, 1)
 	got := b.ExpectCompleted(ctx, t, s.NS, s.Group, s.Fx.Repo, e2e.IDsOf(jobs, key), s.Dump)
 
-	// The runner Job read the token only through the minted Secret.
+	// The scaler registered the runner with the minted token: the pod
+	// holds only its runner's own .runner, never the token.
 	c := got[key].Claim.Spec.Template.Spec.Containers[0]
-	reg, ok := e2e.EnvOf(c, "GITEA_RUNNER_REGISTRATION_TOKEN")
-	require.True(t, ok)
-	require.Empty(t, reg.Value)
-	require.NotNil(t, reg.ValueFrom)
-	require.NotNil(t, reg.ValueFrom.SecretKeyRef)
+	_, ok := e2e.EnvOf(c, "GITEA_RUNNER_REGISTRATION_TOKEN")
+	require.False(t, ok, "the runner pod gets no registration token")
+	require.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: runnerjob.StateVolume, MountPath: runnerjob.StatePath, SubPath: runnerjob.StateKey, ReadOnly: true})
 	name := v1alpha1.MintedRegistrationTokenSecret(s.Group)
-	assert.Equal(t, name, reg.ValueFrom.SecretKeyRef.Name)
-	assert.Equal(t, v1alpha1.MintedRegistrationTokenKey, reg.ValueFrom.SecretKeyRef.Key)
 
 	sec, err := b.Kube.CoreV1().Secrets(s.NS).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
