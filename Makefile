@@ -78,6 +78,12 @@ image: ## Build the scaler's OCI image into bin/image without Docker (IMAGE_PLAT
 # the environment, never from the command line. COSIGN_TLOG_UPLOAD=false
 # keeps the signatures out of the public transparency log (the bed has no
 # way out). Keyless signing is the release workflow's (.github/workflows).
+#
+# The default runner image (Gitea's, named in Chart.yaml's
+# artifacthub.io/images) is pinned in the released chart's
+# scaler.runnerImage by the digest its registry serves at release time
+# (release digest); RELEASE_RUNNER_DIGEST=sha256:... gives it instead (the
+# test bed, which cannot reach Docker Hub).
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
 COSIGN_KEY ?=
 COSIGN_TLOG_UPLOAD ?= true
@@ -87,6 +93,8 @@ RELEASE_DIR := bin/release
 RELEASE_PLAIN_HTTP ?= false
 RELEASE_IMAGE = $(REGISTRY)/gitea-runner-scaler
 RELEASE_TOOL := go run -mod=readonly ./release
+RELEASE_RUNNER_IMAGE = $(shell sed -n '/- name: gitea-runner$$/{n;s/^ *image: //p;}' $(CHART)/Chart.yaml)
+RELEASE_RUNNER_DIGEST ?=
 
 .PHONY: release
 release: $(if $(COSIGN_KEY),$(COSIGN)) ## Push the image (amd64, arm64) with its SBOM and the chart pinned to its digest: VERSION=x.y.z REGISTRY=host/path.
@@ -105,8 +113,11 @@ release: $(if $(COSIGN_KEY),$(COSIGN)) ## Push the image (amd64, arm64) with its
 	$(if $(COSIGN_KEY),$(COSIGN) sign $(RELEASE_COSIGN_FLAGS) $(RELEASE_IMAGE)@$$(cat $(RELEASE_DIR)/image.digest) && \
 	  $(COSIGN) attest $(RELEASE_COSIGN_FLAGS) --type spdxjson \
 	    --predicate $(RELEASE_DIR)/gitea-runner-scaler-$(VERSION).spdx.json $(RELEASE_IMAGE)@$$(cat $(RELEASE_DIR)/image.digest))
-	cd scripts/tools/image && $(RELEASE_TOOL) chart -chart $(CURDIR)/$(CHART) -out $(CURDIR)/$(RELEASE_DIR)/chart/gitea-runner-operator \
-	  -version $(VERSION) -repository $(RELEASE_IMAGE) -digest "$$(cat $(CURDIR)/$(RELEASE_DIR)/image.digest)"
+	cd scripts/tools/image && runner_digest="$(RELEASE_RUNNER_DIGEST)" && \
+	  if [ -z "$$runner_digest" ]; then runner_digest="$$($(RELEASE_TOOL) digest -ref $(RELEASE_RUNNER_IMAGE))"; fi && \
+	  $(RELEASE_TOOL) chart -chart $(CURDIR)/$(CHART) -out $(CURDIR)/$(RELEASE_DIR)/chart/gitea-runner-operator \
+	  -version $(VERSION) -repository $(RELEASE_IMAGE) -digest "$$(cat $(CURDIR)/$(RELEASE_DIR)/image.digest)" \
+	  -runner-digest "$$runner_digest"
 	eval "$$(scripts/install-helm.sh --print-env)"; export HELM_REGISTRY_CONFIG="$${DOCKER_CONFIG:-$$HOME/.docker}/config.json"; \
 	  helm lint --strict $(RELEASE_DIR)/chart/gitea-runner-operator; \
 	  helm package $(RELEASE_DIR)/chart/gitea-runner-operator --destination $(RELEASE_DIR); \

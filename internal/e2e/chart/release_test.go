@@ -21,11 +21,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
 
 const (
@@ -89,7 +90,10 @@ type ociDoc struct {
 // to the image the registry serves: the same digest. The bed's agent does
 // not pull images, so the proof is the CronJob's image reference against the
 // registry's manifest digest. The SBOM must hang off that image, and a key
-// given to the release signs the image and attests the SBOM.
+// given to the release signs the image and attests the SBOM. The default
+// runner image reaches the scaler pinned by the digest the release was
+// given (the bed cannot reach Docker Hub, where `make release` reads it
+// otherwise; `release digest` is held to the bed's registry instead).
 func TestReleasePushesAnImageAndAChartPinnedToItsDigest(t *testing.T) {
 	// Alone on the bed: `make release` builds images on both cores, and other
 	// tests' short Gitea timeouts would fire.
@@ -113,9 +117,10 @@ func TestReleasePushesAnImageAndAChartPinnedToItsDigest(t *testing.T) {
 	// and the bed no way to the public transparency log).
 	mctx, cancel := context.WithTimeout(ctx, 12*time.Minute)
 	defer cancel()
+	runnerDigest := "sha256:" + strings.Repeat("5e", 32)
 	cmd := exec.CommandContext(mctx, "make", "--no-print-directory", "release",
 		"VERSION="+version, "REGISTRY="+prefix, "RELEASE_PLAIN_HTTP=true",
-		"COSIGN_KEY="+releaseKey+".key", "COSIGN_TLOG_UPLOAD=false")
+		"COSIGN_KEY="+releaseKey+".key", "COSIGN_TLOG_UPLOAD=false", "RELEASE_RUNNER_DIGEST="+runnerDigest)
 	cmd.Dir = b.Root
 	cmd.Env = append(os.Environ(), "COSIGN_PASSWORD="+password)
 	out, err := cmd.CombinedOutput()
@@ -136,6 +141,13 @@ func TestReleasePushesAnImageAndAChartPinnedToItsDigest(t *testing.T) {
 	local, err := os.ReadFile(filepath.Join(b.Root, "bin", "release", "image.digest"))
 	require.NoError(t, err)
 	assert.Equal(t, digest, strings.TrimSpace(string(local)), "make release pushed what it built")
+	// release digest, which pins the runner image in a real release, reads
+	// what the registry serves for a tag.
+	dcmd := exec.CommandContext(ctx, "go", "run", "-mod=readonly", "./release", "digest", "-plain-http", "-ref", image+":"+version)
+	dcmd.Dir = filepath.Join(b.Root, "scripts", "tools", "image")
+	dout, err := dcmd.CombinedOutput()
+	require.NoError(t, err, "release digest:\n%s", dout)
+	assert.Equal(t, digest, strings.TrimSpace(string(dout)))
 
 	// Signed and attested with the release's key: cosign verifies both
 	// with its public key, and neither with another key nor for an image
@@ -246,6 +258,10 @@ func TestReleasePushesAnImageAndAChartPinnedToItsDigest(t *testing.T) {
 	require.Len(t, containers, 1)
 	assert.Equal(t, image+":"+version+"@"+digest, containers[0].Image,
 		"the installed CronJob runs the image the registry serves, pinned by digest")
+	runnerImage, ok := e2e.EnvOf(containers[0], "SCALER_RUNNER_IMAGE")
+	require.True(t, ok)
+	assert.Equal(t, "docker.io/"+runnerjob.DefaultImage+"@"+runnerDigest, runnerImage.Value,
+		"runner pods pull the default runner image by the digest the release pinned")
 	assert.Equal(t, version, cjs.Items[0].Labels["app.kubernetes.io/version"])
 }
 

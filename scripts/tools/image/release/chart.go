@@ -12,16 +12,25 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// scalerImageName is the name of the scaler's entry in the chart's
-// artifacthub.io/images annotation.
-const scalerImageName = "gitea-runner-scaler"
+// scalerImageName and runnerImageName name the scaler's and the default
+// runner's entries in the chart's artifacthub.io/images annotation.
+const (
+	scalerImageName = "gitea-runner-scaler"
+	runnerImageName = "gitea-runner"
+)
 
-// ChartPin is what a released chart names: its version, and the scaler
-// image by repository, tag and digest.
+// ChartPin is what a released chart names: its version, the scaler image
+// by repository, tag and digest, and, when RunnerDigest is set, the default
+// runner image by that digest.
 type ChartPin struct {
 	Version    string
 	Repository string
 	Digest     string
+	// RunnerDigest is the digest of the runner image the annotation names
+	// (Gitea's, which the release does not build): the copy's
+	// scaler.runnerImage becomes that image by digest, so every runner pod
+	// of the release pulls what the release was tested with.
+	RunnerDigest string
 }
 
 // PinChart copies the chart in src to dst (replaced) and pins the copy:
@@ -74,8 +83,13 @@ func PinChart(src, dst string, pin ChartPin) error {
 		return fmt.Errorf("Chart.yaml: the artifacthub.io/images annotation must name %q exactly once (values' image.repository at the appVersion), found %d", oldImage, n)
 	}
 	chart = []byte(strings.Replace(string(chart), "image: "+oldImage+"\n", "image: "+newImage+"\n", 1))
-	if err := checkImagesAnnotation(chart, newImage); err != nil {
+	if err := checkImagesAnnotation(chart, scalerImageName, newImage); err != nil {
 		return err
+	}
+	if pin.RunnerDigest != "" {
+		if chart, values, err = pinRunner(chart, values, pin.RunnerDigest); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(valuesFile, values, 0o644); err != nil {
 		return err
@@ -83,28 +97,68 @@ func PinChart(src, dst string, pin ChartPin) error {
 	return os.WriteFile(chartFile, chart, 0o644)
 }
 
-// checkImagesAnnotation makes sure the annotation parses and names the
-// scaler by the pinned reference.
-func checkImagesAnnotation(chart []byte, want string) error {
+// pinRunner names the annotation's runner image by digest, there and as
+// values.yaml's scaler.runnerImage (empty in the source chart: the
+// scaler's built-in default, the same image by tag).
+func pinRunner(chart, values []byte, digest string) ([]byte, []byte, error) {
+	image, err := annotatedImage(chart, runnerImageName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if strings.Contains(image, "@") {
+		return nil, nil, fmt.Errorf("Chart.yaml: artifacthub.io/images names %s by digest already (%q)", runnerImageName, image)
+	}
+	if cur, err := scalarAt(values, "scaler", "runnerImage"); err != nil {
+		return nil, nil, fmt.Errorf("values.yaml: %w", err)
+	} else if cur != "" {
+		return nil, nil, fmt.Errorf("values.yaml: scaler.runnerImage is %q; the release pins the default runner image only while it is empty", cur)
+	}
+	pinned := image + "@" + digest
+	if n := strings.Count(string(chart), "image: "+image+"\n"); n != 1 {
+		return nil, nil, fmt.Errorf("Chart.yaml: the artifacthub.io/images annotation must name %q exactly once, found %d", image, n)
+	}
+	chart = []byte(strings.Replace(string(chart), "image: "+image+"\n", "image: "+pinned+"\n", 1))
+	if err := checkImagesAnnotation(chart, runnerImageName, pinned); err != nil {
+		return nil, nil, err
+	}
+	if values, err = setScalar(values, pinned, "scaler", "runnerImage"); err != nil {
+		return nil, nil, fmt.Errorf("values.yaml: %w", err)
+	}
+	return chart, values, nil
+}
+
+// annotatedImage is the image the artifacthub.io/images annotation names
+// for the entry called name.
+func annotatedImage(chart []byte, name string) (string, error) {
 	var c struct {
 		Annotations map[string]string `yaml:"annotations"`
 	}
 	if err := yaml.Unmarshal(chart, &c); err != nil {
-		return fmt.Errorf("Chart.yaml: %w", err)
+		return "", fmt.Errorf("Chart.yaml: %w", err)
 	}
 	var images []struct{ Name, Image string }
 	if err := yaml.Unmarshal([]byte(c.Annotations["artifacthub.io/images"]), &images); err != nil {
-		return fmt.Errorf("Chart.yaml: artifacthub.io/images: %w", err)
+		return "", fmt.Errorf("Chart.yaml: artifacthub.io/images: %w", err)
 	}
 	for _, im := range images {
-		if im.Name == scalerImageName {
-			if im.Image != want {
-				return fmt.Errorf("Chart.yaml: artifacthub.io/images names %s as %q, want %q", scalerImageName, im.Image, want)
-			}
-			return nil
+		if im.Name == name {
+			return im.Image, nil
 		}
 	}
-	return fmt.Errorf("Chart.yaml: artifacthub.io/images has no entry named %s", scalerImageName)
+	return "", fmt.Errorf("Chart.yaml: artifacthub.io/images has no entry named %s", name)
+}
+
+// checkImagesAnnotation makes sure the annotation parses and names the
+// entry called name by the pinned reference.
+func checkImagesAnnotation(chart []byte, name, want string) error {
+	image, err := annotatedImage(chart, name)
+	if err != nil {
+		return err
+	}
+	if image != want {
+		return fmt.Errorf("Chart.yaml: artifacthub.io/images names %s as %q, want %q", name, image, want)
+	}
+	return nil
 }
 
 // scalarNode finds the scalar at a path of mapping keys.

@@ -4,7 +4,8 @@
 //
 //	release sbom  -layout bin/image -version V -repository REPO -binary linux/amd64=PATH ... -created UNIX -source URL -ca FILE [-ca-version V] -out FILE
 //	release push  -layout bin/image -version V -repository REPO [-sbom FILE] [-plain-http] [-digest-file FILE]
-//	release chart -chart DIR -out DIR -version V -repository REPO -digest sha256:...
+//	release chart -chart DIR -out DIR -version V -repository REPO -digest sha256:... [-runner-digest sha256:...]
+//	release digest -ref IMAGE [-plain-http]
 //
 // The SBOM names the image by the digest it gets when pushed, which is the
 // layout's: pushing changes no byte.
@@ -56,7 +57,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("want a command: sbom, push or chart")
+		return errors.New("want a command: sbom, push, chart or digest")
 	}
 	switch args[0] {
 	case "sbom":
@@ -65,8 +66,10 @@ func run(args []string) error {
 		return runPush(args[1:])
 	case "chart":
 		return runChart(args[1:])
+	case "digest":
+		return runDigest(args[1:])
 	}
-	return fmt.Errorf("unknown command %q: want sbom, push or chart", args[0])
+	return fmt.Errorf("unknown command %q: want sbom, push, chart or digest", args[0])
 }
 
 func runSBOM(args []string) error {
@@ -163,6 +166,7 @@ func runChart(args []string) error {
 	fs.StringVar(&pin.Version, "version", "", "release version (chart version, appVersion, image tag)")
 	fs.StringVar(&pin.Repository, "repository", "", "image repository the image was pushed to")
 	fs.StringVar(&pin.Digest, "digest", "", "the pushed image's digest (sha256:...)")
+	fs.StringVar(&pin.RunnerDigest, "runner-digest", "", "digest of the runner image Chart.yaml's artifacthub.io/images names (release digest); empty leaves it by tag")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -175,9 +179,38 @@ func runChart(args []string) error {
 	if _, err := v1.NewHash(pin.Digest); err != nil {
 		return fmt.Errorf("-digest %q: %w", pin.Digest, err)
 	}
+	if pin.RunnerDigest != "" {
+		if _, err := v1.NewHash(pin.RunnerDigest); err != nil {
+			return fmt.Errorf("-runner-digest %q: %w", pin.RunnerDigest, err)
+		}
+	}
 	if err := PinChart(*src, *dst, pin); err != nil {
 		return err
 	}
 	fmt.Printf("wrote %s: version %s, image %s:%s@%s\n", *dst, pin.Version, pin.Repository, pin.Version, pin.Digest)
+	if pin.RunnerDigest != "" {
+		fmt.Printf("the default runner image pinned to %s\n", pin.RunnerDigest)
+	}
+	return nil
+}
+
+// runDigest prints the digest a registry gives for an image reference (of
+// an index for a multi-platform image): what `release chart -runner-digest`
+// pins.
+func runDigest(args []string) error {
+	fs := flag.NewFlagSet("digest", flag.ContinueOnError)
+	ref := fs.String("ref", "", "image reference, e.g. docker.io/gitea/runner:3.1.0-dind-rootless")
+	plainHTTP := fs.Bool("plain-http", false, "speak plain HTTP to the registry")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *ref == "" {
+		return errors.New("digest: -ref is required")
+	}
+	d, err := RemoteDigest(*ref, *plainHTTP)
+	if err != nil {
+		return err
+	}
+	fmt.Println(d)
 	return nil
 }

@@ -134,3 +134,17 @@ type rawManifest struct {
 
 func (m rawManifest) RawManifest() ([]byte, error)        { return m.raw, nil }
 func (m rawManifest) MediaType() (types.MediaType, error) { return m.mediaType, nil }
+
+// RemoteDigest is the digest the registry serves for ref (a HEAD: nothing
+// is pulled), with docker's credentials.
+func RemoteDigest(ref string, plainHTTP bool) (v1.Hash, error) {
+	r, err := name.ParseReference(ref, nameOptions(plainHTTP)...)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("image reference: %w", err)
+	}
+	desc, err := remote.Head(r, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("the digest of %s: %w", r, err)
+	}
+	return desc.Digest, nil
+}

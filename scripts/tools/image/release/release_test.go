@@ -218,6 +218,11 @@ func TestPushKeepsTheDigestAndAttachesTheSBOM(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, got.Digest, "the tag names the index")
 	assert.Equal(t, types.OCIImageIndex, got.MediaType)
+	remoteDigest, err := RemoteDigest(host+"/gro/gitea-runner-scaler:1.2.3", true)
+	require.NoError(t, err)
+	assert.Equal(t, want, remoteDigest, "release digest reads back what the tag names")
+	_, err = RemoteDigest(host+"/gro/gitea-runner-scaler:9.9.9", true)
+	require.ErrorContains(t, err, "the digest of "+host+"/gro/gitea-runner-scaler:9.9.9")
 
 	sbom := []byte(`{"spdxVersion":"SPDX-2.3"}`)
 	art, err := Attach(ref, sbom, SPDXMediaType, "gitea-runner-scaler-1.2.3.spdx.json")
@@ -284,6 +289,55 @@ func TestPinChartChangesOnlyTheImageAndVersions(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, string(a), string(b), "%s is copied as it is", f)
 	}
+}
+
+// TestPinChartPinsTheDefaultRunnerImageByDigest: with a runner digest the
+// copy's scaler.runnerImage and the annotation's runner entry name the
+// annotated runner image by that digest, and nothing else changes beside
+// the scaler's pin.
+func TestPinChartPinsTheDefaultRunnerImageByDigest(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "chart")
+	runnerDigest := "sha256:" + strings.Repeat("ab", 32)
+	pin := ChartPin{Version: "1.2.3", Repository: "r/gitea-runner-scaler", Digest: "sha256:" + strings.Repeat("0f", 32), RunnerDigest: runnerDigest}
+	require.NoError(t, PinChart(chartDir, dst, pin))
+
+	src, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	require.NoError(t, err)
+	image, err := annotatedImage(src, runnerImageName)
+	require.NoError(t, err)
+	require.NotContains(t, image, "@", "the source chart names the runner image by tag")
+
+	var values struct {
+		Scaler struct {
+			RunnerImage string `yaml:"runnerImage"`
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(dst, "values.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(raw, &values))
+	assert.Equal(t, image+"@"+runnerDigest, values.Scaler.RunnerImage)
+	assert.Equal(t, 4, changedLines(t, filepath.Join(chartDir, "values.yaml"), filepath.Join(dst, "values.yaml")),
+		"the scaler's three image values and scaler.runnerImage")
+
+	chart, err := os.ReadFile(filepath.Join(dst, "Chart.yaml"))
+	require.NoError(t, err)
+	got, err := annotatedImage(chart, runnerImageName)
+	require.NoError(t, err)
+	assert.Equal(t, image+"@"+runnerDigest, got)
+	assert.Equal(t, 4, changedLines(t, filepath.Join(chartDir, "Chart.yaml"), filepath.Join(dst, "Chart.yaml")))
+}
+
+func TestPinChartLeavesARunnerImageThePlatformChose(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	require.NoError(t, copyDir(chartDir, src))
+	raw, err := os.ReadFile(filepath.Join(src, "values.yaml"))
+	require.NoError(t, err)
+	raw, err = setScalar(raw, "my/runner:1", "scaler", "runnerImage")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(src, "values.yaml"), raw, 0o644))
+	err = PinChart(src, filepath.Join(t.TempDir(), "dst"), ChartPin{Version: "1.2.3", Repository: "r/x",
+		Digest: "sha256:" + strings.Repeat("0", 64), RunnerDigest: "sha256:" + strings.Repeat("1", 64)})
+	require.ErrorContains(t, err, `scaler.runnerImage is "my/runner:1"`)
 }
 
 func changedLines(t *testing.T, a, b string) int {
