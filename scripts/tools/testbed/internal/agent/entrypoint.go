@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"regexp"
+	"strings"
 )
 
 // The runner image's run.sh works in /data (its state file, .runner, lives there) and
@@ -14,24 +15,35 @@ import (
 // runnerDataDir is the runner image's working directory, where its .runner lives.
 const runnerDataDir = "/data"
 
-var (
-	dataPath = regexp.MustCompile(`(^|[\s"'=<>|])/data([\s"';/]|$)`)
-	tmpPath  = regexp.MustCompile(`(^|[\s"'=<>|])/tmp/`)
-)
+// imagePath is where run.sh names /data or /tmp/: after the start of a
+// line, a blank, a quote or a redirection, and /data only as a whole path
+// segment. The character before is matched; the one after /data is not
+// taken (checked by hand), so "/data /data" finds both.
+var imagePath = regexp.MustCompile(`(^|[\s"'=<>|])(/data|/tmp/)`)
 
 // PrepareEntrypoint rewrites run.sh from a runner image to work in dataDir instead of
 // /data and tmpDir instead of /tmp. It fails when the script no longer changes to
 // /data, the contract the bed plays: a newer run.sh must be read before the bed runs
-// it.
+// it. The script is read once, from the start: what it puts in is never rewritten
+// again, so a bed whose own folders lie under /tmp or /data is no different.
 func PrepareEntrypoint(script []byte, dataDir, tmpDir string) ([]byte, error) {
 	if !regexp.MustCompile(`(?m)^\s*cd /data\s*$`).Match(script) {
 		return nil, errors.New("run.sh does not `cd /data`: the runner image's entrypoint changed; read it before the bed plays it")
 	}
-	out := script
-	// A match takes the character after /data, so a second /data right after it is
-	// left for the next round.
-	for dataPath.Match(out) {
-		out = dataPath.ReplaceAll(out, []byte("${1}"+dataDir+"${2}"))
+	var out []byte
+	done := 0
+	for _, loc := range imagePath.FindAllSubmatchIndex(script, -1) {
+		pathStart, pathEnd := loc[4], loc[5]
+		out = append(out, script[done:pathStart]...)
+		switch path := string(script[pathStart:pathEnd]); {
+		case path == "/tmp/":
+			out = append(out, tmpDir+"/"...)
+		case pathEnd == len(script) || strings.IndexByte(" \t\n\"';/", script[pathEnd]) >= 0:
+			out = append(out, dataDir...)
+		default:
+			out = append(out, path...) // /database and the like
+		}
+		done = pathEnd
 	}
-	return tmpPath.ReplaceAll(out, []byte("${1}"+tmpDir+"/")), nil
+	return append(out, script[done:]...), nil
 }

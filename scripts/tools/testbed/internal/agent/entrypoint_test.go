@@ -70,6 +70,7 @@ func TestPrepareEntrypoint(t *testing.T) {
 		"quoted":      {in: "cd /data\nX=\"/data\"\n", want: "cd /d\nX=\"/d\"\n"},
 		"other paths": {in: "cd /data\nls /database /x/data\n", want: "cd /d\nls /database /x/data\n"},
 		"tmp":         {in: "cd /data\necho >/tmp/a\ncat /tmp/b\n", want: "cd /d\necho >/t/a\ncat /t/b\n"},
+		"nested":      {in: "cd /data\nls /data/data /data/tmp/ /tmp/tmp/\n", want: "cd /d\nls /d/data /d/tmp/ /t/tmp/\n"},
 		"no cd":       {in: "mkdir -p /data\n", err: "does not `cd /data`"},
 	}
 	for name, tc := range tests {
@@ -81,6 +82,27 @@ func TestPrepareEntrypoint(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, string(got))
+		})
+	}
+}
+
+// A bed under /tmp (a clone there) or under a /data folder gives paths
+// that look like the image's own: what was put in is never rewritten
+// again (a run.sh that changed to /tmp/…/data/…/tmp/… found no .runner).
+func TestPrepareEntrypointLeavesTheBedsOwnPathsAlone(t *testing.T) {
+	tests := map[string]struct {
+		data, tmp string
+	}{
+		"bed under /tmp":  {"/tmp/ci/.testbed/pod/runner/data", "/tmp/ci/.testbed/pod/runner/tmp"},
+		"bed under /data": {"/data/bed/pod/data", "/data/bed/pod/tmp"},
+	}
+	in := "cd /data\nmkdir -p /data\necho >/tmp/reg.log\nls /data /data/x\n"
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := PrepareEntrypoint([]byte(in), tc.data, tc.tmp)
+			require.NoError(t, err)
+			want := "cd " + tc.data + "\nmkdir -p " + tc.data + "\necho >" + tc.tmp + "/reg.log\nls " + tc.data + " " + tc.data + "/x\n"
+			assert.Equal(t, want, string(got))
 		})
 	}
 }
