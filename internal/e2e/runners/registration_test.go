@@ -169,8 +169,7 @@ func TestAPlatformThatPinsSelfRegistrationStillServesJobs(t *testing.T) {
 	s := b.ServedGroup(ctx, t, e2e.SceneOpts{Name: "selfreg", Max: 1, Values: values})
 
 	key := e2e.JobKey("self")
-	wf := fmt.Sprintf("name: e2e\non: [push]\njobs:\n  %s:\n    runs-on: [%s]\n    steps:\n      - run: echo served\n", key, s.Label)
-	b.Gitea.PushWorkflow(ctx, t, s.Fx.PushAs, s.Fx.Repo, "self.yml", wf)
+	e2e.PushJobs(ctx, t, b, s.Fx, "self.yml", nil, e2e.WfJob{Key: key, RunsOn: []string{s.Label}})
 	jobs := b.Gitea.WaitJobs(ctx, t, s.Fx.Repo, 1)
 	got := b.ExpectCompleted(ctx, t, s.NS, s.Group, s.Fx.Repo, e2e.IDsOf(jobs, key), s.Dump)
 	job := got[key].Runner

@@ -74,16 +74,10 @@ func PinChart(src, dst string, pin ChartPin) error {
 			return fmt.Errorf("Chart.yaml: %w", err)
 		}
 	}
-	// The annotation is a YAML document in a string; its scaler entry names
-	// the image the unpinned chart runs, values.yaml's repository at the
-	// appVersion, and that text is replaced.
-	oldImage := oldRepo + ":" + oldApp
-	newImage := pin.Repository + ":" + pin.Version + "@" + pin.Digest
-	if n := strings.Count(string(chart), "image: "+oldImage+"\n"); n != 1 {
-		return fmt.Errorf("Chart.yaml: the artifacthub.io/images annotation must name %q exactly once (values' image.repository at the appVersion), found %d", oldImage, n)
-	}
-	chart = []byte(strings.Replace(string(chart), "image: "+oldImage+"\n", "image: "+newImage+"\n", 1))
-	if err := checkImagesAnnotation(chart, scalerImageName, newImage); err != nil {
+	// The annotation's scaler entry names the image the unpinned chart
+	// runs: values.yaml's repository at the appVersion.
+	chart, err = replaceAnnotatedImage(chart, scalerImageName, oldRepo+":"+oldApp, pin.Repository+":"+pin.Version+"@"+pin.Digest)
+	if err != nil {
 		return err
 	}
 	if pin.RunnerDigest != "" {
@@ -114,11 +108,7 @@ func pinRunner(chart, values []byte, digest string) ([]byte, []byte, error) {
 		return nil, nil, fmt.Errorf("values.yaml: scaler.runnerImage is %q; the release pins the default runner image only while it is empty", cur)
 	}
 	pinned := image + "@" + digest
-	if n := strings.Count(string(chart), "image: "+image+"\n"); n != 1 {
-		return nil, nil, fmt.Errorf("Chart.yaml: the artifacthub.io/images annotation must name %q exactly once, found %d", image, n)
-	}
-	chart = []byte(strings.Replace(string(chart), "image: "+image+"\n", "image: "+pinned+"\n", 1))
-	if err := checkImagesAnnotation(chart, runnerImageName, pinned); err != nil {
+	if chart, err = replaceAnnotatedImage(chart, runnerImageName, image, pinned); err != nil {
 		return nil, nil, err
 	}
 	if values, err = setScalar(values, pinned, "scaler", "runnerImage"); err != nil {
@@ -148,17 +138,23 @@ func annotatedImage(chart []byte, name string) (string, error) {
 	return "", fmt.Errorf("Chart.yaml: artifacthub.io/images has no entry named %s", name)
 }
 
-// checkImagesAnnotation makes sure the annotation parses and names the
-// entry called name by the pinned reference.
-func checkImagesAnnotation(chart []byte, name, want string) error {
+// replaceAnnotatedImage rewrites the annotation's entry called name from
+// image old to image new. The annotation is a YAML document in a string,
+// so its text is replaced (every other line of Chart.yaml stays) and then
+// read back.
+func replaceAnnotatedImage(chart []byte, name, old, new string) ([]byte, error) {
+	if n := strings.Count(string(chart), "image: "+old+"\n"); n != 1 {
+		return nil, fmt.Errorf("Chart.yaml: the artifacthub.io/images annotation must name %q exactly once (its %s entry), found %d", old, name, n)
+	}
+	chart = []byte(strings.Replace(string(chart), "image: "+old+"\n", "image: "+new+"\n", 1))
 	image, err := annotatedImage(chart, name)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if image != want {
-		return fmt.Errorf("Chart.yaml: artifacthub.io/images names %s as %q, want %q", name, image, want)
+	if image != new {
+		return nil, fmt.Errorf("Chart.yaml: artifacthub.io/images names %s as %q, want %q", name, image, new)
 	}
-	return nil
+	return chart, nil
 }
 
 // scalarNode finds the scalar at a path of mapping keys.

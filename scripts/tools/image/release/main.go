@@ -187,10 +187,7 @@ func runChart(args []string) error {
 	if err := PinChart(*src, *dst, pin); err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s: version %s, image %s:%s@%s\n", *dst, pin.Version, pin.Repository, pin.Version, pin.Digest)
-	if pin.RunnerDigest != "" {
-		fmt.Printf("the default runner image pinned to %s\n", pin.RunnerDigest)
-	}
+	fmt.Printf("wrote %s: version %s, image %s:%s@%s, default runner image by digest %q\n", *dst, pin.Version, pin.Repository, pin.Version, pin.Digest, pin.RunnerDigest)
 	return nil
 }
 
