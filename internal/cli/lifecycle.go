@@ -13,7 +13,7 @@ import (
 // that never start, orphan registrations, and the registrations of
 // deleted namespaces.
 type LifecycleFlags struct {
-	RunnerIdleTimeout  time.Duration `env:"SCALER_RUNNER_IDLE_TIMEOUT" default:"10m" help:"How long a runner beyond the queued jobs stays idle before it is disabled in Gitea and its Job deleted; 0 turns that and the removal of orphan registrations off (both need the runners API)."`
+	RunnerIdleTimeout  time.Duration `env:"SCALER_RUNNER_IDLE_TIMEOUT" default:"10m" help:"How long a runner beyond the queued jobs stays idle (since a pass last saw it at work) before it is disabled in Gitea and its Job deleted; 0 turns that and the removal of orphan registrations off (both need the runners API)."`
 	RunnerStartTimeout time.Duration `env:"SCALER_RUNNER_START_TIMEOUT" default:"10m" help:"How long a runner Job's pod may take to start before the Job is deleted and the group says why; 0 never deletes one."`
 	// The sweep of the registrations deleted namespaces leave in Gitea
 	// (scaler.DeletedNamespaces): the platform team's opt-in.

@@ -3,15 +3,17 @@ package plan
 import (
 	"sort"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
 // IdleRunner is an active runner Job whose runner is registered in Gitea
 // and runs no job.
 type IdleRunner struct {
 	Job string
-	// Since is when the runner Job was made: an ephemeral runner takes one
-	// job and exits, so a runner that runs none has been idle since it
-	// started.
+	// Since is when the runner became idle (IdleSince).
 	Since time.Time
 }
 
@@ -63,4 +65,68 @@ func ReapIdle(in IdleInput) []string {
 		out = append(out, r.Job)
 	}
 	return out
+}
+
+// IdleSince is when a runner became idle, as far as is known: when a pass
+// last saw it at work, else when its Job was made (an ephemeral runner takes
+// one job and exits, so a runner never seen at work has been idle since it
+// started). A sighting more than ClockSkew ahead of now is no sighting: an
+// edited state or a clock that jumped back never keeps a runner for good.
+func IdleSince(created, lastAtWork, now time.Time) time.Time {
+	if lastAtWork.After(created) && !lastAtWork.After(now.Add(ClockSkew)) {
+		return lastAtWork
+	}
+	return created
+}
+
+// ClockSkew is how far apart the clocks of two listeners' nodes may be:
+// one may read the sighting another wrote a little ahead of its own now.
+const ClockSkew = time.Minute
+
+// AtWorkInput is what the sightings a group's state keeps are decided
+// from.
+type AtWorkInput struct {
+	Now time.Time
+	// Timeout is the idle timeout (IdleInput.Timeout); 0 reaps none, and
+	// then no sighting is needed.
+	Timeout time.Duration
+	// Kept are the sightings the state holds.
+	Kept state.AtWork
+	// Seen are the runner Jobs this pass saw at work.
+	Seen []types.UID
+	// Active are the group's active runner Jobs: only theirs are kept.
+	Active []types.UID
+}
+
+// KeepAtWork says whether the state's sightings are due a write, and what
+// to write: this pass's sightings, and the kept ones of Jobs still active.
+// A write is due when a runner seen at work has no sighting kept, or one at
+// least half the timeout old. Each runner at work thus costs one write per
+// half timeout rather than one per pass, and the kept sighting is never
+// more than half the timeout behind the last one, so a runner's cleanup
+// after a cancelled job has at least half the timeout before a reap.
+func KeepAtWork(in AtWorkInput) (state.AtWork, bool) {
+	if in.Timeout <= 0 {
+		return nil, false
+	}
+	due := false
+	for _, uid := range in.Seen {
+		if last, ok := in.Kept[uid]; !ok || in.Now.Sub(last) >= in.Timeout/2 {
+			due = true
+			break
+		}
+	}
+	if !due {
+		return nil, false
+	}
+	out := state.AtWork{}
+	for _, uid := range in.Active {
+		if last, ok := in.Kept[uid]; ok {
+			out[uid] = last
+		}
+	}
+	for _, uid := range in.Seen {
+		out[uid] = in.Now
+	}
+	return out, true
 }

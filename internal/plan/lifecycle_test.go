@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
 var lt0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
@@ -46,6 +49,61 @@ func TestReapIdle(t *testing.T) {
 				assert.Empty(t, got)
 				return
 			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestIdleSince(t *testing.T) {
+	created := lt0.Add(-time.Hour)
+	tests := []struct {
+		name string
+		last time.Time
+		want time.Time
+	}{
+		{"never seen at work: since its Job was made", time.Time{}, created},
+		{"seen at work: since then", lt0.Add(-time.Minute), lt0.Add(-time.Minute)},
+		{"a sighting before its Job was made", created.Add(-time.Minute), created},
+		{"a sighting a little ahead of now: another node's clock", lt0.Add(ClockSkew), lt0.Add(ClockSkew)},
+		{"a sighting far ahead of now: none", lt0.Add(ClockSkew + time.Second), created},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, IdleSince(created, tt.last, lt0))
+		})
+	}
+}
+
+func TestKeepAtWork(t *testing.T) {
+	ago := func(d time.Duration) time.Time { return lt0.Add(-d) }
+	tests := []struct {
+		name    string
+		in      AtWorkInput
+		want    state.AtWork
+		wantDue bool
+	}{
+		{name: "nothing seen: no write", in: AtWorkInput{Kept: state.AtWork{"a": ago(time.Hour)}, Active: []types.UID{"a"}}},
+		{name: "seen, none kept: due", in: AtWorkInput{Seen: []types.UID{"a"}, Active: []types.UID{"a"}},
+			want: state.AtWork{"a": lt0}, wantDue: true},
+		{name: "kept less than half the timeout ago: not due", in: AtWorkInput{Kept: state.AtWork{"a": ago(4 * time.Minute)}, Seen: []types.UID{"a"}, Active: []types.UID{"a"}}},
+		{name: "kept half the timeout ago: due", in: AtWorkInput{Kept: state.AtWork{"a": ago(5 * time.Minute)}, Seen: []types.UID{"a"}, Active: []types.UID{"a"}},
+			want: state.AtWork{"a": lt0}, wantDue: true},
+		{name: "a due write keeps the others still active and drops the gone", in: AtWorkInput{
+			Kept: state.AtWork{"idle": ago(3 * time.Minute), "gone": ago(time.Minute)}, Seen: []types.UID{"new"}, Active: []types.UID{"idle", "new"}},
+			want: state.AtWork{"idle": ago(3 * time.Minute), "new": lt0}, wantDue: true},
+		{name: "reaping off: none kept", in: AtWorkInput{Timeout: -1, Seen: []types.UID{"a"}, Active: []types.UID{"a"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.in
+			in.Now = lt0
+			if in.Timeout == 0 {
+				in.Timeout = 10 * time.Minute
+			} else if in.Timeout < 0 {
+				in.Timeout = 0
+			}
+			got, due := KeepAtWork(in)
+			assert.Equal(t, tt.wantDue, due)
 			assert.Equal(t, tt.want, got)
 		})
 	}

@@ -66,9 +66,10 @@ func (s *Scaler) claim(ctx context.Context, g *groupRun) ([]plan.Claim, *observa
 		obs.surplus = p.Surplus
 		if s.cfg.DryRun {
 			s.printPlan(g.rg, p)
+			g.state = loaded
 			return nil, obs, nil
 		}
-		_, err = g.store.Save(ctx, g.owner, loaded, p.Claims)
+		g.state, err = g.store.Save(ctx, g.owner, loaded, p.Claims)
 		switch {
 		case err == nil:
 			return p.New, obs, nil

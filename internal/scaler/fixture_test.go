@@ -328,6 +328,17 @@ func (e *env) claims(group string) state.Claims {
 	return s
 }
 
+// seedAtWork stores sightings of runners at work in rg's state, as an
+// earlier pass would have.
+func (e *env) seedAtWork(rg *v1alpha1.RunnerGroup, w state.AtWork) {
+	e.t.Helper()
+	st := state.Store{Client: e.kube}
+	l, err := st.Load(context.Background(), stateOwner(rg))
+	require.NoError(e.t, err)
+	_, err = st.SaveAtWork(context.Background(), stateOwner(rg), l, w)
+	require.NoError(e.t, err)
+}
+
 func (e *env) events() []corev1.Event {
 	e.t.Helper()
 	l, err := e.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})

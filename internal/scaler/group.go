@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
@@ -48,6 +49,10 @@ type groupRun struct {
 	preloaded  state.Loaded
 	preloadErr error
 	hasPreload bool
+	// state is the group's state as claim last read or wrote it, and
+	// seenAtWork the runner Jobs this pass saw at work (atwork.go).
+	state      state.Loaded
+	seenAtWork []types.UID
 	// fromCache says the first attempt's runner Jobs (and, mostly, its
 	// state) come from a loop's watch caches, which may lag the API
 	// server: claim then writes nothing that lag could make wrong.
@@ -129,6 +134,7 @@ func (s *Scaler) finish(ctx context.Context, g *groupRun) (int, error) {
 			if lerr := s.lifecycle(ctx, g, obs); err == nil {
 				err = lerr
 			}
+			s.keepAtWork(ctx, g, obs)
 		}
 	}
 	// record writes on a short context of its own, so a cancelled pass or

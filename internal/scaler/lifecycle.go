@@ -193,7 +193,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			continue
 		}
 		if obs.busy[j.Name] {
-			s.mem.saw(j, s.now())
+			g.sawAtWork(j)
 			continue
 		}
 		pv := pods[j.UID]
@@ -222,9 +222,9 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			// gitea.Runners): it waits for a later pass.
 			switch {
 			case slices.ContainsFunc(reg, func(r gitea.Runner) bool { return r.Busy }):
-				s.mem.saw(j, s.now())
+				g.sawAtWork(j)
 			case registered:
-				idle = append(idle, plan.IdleRunner{Job: j.Name, Since: s.mem.idleSince(j)})
+				idle = append(idle, s.idleSince(g, j))
 			}
 			continue
 		}

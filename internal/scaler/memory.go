@@ -11,8 +11,7 @@ import (
 // verdicts on specs and runner pods (verdicts.go), the parts of its
 // rendered runner configs (runnerconfig.go), its registration token
 // checks (regcheck.go), what its cluster-wide reads learnt
-// (boundrights.go), the jobs its job histograms counted (jobtimes.go) and
-// when it last saw each runner at work (atwork.go).
+// (boundrights.go) and the jobs its job histograms counted (jobtimes.go).
 // A single pass remembers nothing: its Scaler's memory
 // is nil, every method here is safe on nil, and every question is asked
 // afresh.
@@ -24,7 +23,6 @@ type memory struct {
 	regChecks regChecks
 	wide      clusterReads
 	jobs      jobTimes
-	atWork    atWork
 }
 
 // newMemory is a loop's memory around its watch caches; a single pass
@@ -45,9 +43,6 @@ func (m *memory) turn() {
 	}
 	m.verdicts.turn()
 	m.configs.turn()
-	m.atWork.mu.Lock()
-	m.atWork.seen.turn()
-	m.atWork.mu.Unlock()
 }
 
 // checks are the registration token checks a pass shares among its groups:

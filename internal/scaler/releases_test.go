@@ -12,11 +12,12 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
 // A runner that cleans up after a cancelled job runs no job any listing
 // shows, yet it is at work: Gitea's busy flag is the one sign of it. It is
-// not reaped until the flag clears.
+// not reaped until the flag has been clear for the idle timeout.
 func TestBusyRunnerIsNotReapedThoughNoJobListsIt(t *testing.T) {
 	rg := newGroup("ci", 3)
 	e, g, set := lifecycleEnv(t, rg)
@@ -31,8 +32,10 @@ func TestBusyRunnerIsNotReapedThoughNoJobListsIt(t *testing.T) {
 	assert.EqualValues(t, 1, e.group("ci").Status.IdleRunners, "it still counts as idle: no job of the group runs on it")
 
 	g.runners[0].Busy = false
-	e.pass(set)
-	assert.Empty(t, jobNamesOf(e), "reaped once the flag cleared")
+	e.pass(set, at(5*time.Minute))
+	assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "idle for less than the timeout since it was seen busy")
+	e.pass(set, at(11*time.Minute))
+	assert.Empty(t, jobNamesOf(e), "reaped once the flag cleared for the timeout")
 }
 
 // The lifecycle of one runner through a job that is cancelled while it
@@ -55,7 +58,7 @@ func TestRunnerLifecycleThroughACancelPerGiteaRelease(t *testing.T) {
 					Status: giteatest.StatusInProgress, RunnerID: 1, RunnerName: name}},
 				Runners: []giteatest.Runner{{ID: 1, Name: name, Owner: "acme", Online: true, Active: true, Ephemeral: true}},
 			}, set)
-			step := func(status string, active bool) {
+			step := func(status string, active bool, after time.Duration) {
 				t.Helper()
 				require.NoError(t, srv.UpdateJob(1, func(j *giteatest.Job) {
 					j.Status = status
@@ -68,7 +71,7 @@ func TestRunnerLifecycleThroughACancelPerGiteaRelease(t *testing.T) {
 				r.Active = active
 				require.NoError(t, srv.AddRunner(r))
 				srv.ResetRequests()
-				e.pass(real)
+				e.pass(real, at(after))
 			}
 			changes := func() []string {
 				var out []string
@@ -82,16 +85,16 @@ func TestRunnerLifecycleThroughACancelPerGiteaRelease(t *testing.T) {
 				return out
 			}
 
-			step(giteatest.StatusInProgress, true)
+			step(giteatest.StatusInProgress, true, 0)
 			assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "running its job")
 			assert.Empty(t, changes())
 
-			step(giteatest.StatusCancelling, true)
+			step(giteatest.StatusCancelling, true, time.Minute)
 			assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "cleaning up after the cancel")
 			assert.Empty(t, changes(), "neither disabled nor deleted")
 
-			step(giteatest.StatusCompleted, false)
-			assert.Empty(t, jobNamesOf(e), "idle past the timeout: reaped")
+			step(giteatest.StatusCompleted, false, 11*time.Minute)
+			assert.Empty(t, jobNamesOf(e), "idle past the timeout since it was last at work: reaped")
 			assert.Equal(t, []string{"PATCH /api/v1/orgs/acme/actions/runners/1", "DELETE /api/v1/orgs/acme/actions/runners/1"}, changes())
 			assert.Empty(t, srv.Runners())
 		})
@@ -153,18 +156,20 @@ func TestDemandPerGiteaRelease(t *testing.T) {
 
 // A runner cleaning up after a cancelled job shows neither running nor
 // busy once Gitea 1.27.3 stops calling it busy, 5 to 10 s after
-// gitea-runner 3.1.0's last report. A loop that saw it at work counts its
-// idle time from then, so its cleanup has --runner-idle-timeout before it
-// is reaped; a single pass, with nothing seen before, counts from the
-// Job's creation.
-func TestALoopCountsARunnersIdleTimeFromWhenItLastSawItAtWork(t *testing.T) {
+// gitea-runner 3.1.0's last report. Its idle time counts from when a pass
+// last saw it at work, a sighting the group's state keeps from one pass to
+// the next, so a CronJob's single passes give its cleanup the idle timeout
+// as a loop does. The state is written for a sighting only when the kept
+// one is half the idle timeout old: a runner at work costs one write per
+// five minutes, not one per pass, and its cleanup has at least half the
+// timeout. A sighting of a runner Job that is gone leaves at that write.
+func TestAPassCountsARunnersIdleTimeFromWhenAPassLastSawItAtWork(t *testing.T) {
 	tests := []struct {
-		name       string
-		mode       setup
-		keptAtOnce bool
+		name string
+		mode setup
 	}{
-		{"a loop", asLoop, true},
-		{"single passes", func(*Deps, *Config) {}, false},
+		{"a loop", asLoop},
+		{"single passes", func(*Deps, *Config) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,28 +180,67 @@ func TestALoopCountsARunnersIdleTimeFromWhenItLastSawItAtWork(t *testing.T) {
 			g.register(name, true)
 			clock := t0
 			sc := e.scaler(set, tt.mode, func(d *Deps, _ *Config) { d.Now = func() time.Time { return clock } })
-			pass := func() {
+			pass := func(at time.Duration) {
 				t.Helper()
+				clock = t0.Add(at)
 				_, err := sc.Pass(context.Background())
 				require.NoError(t, err)
 			}
+			kept := func() state.AtWork {
+				t.Helper()
+				l, err := state.Store{Client: e.kube}.Load(context.Background(), stateOwner(rg))
+				require.NoError(t, err)
+				return l.AtWork
+			}
+			e.seedAtWork(rg, state.AtWork{"uid-of-a-gone-job": t0.Add(-time.Hour)})
 
 			e.gitea.snap.Running = []gitea.Job{{ID: 1, RunnerName: name}}
-			pass()
+			pass(0)
 			require.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "running its job")
+			assert.Equal(t, state.AtWork{j.UID: t0}, kept(), "seen at work, and the gone Job's sighting dropped")
+			pass(time.Minute)
+			assert.Equal(t, state.AtWork{j.UID: t0}, kept(), "a minute later: not written again")
+			pass(6 * time.Minute)
+			assert.Equal(t, state.AtWork{j.UID: t0.Add(6 * time.Minute)}, kept(), "half the idle timeout later: written again")
 
 			e.gitea.snap.Running = nil // cancelled: cleaning up, not busy
-			clock = clock.Add(time.Minute)
-			pass()
-			if !tt.keptAtOnce {
-				assert.Empty(t, jobNamesOf(e), "without a sighting, idle since its Job's creation: reaped")
-				return
-			}
+			pass(7 * time.Minute)
 			assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "idle for a minute since it was last seen at work")
-
-			clock = clock.Add(10 * time.Minute)
-			pass()
+			pass(15 * time.Minute)
+			assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "idle for 9 minutes since then")
+			pass(16 * time.Minute)
 			assert.Empty(t, jobNamesOf(e), "idle past the timeout since then: reaped")
+		})
+	}
+}
+
+// A sighting more than a minute ahead of now (a hand-edited state, a
+// clock that jumped back) is no sighting: the runner's idle time counts
+// from its Job's creation. One a few seconds ahead, as another listener's
+// clock may write it, still counts.
+func TestASightingFarAheadOfNowIsNone(t *testing.T) {
+	tests := []struct {
+		name   string
+		ahead  time.Duration
+		reaped bool
+	}{
+		{"a year ahead", 365 * 24 * time.Hour, true},
+		{"seconds ahead", 30 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rg := newGroup("ci", 3)
+			e, g, set := lifecycleEnv(t, rg)
+			j := e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, podRunning)
+			g.register(runnerjob.RunnerNameOf(j), true)
+			e.seedAtWork(rg, state.AtWork{j.UID: t0.Add(tt.ahead)})
+
+			e.pass(set, at(0))
+			if tt.reaped {
+				assert.Empty(t, jobNamesOf(e), "idle since its Job's creation: reaped")
+			} else {
+				assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "seen at work just now")
+			}
 		})
 	}
 }

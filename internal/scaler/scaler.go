@@ -51,10 +51,10 @@
 //	            mirror of what each namespace registered, and the removal of
 //	            the registrations of namespaces that are gone
 //	reasons.go  the group error, and the condition reason it carries
+//	atwork.go   when a pass last saw each runner at work, kept in the
+//	            group's state, whence its idle time counts
 //	memory.go   what a loop keeps between passes, in one value that a
 //	            single pass has none of (nil): the pieces below
-//	atwork.go   when a loop last saw each runner at work, whence its
-//	            idle time counts
 //	verdicts.go a loop's verdicts on each group's spec and runner pod
 //	passkept.go what a loop keeps from one pass to the next, by key: the
 //	            verdicts' and the rendered runner configs' store

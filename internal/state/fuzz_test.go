@@ -14,6 +14,7 @@ import (
 func FuzzDecode(f *testing.F) {
 	f.Add(`{"version":1,"spawned":{"7":{"spawnedAt":"2026-11-21T12:00:00Z","jobName":"ci-abcde"}}}`)
 	f.Add(`{"version":1,"spawned":{}}`)
+	f.Add(`{"version":1,"spawned":{},"atWork":{"uid-a":"2026-11-21T12:00:00Z"}}`)
 	f.Add(`{"version":2}`)
 	f.Add(`}}garbage{{`)
 	f.Add(``)

@@ -1,5 +1,6 @@
 // Package state is the scaler's memory between passes: the claims, which
-// say for which Gitea jobs a runner Job was already started, and when. Each
+// say for which Gitea jobs a runner Job was already started, and when, and
+// when a pass last saw each runner at work (AtWork). Each
 // RunnerGroup keeps its claims in a ConfigMap of its own (see Store), so
 // that a CronJob pass, a manual pass and the next pass all see the claims of
 // the others.
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
@@ -61,29 +63,49 @@ func (s Claims) Clone() Claims {
 	return out
 }
 
+// AtWork is when a pass last saw each runner Job's runner at work (named
+// by a running job, or called busy by Gitea), by the Job's UID. A runner
+// cleaning up after a cancelled job on Gitea 1.27 is neither once Gitea
+// stops calling it busy, yet it exits by itself when done: its idle time
+// counts from its last sighting, which only the state can carry from one
+// CronJob pass to the next. A scaler older than AtWork ignores the field
+// and drops it on its next write, which only shortens a cleanup's grace.
+type AtWork map[types.UID]time.Time
+
 // document is the stored format; its JSON names must not change (see the
 // package comment).
 type document struct {
 	Version int              `json:"version"`
 	Claims  map[string]Entry `json:"spawned"`
+	AtWork  AtWork           `json:"atWork,omitempty"`
 }
 
-// Decode reads the state from a ConfigMap's data. Anything unreadable,
+// Decode reads the claims from a ConfigMap's data. Anything unreadable,
 // missing data included, is an error, so the caller can rebuild the state
 // from the Jobs instead of trusting it.
 func Decode(data map[string]string) (Claims, error) {
+	claims, _, err := decode(data)
+	return claims, err
+}
+
+// decode reads the claims and the sightings.
+func decode(data map[string]string) (Claims, AtWork, error) {
 	raw, ok := data[DataKey]
 	if !ok || raw == "" {
 		// The scaler always writes the key, even for no claims: a
 		// ConfigMap without it was emptied by someone else.
-		return nil, fmt.Errorf("cannot decode: the ConfigMap has no %s", DataKey)
+		return nil, nil, fmt.Errorf("cannot decode: the ConfigMap has no %s", DataKey)
 	}
-	var doc document
+	var doc struct {
+		document
+		// Read apart: see below.
+		AtWork json.RawMessage `json:"atWork"`
+	}
 	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
-		return nil, fmt.Errorf("cannot decode %s: %w", DataKey, err)
+		return nil, nil, fmt.Errorf("cannot decode %s: %w", DataKey, err)
 	}
 	if doc.Version != formatVersion {
-		return nil, fmt.Errorf("cannot decode %s: unknown format version %d", DataKey, doc.Version)
+		return nil, nil, fmt.Errorf("cannot decode %s: unknown format version %d", DataKey, doc.Version)
 	}
 	out := make(Claims, len(doc.Claims))
 	for k, e := range doc.Claims {
@@ -91,24 +113,47 @@ func Decode(data map[string]string) (Claims, error) {
 		// started for no Gitea job.
 		id, err := strconv.ParseInt(k, 10, 64)
 		if err != nil || id == 0 {
-			return nil, fmt.Errorf("cannot decode %s: bad Gitea job id %q", DataKey, k)
+			return nil, nil, fmt.Errorf("cannot decode %s: bad Gitea job id %q", DataKey, k)
 		}
 		if e.JobName == "" || e.ClaimedAt.IsZero() {
-			return nil, fmt.Errorf("cannot decode %s: incomplete entry for Gitea job %d", DataKey, id)
+			return nil, nil, fmt.Errorf("cannot decode %s: incomplete entry for Gitea job %d", DataKey, id)
 		}
 		out[id] = e
 	}
-	return out, nil
+	// A sighting only lengthens a runner's grace, so sightings that make
+	// no sense are dropped rather than distrusting the claims.
+	var stored AtWork
+	if len(doc.AtWork) > 0 && json.Unmarshal(doc.AtWork, &stored) != nil {
+		stored = nil
+	}
+	atWork := AtWork{}
+	for uid, at := range stored {
+		if uid != "" && !at.IsZero() {
+			atWork[uid] = at
+		}
+	}
+	return out, atWork, nil
 }
 
-// Encode writes the state as ConfigMap data, keeping the MaxClaims newest
-// claims. JSON object keys are sorted, so equal states encode equally and a
-// pass that changed nothing can skip its write.
+// Encode writes the claims as ConfigMap data, keeping the MaxClaims newest.
+// JSON object keys are sorted, so equal states encode equally and a pass
+// that changed nothing can skip its write.
 func Encode(s Claims) map[string]string {
+	return encode(s, nil)
+}
+
+// encode writes the claims and the sightings, each bounded by MaxClaims.
+func encode(s Claims, w AtWork) map[string]string {
 	kept := Bound(s, MaxClaims)
 	doc := document{Version: formatVersion, Claims: make(map[string]Entry, len(kept))}
 	for id, e := range kept {
 		doc.Claims[strconv.FormatInt(id, 10)] = Entry{ClaimedAt: e.ClaimedAt.UTC().Truncate(time.Second), JobName: e.JobName}
+	}
+	if len(w) > 0 {
+		doc.AtWork = make(AtWork, min(len(w), MaxClaims))
+		for uid, at := range newestSightings(w, MaxClaims) {
+			doc.AtWork[uid] = at.UTC().Truncate(time.Second)
+		}
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
@@ -137,6 +182,28 @@ func Bound(s Claims, max int) Claims {
 	out := make(Claims, max)
 	for _, id := range ids[:max] {
 		out[id] = s[id]
+	}
+	return out
+}
+
+// newestSightings is w with at most max sightings, dropping the oldest.
+func newestSightings(w AtWork, max int) AtWork {
+	if len(w) <= max {
+		return w
+	}
+	uids := make([]types.UID, 0, len(w))
+	for uid := range w {
+		uids = append(uids, uid)
+	}
+	sort.Slice(uids, func(i, j int) bool {
+		if a, b := w[uids[i]], w[uids[j]]; !a.Equal(b) {
+			return a.After(b)
+		}
+		return uids[i] < uids[j]
+	})
+	out := make(AtWork, max)
+	for _, uid := range uids[:max] {
+		out[uid] = w[uid]
 	}
 	return out
 }

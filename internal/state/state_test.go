@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -100,4 +101,40 @@ func TestStoredFormatIsThePreviousVersions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, claims, got)
 	assert.JSONEq(t, stored, Encode(claims)["spawned.json"])
+}
+
+// The sightings of runners at work ride in the same document: a state
+// written before them reads as none, sightings that make no sense are
+// dropped without distrusting the claims, and the newest MaxClaims are kept.
+func TestSightingsAtWork(t *testing.T) {
+	claims := `"spawned":{"7":{"spawnedAt":"2026-11-21T12:00:00Z","jobName":"rg-abcde"}}`
+	tests := []struct {
+		name   string
+		stored string
+		want   AtWork
+	}{
+		{"written before sightings", `{"version":1,` + claims + `}`, AtWork{}},
+		{"one sighting", `{"version":1,` + claims + `,"atWork":{"uid-a":"2026-11-21T12:00:00Z"}}`, AtWork{"uid-a": t0}},
+		{"not a map", `{"version":1,` + claims + `,"atWork":5}`, AtWork{}},
+		{"a time that is not one", `{"version":1,` + claims + `,"atWork":{"uid-a":"soon"}}`, AtWork{}},
+		{"no time, or no UID", `{"version":1,` + claims + `,"atWork":{"uid-a":"0001-01-01T00:00:00Z","":"2026-11-21T12:00:00Z","uid-b":"2026-11-21T12:00:00Z"}}`, AtWork{"uid-b": t0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, atWork, err := decode(map[string]string{DataKey: tt.stored})
+			require.NoError(t, err)
+			assert.Equal(t, Claims{7: {ClaimedAt: t0, JobName: "rg-abcde"}}, got, "the claims stand")
+			assert.Equal(t, tt.want, atWork)
+		})
+	}
+
+	many := AtWork{}
+	for i := range MaxClaims + 10 {
+		many[types.UID("uid-"+strconv.Itoa(i))] = t0.Add(time.Duration(i) * time.Second)
+	}
+	_, atWork, err := decode(encode(Claims{}, many))
+	require.NoError(t, err)
+	assert.Len(t, atWork, MaxClaims)
+	assert.NotContains(t, atWork, types.UID("uid-0"), "the oldest sightings go first")
+	assert.Contains(t, atWork, types.UID("uid-"+strconv.Itoa(MaxClaims+9)))
 }

@@ -39,12 +39,15 @@ func ConfigMapName(group string) string { return group + "-runner-state" }
 // Loaded is the state as read, with what is needed to write it back safely.
 type Loaded struct {
 	Claims Claims
+	// AtWork are the runners' last sightings at work.
+	AtWork AtWork
 	// ResourceVersion is empty when the ConfigMap does not exist yet.
 	ResourceVersion string
 	// Corrupt holds the decode error when the ConfigMap held garbage; Claims
 	// is then empty and the caller is expected to rebuild them (FromJobs).
 	Corrupt error
-	// data is the encoded form of Claims as stored, to skip no-op writes.
+	// data is the encoded form of Claims and AtWork as stored, to skip
+	// no-op writes.
 	data map[string]string
 }
 
@@ -70,11 +73,11 @@ func loaded(cm *corev1.ConfigMap, o Owner) (Loaded, error) {
 	if !ownedBy(cm, o.UID) {
 		return Loaded{}, fmt.Errorf("ConfigMap %s/%s: %w", o.Namespace, cm.Name, ErrNotOurs)
 	}
-	claims, derr := Decode(cm.Data)
+	claims, atWork, derr := decode(cm.Data)
 	if derr != nil {
-		return Loaded{Claims: Claims{}, ResourceVersion: cm.ResourceVersion, Corrupt: derr}, nil
+		return Loaded{Claims: Claims{}, AtWork: AtWork{}, ResourceVersion: cm.ResourceVersion, Corrupt: derr}, nil
 	}
-	return Loaded{Claims: claims, ResourceVersion: cm.ResourceVersion, data: cm.Data}, nil
+	return Loaded{Claims: claims, AtWork: atWork, ResourceVersion: cm.ResourceVersion, data: cm.Data}, nil
 }
 
 // Listed is a namespace's state ConfigMaps as one list read them, by name.
@@ -110,11 +113,23 @@ func (l Listed) Load(o Owner) (_ Loaded, ok bool, _ error) {
 	return ld, true, err
 }
 
-// Save writes next over what Load returned, only if nobody wrote in
-// between (resourceVersion), and reports ErrConflict otherwise. It returns
-// the new Loaded so several writes can follow one another in one pass.
+// Save writes the claims next over what Load returned, with its sightings,
+// only if nobody wrote in between (resourceVersion), and reports
+// ErrConflict otherwise. It returns the new Loaded so several writes can
+// follow one another in one pass.
 func (s Store) Save(ctx context.Context, o Owner, prev Loaded, next Claims) (Loaded, error) {
-	data := Encode(next)
+	return s.write(ctx, o, prev, next, prev.AtWork)
+}
+
+// SaveAtWork writes the sightings next over what Load returned, with its
+// claims, as Save does.
+func (s Store) SaveAtWork(ctx context.Context, o Owner, prev Loaded, next AtWork) (Loaded, error) {
+	return s.write(ctx, o, prev, prev.Claims, next)
+}
+
+// write stores claims and atWork over prev (see Save).
+func (s Store) write(ctx context.Context, o Owner, prev Loaded, claims Claims, atWork AtWork) (Loaded, error) {
+	data := encode(claims, atWork)
 	if prev.ResourceVersion != "" && prev.Corrupt == nil && maps.Equal(prev.data, data) {
 		return prev, nil
 	}
@@ -149,7 +164,7 @@ func (s Store) Save(ctx context.Context, o Owner, prev Loaded, next Claims) (Loa
 	case err != nil:
 		return Loaded{}, fmt.Errorf("cannot write ConfigMap %s/%s: %w", o.Namespace, cm.Name, err)
 	}
-	return Loaded{Claims: next.Clone(), ResourceVersion: out.ResourceVersion, data: data}, nil
+	return Loaded{Claims: claims.Clone(), AtWork: maps.Clone(atWork), ResourceVersion: out.ResourceVersion, data: data}, nil
 }
 
 // ownedBy says whether the group with uid controls cm, as

@@ -2,14 +2,17 @@ package state
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 const stateLabel = "gitea.bpg.pw/runnergroup-name"
@@ -114,4 +117,45 @@ func TestTheStateIsOursOnlyWhenTheGroupControlsIt(t *testing.T) {
 	cm, err := client.CoreV1().ConfigMaps("ci").Get(context.Background(), ConfigMapName("a"), metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.True(t, metav1.IsControlledBy(cm, &metav1.ObjectMeta{UID: uid}), "written with the group as controller")
+}
+
+// Save and SaveAtWork each write their part and carry the other as loaded,
+// so a pass that edits its claims never drops the sightings, nor the other
+// way round.
+func TestSavingClaimsKeepsTheSightingsAndBack(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	// The fake keeps no resourceVersions; each write here gets a new one.
+	rv := 0
+	client.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if w, ok := a.(interface{ GetObject() runtime.Object }); ok {
+			rv++
+			w.GetObject().(*corev1.ConfigMap).ResourceVersion = strconv.Itoa(rv)
+		}
+		return false, nil, nil
+	})
+	st := Store{Client: client}
+	o := Owner{Namespace: "ci", Name: "a", UID: "uid-a", APIVersion: "gitea.bpg.pw/v1alpha1", Kind: "RunnerGroup"}
+	claims := Claims{5: {ClaimedAt: t0, JobName: "a-abcde"}}
+	atWork := AtWork{"uid-job": t0}
+
+	load := func() Loaded {
+		t.Helper()
+		l, err := st.Load(ctx, o)
+		require.NoError(t, err)
+		return l
+	}
+	_, err := st.Save(ctx, o, Loaded{}, claims)
+	require.NoError(t, err)
+	_, err = st.SaveAtWork(ctx, o, load(), atWork)
+	require.NoError(t, err)
+	got := load()
+	assert.Equal(t, claims, got.Claims, "the sightings' write kept the claims")
+	assert.Equal(t, atWork, got.AtWork)
+
+	_, err = st.Save(ctx, o, got, Claims{})
+	require.NoError(t, err)
+	got = load()
+	assert.Empty(t, got.Claims)
+	assert.Equal(t, atWork, got.AtWork, "the claims' write kept the sightings")
 }

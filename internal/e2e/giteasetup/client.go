@@ -86,6 +86,15 @@ func apiPath(segments ...string) string {
 	return sb.String()
 }
 
+// Version is the server's version, as /api/v1/version answers it.
+func (c *Client) Version(ctx context.Context) (string, error) {
+	var v struct {
+		Version string `json:"version"`
+	}
+	err := c.call(ctx, http.MethodGet, "/version", nil, &v)
+	return v.Version, err
+}
+
 // call sends in as JSON (when not nil) and decodes the answer into out
 // (when not nil). path is below /api/v1 and may carry a query.
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {

@@ -3,6 +3,7 @@
 package runners
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -24,11 +25,21 @@ import (
 
 const (
 	// cleanupFor is how long the cancelled job's cleanup runs: shorter
-	// than the 10 s Gitea 1.26 calls a runner busy after its last report
-	// (gitea-runner 1.0.8 stops reporting once it learns of the cancel,
+	// than the 5 to 10 s Gitea calls a runner busy after its last report
+	// (gitea-runner stops reporting once it learns of the cancel,
 	// internal/pkg/report/reporter.go), so a scaler that keeps a busy
 	// runner keeps it for the whole cleanup.
 	cleanupFor = 6 * time.Second
+	// longCleanupFor outlasts Gitea's busy flag: the runner then looks
+	// idle, and only the passes' sightings of it at work keep it.
+	longCleanupFor = 20 * time.Second
+	// idleTimeout is the --runner-idle-timeout of the case where the
+	// runner stays able to take work: its job runs until the runner Job
+	// is older than that before the cancel, so a pass that counted idle
+	// time from the Job's creation would reap it mid-cleanup. A sighting
+	// is kept at most half of it behind the last one, which leaves the
+	// cleanup at least a minute.
+	idleTimeout = 2 * time.Minute
 	// cleanupGrace is the runner pods' terminationGracePeriodSeconds:
 	// short, so that a runner Job deleted during the cleanup ends it
 	// (shutdown_timeout 1 s, then the pod's processes are killed at 2 s)
@@ -51,7 +62,10 @@ const (
 // after the disable), or left in the group's former scope (the group moved
 // to its repository, with that repository's token). The test runs passes
 // from the cancel on. The runner Job must not be deleted before the
-// cleanup has ended, and the cleanup must end.
+// cleanup has ended, and the cleanup must end. In a third case the runner
+// stays able, its cleanup outlasts Gitea's busy flag, and the job ran
+// longer than the passes' idle timeout: the passes' kept sightings of it
+// at work are all that keeps it.
 //
 // On the default bed (Gitea 1.26.0, with gitea-runner 3.1.0 as with
 // 1.0.8) it skips after the cancel:
@@ -67,12 +81,7 @@ const (
 func TestACancelledJobsRunnerFinishesItsCleanupBeforeItsJobGoes(t *testing.T) {
 	e2e.Parallel(t)
 	b := e2e.Bed(t)
-	cases := []struct {
-		name string
-		// unable makes the group's runner, which runs job #id of fx's
-		// repository, unable to take more work.
-		unable func(ctx context.Context, t *testing.T, ns, group string, fx e2e.ScopeFixture, runnerID int64)
-	}{
+	cases := []cleanupCase{
 		{name: "disabled", unable: func(ctx context.Context, t *testing.T, _, _ string, fx e2e.ScopeFixture, runnerID int64) {
 			require.NoError(t, b.Gitea.Admin.SetRunnerDisabled(ctx, giteasetup.OrgRunners(fx.Spec.Org), runnerID, true), "disable the runner as the reaper does")
 		}},
@@ -86,20 +95,45 @@ func TestACancelledJobsRunnerFinishesItsCleanupBeforeItsJobGoes(t *testing.T) {
 			rg := b.PatchGroup(ctx, t, ns, group, map[string]any{"spec": map[string]any{"scope": string(v1alpha1.ScopeRepo), "repo": fx.Repo.Name}})
 			require.Equal(t, v1alpha1.ScopeRepo, rg.Spec.Scope, "the group moves to repository %s", fx.Repo)
 		}},
+		// The runner stays able to take work, and its cleanup outlasts
+		// Gitea's busy flag: an idle runner of a group without demand,
+		// older than the idle timeout, which single passes reap unless
+		// the state kept when they last saw it at work.
+		{name: "idle", idle: idleTimeout, cleanup: longCleanupFor, needsCancelling: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e2e.ParallelSub(t)
-			ctx := e2e.TestContext(t, 6*time.Minute)
-			cancelledJobCleansUp(b, ctx, t, tc.name, tc.unable)
+			ctx := e2e.TestContext(t, 6*time.Minute+tc.idle)
+			cancelledJobCleansUp(b, ctx, t, tc)
 		})
 	}
 }
 
-func cancelledJobCleansUp(b *e2e.Testbed, ctx context.Context, t *testing.T, name string,
-	unable func(ctx context.Context, t *testing.T, ns, group string, fx e2e.ScopeFixture, runnerID int64)) {
+// cleanupCase is one way a cancelled job's runner may be taken for one
+// the lifecycle should end.
+type cleanupCase struct {
+	name string
+	// unable, if set, makes the group's runner, which runs job #id of
+	// fx's repository, unable to take more work.
+	unable func(ctx context.Context, t *testing.T, ns, group string, fx e2e.ScopeFixture, runnerID int64)
+	// idle is the passes' --runner-idle-timeout (containIdle when 0);
+	// the job runs until its runner Job is older than that.
+	idle time.Duration
+	// cleanup is how long the cleanup runs (cleanupFor when 0).
+	cleanup time.Duration
+	// needsCancelling skips the case up front on a Gitea older than 1.27,
+	// which cannot tell a runner of the cancel (see below).
+	needsCancelling bool
+}
+
+func cancelledJobCleansUp(b *e2e.Testbed, ctx context.Context, t *testing.T, tc cleanupCase) {
 	t.Helper()
+	name, idle, cleanup := tc.name, cmp.Or(tc.idle, containIdle), cmp.Or(tc.cleanup, cleanupFor)
 	g := b.Gitea
+	if tc.needsCancelling {
+		skipBeforeCancelling(ctx, t, g.Admin)
+	}
 	fx := b.NewOrgScope(ctx, t, e2e.Uniq("e2e-cleanup-"+name))
 	// Who cancels: a writer of the repository, signed in to the web UI.
 	user := e2e.Uniq("e2e-canceller-" + name)
@@ -109,7 +143,7 @@ func cancelledJobCleansUp(b *e2e.Testbed, ctx context.Context, t *testing.T, nam
 
 	key := e2e.JobKey("cleanup", name)
 	started, ended := filepath.Join(e2e.HoldDir, "cleanup-started-"+key), filepath.Join(e2e.HoldDir, "cleanup-ended-"+key)
-	pushCleanupAction(b, ctx, t, fx.Repo, started, ended)
+	pushCleanupAction(b, ctx, t, fx.Repo, started, ended, cleanup)
 
 	ns := b.Namespace(ctx, t, "e2e-cleanup-"+name, nil)
 	group := "cleanup"
@@ -124,7 +158,7 @@ func cancelledJobCleansUp(b *e2e.Testbed, ctx context.Context, t *testing.T, nam
 	b.Hold(t, key)
 	g.PushWorkflow(ctx, t, fx.PushAs, fx.Repo, "cleanup.yml", cleanupWorkflow(key, label, g.Admin.URL()+"/"+fx.Repo.String()+"/cleanup@main"))
 	gj := g.WaitJobs(ctx, t, fx.Repo, 1)[key]
-	b.LifecyclePass(ctx, t, ns, containIdle, containStart)
+	b.LifecyclePass(ctx, t, ns, idle, containStart)
 	runner := runnerRunningStep(b, ctx, t, s, key, gj.ID)
 	runnerName := ""
 	if gj, err := b.GiteaJob(ctx, fx.Repo, gj.ID); err == nil {
@@ -133,13 +167,22 @@ func cancelledJobCleansUp(b *e2e.Testbed, ctx context.Context, t *testing.T, nam
 	reg, ok := b.OrgRunners(ctx, t, fx.Spec.Org)[runnerName]
 	require.True(t, ok, "runner %s registered in org %s", runnerName, fx.Spec.Org)
 
-	unable(ctx, t, ns, group, fx, reg.ID)
-	// A pass while the job runs: it must leave the runner alone.
-	b.LifecyclePass(ctx, t, ns, containIdle, containStart)
+	if tc.unable != nil {
+		tc.unable(ctx, t, ns, group, fx, reg.ID)
+	}
 	w := b.WatchJob(ctx, runner)
 	defer w.End()
-	if _, _, gone := w.Deleted(); gone {
-		t.Fatalf("%s while its job ran\nevents: %s\n%s", w.Describe(), eventsAbout(b, ctx, t, ns, runner.Name), e2e.Redact(dump()))
+	// Passes while the job runs (with tc.idle, until its runner Job is
+	// older than that): they must leave the runner alone.
+	for {
+		b.LifecyclePass(ctx, t, ns, idle, containStart)
+		if _, _, gone := w.Deleted(); gone {
+			t.Fatalf("%s while its job ran\nevents: %s\n%s", w.Describe(), eventsAbout(b, ctx, t, ns, runner.Name), e2e.Redact(dump()))
+		}
+		if tc.idle == 0 || time.Since(runner.CreationTimestamp.Time) > tc.idle+5*time.Second {
+			break
+		}
+		e2e.SleepCtx(ctx, 10*time.Second)
 	}
 
 	require.NoError(t, canceller.CancelRun(ctx, fx.Repo, gj.RunID), "cancel run %d in Gitea", gj.RunID)
@@ -177,7 +220,7 @@ func cancelledJobCleansUp(b *e2e.Testbed, ctx context.Context, t *testing.T, nam
 	var passLog, busy []string
 	var cleanupEnd time.Time
 	for time.Since(cancelled) < cleanupWait {
-		r := b.LifecyclePass(ctx, t, ns, containIdle, containStart)
+		r := b.LifecyclePass(ctx, t, ns, idle, containStart)
 		passLog = append(passLog, r.Log)
 		if rr, ok := b.OrgRunners(ctx, t, fx.Spec.Org)[runnerName]; ok {
 			busy = append(busy, fmt.Sprintf("+%s busy=%v disabled=%v", time.Since(cancelled).Round(100*time.Millisecond), rr.Busy, rr.Disabled))
@@ -225,9 +268,9 @@ func since(t, start time.Time) string {
 // pushCleanupAction commits the node action cleanup/ to the repository:
 // its main step does nothing; its post step, which act runs after the
 // job's steps even when the job was cancelled (with a context of its own),
-// leaves the file started, runs cleanupFor, then leaves the file ended.
-// The bed's runners run on the host, which has node.
-func pushCleanupAction(b *e2e.Testbed, ctx context.Context, t *testing.T, r giteasetup.Repo, started, ended string) {
+// leaves the file started, runs for the given time, then leaves the file
+// ended. The bed's runners run on the host, which has node.
+func pushCleanupAction(b *e2e.Testbed, ctx context.Context, t *testing.T, r giteasetup.Repo, started, ended string, cleanupFor time.Duration) {
 	t.Helper()
 	files := []struct{ path, content string }{
 		{"cleanup/action.yml", "name: cleanup\ndescription: a cleanup that runs after the job, also when it is cancelled\nruns:\n  using: node20\n  main: main.js\n  post: post.js\n"},
@@ -246,4 +289,17 @@ func pushCleanupAction(b *e2e.Testbed, ctx context.Context, t *testing.T, r gite
 func cleanupWorkflow(key, label, uses string) string {
 	steps := strings.TrimPrefix(e2e.JobSteps(key), "    steps:\n")
 	return fmt.Sprintf("name: e2e\non: [push]\njobs:\n  %s:\n    runs-on: [%s]\n    steps:\n      - uses: %s\n%s", key, label, uses, steps)
+}
+
+// skipBeforeCancelling skips on a Gitea older than 1.27, which deletes a
+// cancelled job's ephemeral runner at once instead of letting it clean up.
+func skipBeforeCancelling(ctx context.Context, t *testing.T, admin *giteasetup.Client) {
+	t.Helper()
+	v, err := admin.Version(ctx)
+	require.NoError(t, err)
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err == nil && (major > 1 || minor >= 27) {
+		return
+	}
+	t.Skipf("Gitea %s has no cancelling state: a cancelled job's runner is never told, so it never cleans up while registered", v)
 }
