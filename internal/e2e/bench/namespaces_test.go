@@ -11,19 +11,25 @@
 //     caches; its first pass includes starting them.
 //   - cronjob-wide, loop-wide: the same with --cluster-wide-reads (the
 //     chart's scaler.clusterWideReads): one list, or one watch, of each
-//     kind for the cluster instead of one per namespace. The scalers run
-//     with the bed's admin credentials, which hold the cluster-wide grant
-//     (and every namespace's tenant rights) the chart gives.
+//     kind for the cluster instead of one per namespace. These run as the
+//     chart's own ServiceAccount (the proxy impersonates it), installed
+//     with the value, every namespace enabled with the tenant RoleBinding
+//     the enable command makes: its rights come from one read of those
+//     RoleBindings, where an admin would be reviewed in every namespace.
+//     cronjob and loop run with the bed's admin credentials, which hold
+//     every namespace's tenant rights: reviewed in each namespace either
+//     way.
 //
 // For each it prints the first pass (every group new: a state ConfigMap
 // and a status each) and a steady pass (nothing to create, nothing
 // changed): Gitea requests, Kubernetes reads (watch requests apart) and
 // writes, wall time and the process's peak RSS, and the steady pass's
-// requests by verb and resource. BENCH_NS_BEFORE=PATH runs every mode a
-// second time with the scaler built at PATH (an older build), so one run
-// prints today's figures and the change's side by side. Nothing here asserts a
-// time; it fails when a steady pass writes what it should not, or when a
-// steady loop pass reads anything but its watches.
+// requests by verb and resource. BENCH_NS_BEFORE=PATH runs every mode
+// first with the scaler built at PATH (an older build), and then the
+// bed's takes its scene over (nsRuns), so one run prints the change's
+// figures and today's side by side. Nothing here asserts a time; it fails
+// when a steady pass writes what it should not, or when a steady loop
+// pass reads anything but its watches.
 
 package bench
 
@@ -36,6 +42,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -49,7 +56,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,19 +111,28 @@ func nsModes() []string {
 }
 
 // nsRun is one mode of a case, run by the bed's scaler or, when binary
-// is set, by an older build.
-type nsRun struct{ mode, binary string }
+// is set, by an older build. takeover says the run finds the scene the
+// run before it served (and its state), as an upgrade of the scaler would.
+type nsRun struct {
+	mode, binary string
+	takeover     bool
+}
 
-// nsRuns are the modes to run, each also with BENCH_NS_BEFORE's build
-// (first) when it is set.
+// nsRuns are the modes to run. With BENCH_NS_BEFORE, after the bed's
+// build served a new scene, the older build takes the scene over, and then
+// the bed's again, as upgrades of the scaler would: the two takeovers
+// read the same objects and have nothing new to serve, so their steady
+// passes and peaks compare, and the scene's first passes (minutes at 5,000
+// groups on a loaded machine) run once per mode, at the bed's build's
+// pace.
 func nsRuns() []nsRun {
 	before := os.Getenv("BENCH_NS_BEFORE")
 	var out []nsRun
 	for _, mode := range nsModes() {
-		if before != "" {
-			out = append(out, nsRun{mode: mode, binary: before})
-		}
 		out = append(out, nsRun{mode: mode})
+		if before != "" {
+			out = append(out, nsRun{mode: mode, binary: before, takeover: true}, nsRun{mode: mode, takeover: true})
+		}
 	}
 	return out
 }
@@ -304,20 +322,38 @@ func TestBenchmarkNamespaces(t *testing.T) {
 	// registration token checks' verdicts from one pass to the next.
 	release := b.Namespace(ctx, t, "e2e-bench-release", nil)
 
+	var chart *chartIdentity
+
 	var report []string
 	for _, c := range nsMatrix(full) {
-		for _, run := range nsRuns() {
+		runs := nsRuns()
+		var namespaces []string
+		for i, run := range runs {
 			mode, label := run.mode, run.mode
 			if run.binary != "" {
-				label += " (before)"
+				label += " before"
 			}
-			namespaces := nsBenchScene(ctx, t, kube, dyn, gt.URL, token, c)
-			args := []string{"--gitea-timeout", "10s", "--allowed-gitea-urls", gt.URL, "--registration-checks", release + "/bench-registration-checks"}
+			if run.takeover {
+				label += " (takeover)"
+			}
+			if !run.takeover {
+				namespaces = nsBenchScene(ctx, t, kube, dyn, gt.URL, token, c)
+			}
+			kubeconfig, checks := api.Kubeconfig, release+"/bench-registration-checks"
+			var wide []string
 			if strings.HasSuffix(mode, "-wide") {
-				args = append(args, "--cluster-wide-reads")
+				if chart == nil {
+					chart = installChartIdentity(ctx, t, b, release, api.Kubeconfig)
+				}
+				if !run.takeover {
+					chart.enable(ctx, t, kube, namespaces)
+				}
+				kubeconfig, checks = chart.kubeconfig, chart.registrationChecks
+				wide = []string{"--cluster-wide-reads", "--tenant-cluster-role", chart.tenantRole, "--service-account", chart.serviceAccount}
 			}
+			args := append([]string{"--gitea-timeout", "10s", "--allowed-gitea-urls", gt.URL, "--registration-checks", checks}, wide...)
 			more, env := nsBenchEnv(t, c, mode)
-			o := e2e.PassOpts{Namespaces: namespaces, Kubeconfig: api.Kubeconfig, Args: append(args, more...), Env: env, Deadline: 30 * time.Minute, Binary: run.binary}
+			o := e2e.PassOpts{Namespaces: namespaces, Kubeconfig: kubeconfig, Args: append(args, more...), Env: env, Deadline: 30 * time.Minute, Binary: run.binary}
 			if limit := nsBenchMemoryLimit(t); limit > 0 {
 				o.Memory = e2e.NewMemoryCgroup(t, limit)
 			}
@@ -351,11 +387,11 @@ func TestBenchmarkNamespaces(t *testing.T) {
 			}
 			firsts := len(passes) - 1
 			caseStart := len(report)
-			report = append(report, fmt.Sprintf("%-12s %-21s first  %s (passes that served new groups: %d)", c, label, passes[0], firsts),
-				fmt.Sprintf("%-12s %-21s steady %s", c, label, passes[firsts]),
-				fmt.Sprintf("%-12s %-21s steady requests: %s", c, label, passes[firsts].byKind))
+			report = append(report, fmt.Sprintf("%-12s %-30s first  %s (passes that served new groups: %d)", c, label, passes[0], firsts),
+				fmt.Sprintf("%-12s %-30s steady %s", c, label, passes[firsts]),
+				fmt.Sprintf("%-12s %-30s steady requests: %s", c, label, passes[firsts].byKind))
 			if o.Memory != nil {
-				report = append(report, fmt.Sprintf("%-12s %-21s %s", c, label, o.Memory.Report()))
+				report = append(report, fmt.Sprintf("%-12s %-30s %s", c, label, o.Memory.Report()))
 			}
 			// As it goes too: a long matrix stopped halfway keeps what it measured.
 			t.Log(strings.Join(report[caseStart:], "\n"))
@@ -367,10 +403,74 @@ func TestBenchmarkNamespaces(t *testing.T) {
 				// Secrets and rights reviews whose trust ran out.
 				assert.Zero(t, steady.lists, "%s %s: a steady pass lists nothing", c, mode)
 			}
-			dropNamespaces(ctx, t, kube, namespaces)
+			if i+1 == len(runs) || !runs[i+1].takeover {
+				dropNamespaces(ctx, t, kube, namespaces)
+			}
 		}
 	}
 	t.Log("namespace benchmark (" + map[bool]string{true: "full", false: "smoke"}[full] + "; the scaler's default --kube-qps, 4 workers):\n" + strings.Join(report, "\n"))
+}
+
+// chartIdentity is the chart installed with scaler.clusterWideReads in
+// the release namespace, and a kubeconfig of the API proxy that acts as
+// its ServiceAccount.
+type chartIdentity struct {
+	tenantRole, serviceAccount, user string
+	registrationChecks, kubeconfig   string
+}
+
+// installChartIdentity installs the chart as a cluster-wide release whose
+// own listeners serve nothing (the benchmark runs the passes).
+func installChartIdentity(ctx context.Context, t *testing.T, b *e2e.Testbed, release, proxyKubeconfig string) *chartIdentity {
+	t.Helper()
+	values := e2e.BaseValues()
+	values["scaler"].(map[string]any)["clusterWideReads"] = true
+	values["defaultListener"] = map[string]any{"enabled": false}
+	values["listeners"] = []any{map[string]any{
+		"name":     "none",
+		"selector": map[string]any{"matchLabels": map[string]any{"e2e.gitea.bpg.pw/bench": e2e.Uniq("none")}},
+	}}
+	rel := b.HelmInstall(ctx, t, release, "gro", values)
+	sa := rel.Fullname()
+	id := &chartIdentity{tenantRole: rel.Fullname() + "-" + release + "-tenant", serviceAccount: release + ":" + sa,
+		user: "system:serviceaccount:" + release + ":" + sa, registrationChecks: release + "/" + rel.Fullname() + "-registration-checks"}
+	// The proxy holds the bed's admin credentials, which may impersonate:
+	// the API server then authorizes each request as the ServiceAccount
+	// (with its groups, which it adds for a ServiceAccount's name).
+	kc, err := clientcmd.LoadFromFile(proxyKubeconfig)
+	require.NoError(t, err)
+	for _, a := range kc.AuthInfos {
+		a.Impersonate = id.user
+	}
+	id.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig-chart-sa")
+	require.NoError(t, clientcmd.WriteToFile(*kc, id.kubeconfig))
+	return id
+}
+
+// enable binds the tenant ClusterRole to the ServiceAccount in each
+// namespace (as `gitea-runner-scaler enable-namespace` does), and waits
+// until the API server's authorizer knows the last of them.
+func (id *chartIdentity) enable(ctx context.Context, t *testing.T, kube kubernetes.Interface, namespaces []string) {
+	t.Helper()
+	ns, sa, _ := strings.Cut(id.serviceAccount, ":")
+	parallel(t, len(namespaces), func(i int) error {
+		_, err := kube.RbacV1().RoleBindings(namespaces[i]).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: id.tenantRole},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: id.tenantRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	last := namespaces[len(namespaces)-1]
+	e2e.WaitUntil(ctx, t, e2e.StepWait, id.user+" may create Jobs in "+last, nil, func(ctx context.Context) (bool, string, error) {
+		r, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: id.user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: last, Group: "batch", Resource: "jobs", Verb: "create"},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return r.Status.Allowed, fmt.Sprintf("allowed=%v", r.Status.Allowed), nil
+	})
 }
 
 // passFinished matches a pass's summary line.
