@@ -81,7 +81,14 @@ type PassRun struct {
 	Anon    atomic.Int64
 	stop    chan struct{}
 	sampled chan struct{}
+	// exited is closed once the process has ended, with waitErr.
+	exited  chan struct{}
+	waitErr error
 }
+
+// Exited is closed once the process has ended, however: a loop that a
+// memory limit killed ends without the pass a caller waits for.
+func (r *PassRun) Exited() <-chan struct{} { return r.exited }
 
 // syncBuffer is the scaler's output, which a test may read while a loop
 // writes it.
@@ -183,7 +190,7 @@ func (b *Testbed) StartPass(ctx context.Context, t *testing.T, o PassOpts) *Pass
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	r := &PassRun{Cmd: cmd, Out: out, start: time.Now(), cancel: cancel, deadline: cmp.Or(o.Deadline, passDeadline),
-		stop: make(chan struct{}), sampled: make(chan struct{})}
+		stop: make(chan struct{}), sampled: make(chan struct{}), exited: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatalf("start the scaler (is bin/gitea-runner-scaler built? scripts/testbed up builds it): %v", err)
@@ -196,6 +203,10 @@ func (b *Testbed) StartPass(ctx context.Context, t *testing.T, o PassOpts) *Pass
 		}
 	}
 	go r.sampleHWM(cmd.Process.Pid)
+	go func() {
+		r.waitErr = cmd.Wait()
+		close(r.exited)
+	}()
 	return r
 }
 
@@ -223,7 +234,8 @@ func (b *Testbed) GiteaURLsOf(ctx context.Context, t *testing.T, namespaces []st
 func (r *PassRun) Wait(t *testing.T) PassResult {
 	t.Helper()
 	defer r.cancel()
-	err := r.Cmd.Wait()
+	<-r.exited
+	err := r.waitErr
 	close(r.stop)
 	<-r.sampled
 	res := PassResult{Exit: r.Cmd.ProcessState.ExitCode(), Log: r.Out.String(), Took: time.Since(r.start), PeakRSS: r.HWM.Load()}

@@ -499,6 +499,14 @@ func loopPasses(ctx context.Context, t *testing.T, b *e2e.Testbed, o e2e.PassOpt
 		select {
 		case <-ctx.Done():
 			t.Fatalf("the loop did not finish two passes: %v\n%s", ctx.Err(), e2e.Redact(e2e.Tail(run.Out.String(), 20)))
+		case <-run.Exited():
+			// Killed by its memory limit, most likely: say so at once
+			// rather than wait out the deadline for passes that never come.
+			limit := "no memory limit"
+			if o.Memory != nil {
+				limit = o.Memory.Report()
+			}
+			t.Fatalf("the loop ended after %d passes (%s; peak rss %.1f MiB)\n%s", len(out), limit, float64(run.HWM.Load())/(1<<20), e2e.Redact(e2e.Tail(run.Out.String(), 20)))
 		case <-time.After(10 * time.Millisecond):
 		}
 		m := passFinished.FindAllStringSubmatch(run.Out.String(), -1)
