@@ -46,7 +46,7 @@ func mayReadClusterWide(ctx context.Context, kube kubernetes.Interface) error {
 // state ConfigMaps (with the registrations ledgers) of every namespace, by
 // the RunnerGroup label, each indexed by namespace.
 type clusterWide struct {
-	stop               chan struct{}
+	stop               context.CancelFunc
 	jobs, pods, states *reflected
 	refused            atomic.Bool
 }
@@ -61,7 +61,8 @@ func (c *Cache) WatchClusterWide(ctx context.Context) error {
 	if err := mayReadClusterWide(ctx, c.kube); err != nil {
 		return err
 	}
-	w := &clusterWide{stop: make(chan struct{})}
+	wctx, stop := context.WithCancel(context.Background())
+	w := &clusterWide{stop: stop}
 	// A refused list or watch means the cluster-wide grant went: the
 	// caches would only get older, so the loop goes back to watches per
 	// namespace (Watch), whose own rights review still holds.
@@ -72,15 +73,15 @@ func (c *Cache) WatchClusterWide(ctx context.Context) error {
 	}
 	byNamespace := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	batch, core := c.kube.BatchV1(), c.kube.CoreV1()
-	w.jobs = startReflector(w.stop, &batchv1.Job{}, refused, ofAnyGroup(batch.Jobs("").List, batch.Jobs("").Watch), byNamespace)
-	w.pods = startReflector(w.stop, &corev1.Pod{}, refused, ofAnyGroup(core.Pods("").List, core.Pods("").Watch), byNamespace)
-	w.states = startReflector(w.stop, &corev1.ConfigMap{}, refused, ofAnyGroup(core.ConfigMaps("").List, core.ConfigMaps("").Watch), byNamespace)
+	w.jobs = startReflector(wctx, &batchv1.Job{}, refused, ofAnyGroup(batch.Jobs("").List, batch.Jobs("").Watch), byNamespace)
+	w.pods = startReflector(wctx, &corev1.Pod{}, refused, ofAnyGroup(core.Pods("").List, core.Pods("").Watch), byNamespace)
+	w.states = startReflector(wctx, &corev1.ConfigMap{}, refused, ofAnyGroup(core.ConfigMaps("").List, core.ConfigMaps("").Watch), byNamespace)
 	// Synced, or refused: a refusal is not waited out.
 	done := func() bool {
 		return w.refused.Load() || w.jobs.synced.Load() && w.pods.synced.Load() && w.states.synced.Load()
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), done) || w.refused.Load() {
-		close(w.stop)
+		w.stop()
 		if w.refused.Load() {
 			return errors.New("the API server refused a cluster-wide list")
 		}
@@ -90,7 +91,7 @@ func (c *Cache) WatchClusterWide(ctx context.Context) error {
 	defer c.mu.Unlock()
 	select {
 	case <-c.stop:
-		close(w.stop)
+		w.stop()
 		return errors.New("the cache was stopped")
 	default:
 	}
@@ -105,7 +106,7 @@ func (c *Cache) clusterWide() *clusterWide {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.wide != nil && c.wide.refused.Load() {
-		close(c.wide.stop)
+		c.wide.stop()
 		c.wide = nil
 	}
 	return c.wide

@@ -64,28 +64,28 @@ type Cache struct {
 //
 // The pods are watched only while the namespace has runner Jobs: in a
 // large install most namespaces have none most of the time, and a watch
-// each is a third of the loop's memory. pods and podsStop are nil
+// each is a third of the loop's memory. pods and stopPodsWatch are nil
 // meanwhile; both are set and cleared under Cache.mu.
 type watched struct {
-	stop         chan struct{}
-	jobs, states *reflected
-	pods         *reflected
-	podsStop     chan struct{}
-	refused      atomic.Bool
-	startPods    func() *reflected
+	stop          context.CancelFunc
+	jobs, states  *reflected
+	pods          *reflected
+	stopPodsWatch context.CancelFunc
+	refused       atomic.Bool
+	startPods     func() *reflected
 }
 
 // close stops every watch of the namespace.
 func (w *watched) close() {
 	w.stopPods()
-	close(w.stop)
+	w.stop()
 }
 
 // stopPods stops the pods' watch, if it runs.
 func (w *watched) stopPods() {
-	if w.podsStop != nil {
-		close(w.podsStop)
-		w.pods, w.podsStop = nil, nil
+	if w.stopPodsWatch != nil {
+		w.stopPodsWatch()
+		w.pods, w.stopPodsWatch = nil, nil
 	}
 }
 
@@ -114,7 +114,7 @@ func (c *Cache) Stop() {
 		delete(c.ns, name)
 	}
 	if c.wide != nil {
-		close(c.wide.stop)
+		c.wide.stop()
 		c.wide = nil
 	}
 	select {
@@ -271,7 +271,8 @@ func (c *Cache) Refused(namespace string) bool {
 
 // start makes and starts namespace's reflectors; c.mu is held.
 func (c *Cache) start(namespace string) *watched {
-	w := &watched{stop: make(chan struct{})}
+	ctx, stop := context.WithCancel(context.Background())
+	w := &watched{stop: stop}
 	// A list or watch the API server refuses means the scaler's rights in
 	// the namespace changed: the caller reviews them again. The reflector
 	// itself retries with a back-off.
@@ -281,12 +282,13 @@ func (c *Cache) start(namespace string) *watched {
 		}
 	}
 	batch, core := c.kube.BatchV1(), c.kube.CoreV1()
-	w.jobs = startReflector(w.stop, &batchv1.Job{}, refused, ofAnyGroup(batch.Jobs(namespace).List, batch.Jobs(namespace).Watch), nil)
+	w.jobs = startReflector(ctx, &batchv1.Job{}, refused, ofAnyGroup(batch.Jobs(namespace).List, batch.Jobs(namespace).Watch), nil)
 	w.startPods = func() *reflected {
-		w.podsStop = make(chan struct{})
-		return startReflector(w.podsStop, &corev1.Pod{}, refused, ofAnyGroup(core.Pods(namespace).List, core.Pods(namespace).Watch), nil)
+		var podsCtx context.Context
+		podsCtx, w.stopPodsWatch = context.WithCancel(ctx)
+		return startReflector(podsCtx, &corev1.Pod{}, refused, ofAnyGroup(core.Pods(namespace).List, core.Pods(namespace).Watch), nil)
 	}
-	w.states = startReflector(w.stop, &corev1.ConfigMap{}, refused, ofAnyGroup(core.ConfigMaps(namespace).List, core.ConfigMaps(namespace).Watch), nil)
+	w.states = startReflector(ctx, &corev1.ConfigMap{}, refused, ofAnyGroup(core.ConfigMaps(namespace).List, core.ConfigMaps(namespace).Watch), nil)
 	return w
 }
 
@@ -298,9 +300,12 @@ type reflected struct {
 }
 
 // startReflector starts a Reflector of lw's objects into a new store with
-// indexers until stop is closed, telling refused of every list or watch
-// that failed.
-func startReflector(stop <-chan struct{}, expected runtime.Object, refused func(error), lw *cache.ListWatch, indexers cache.Indexers) *reflected {
+// indexers until ctx is cancelled, telling refused of every list or watch
+// that failed. ctx is a plain cancellable context, never one made from a
+// stop channel: each context the Reflector derives for its lists and
+// watches would then need a goroutine of its own to hear of the stop (at
+// 500 namespaces, thousands of goroutines and their stacks).
+func startReflector(ctx context.Context, expected runtime.Object, refused func(error), lw *cache.ListWatch, indexers cache.Indexers) *reflected {
 	r := &reflected{store: cache.NewIndexer(cache.MetaNamespaceKeyFunc, indexers)}
 	list, watchFn := lw.ListWithContextFunc, lw.WatchFuncWithContext
 	lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -317,7 +322,7 @@ func startReflector(stop <-chan struct{}, expected runtime.Object, refused func(
 		}
 		return w, err
 	}
-	go cache.NewReflectorWithOptions(lw, expected, (*trimmingStore)(r), cache.ReflectorOptions{}).Run(stop)
+	go cache.NewReflectorWithOptions(lw, expected, (*trimmingStore)(r), cache.ReflectorOptions{}).RunWithContext(ctx)
 	return r
 }
 
