@@ -12,6 +12,18 @@ import (
 
 var lt0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 
+// caseTimeout is a table case's idle timeout: 10 minutes when it sets
+// none, and off (0) when it sets a negative one.
+func caseTimeout(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return 10 * time.Minute
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
 func TestReapIdle(t *testing.T) {
 	old := func(job string, minutes int) IdleRunner {
 		return IdleRunner{Job: job, Since: lt0.Add(-time.Duration(minutes) * time.Minute)}
@@ -38,12 +50,7 @@ func TestReapIdle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := tt.in
-			in.Now = lt0
-			if in.Timeout == 0 {
-				in.Timeout = 10 * time.Minute
-			} else if in.Timeout < 0 {
-				in.Timeout = 0
-			}
+			in.Now, in.Timeout = lt0, caseTimeout(in.Timeout)
 			got := ReapIdle(in)
 			if len(tt.want) == 0 {
 				assert.Empty(t, got)
@@ -96,12 +103,7 @@ func TestKeepAtWork(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := tt.in
-			in.Now = lt0
-			if in.Timeout == 0 {
-				in.Timeout = 10 * time.Minute
-			} else if in.Timeout < 0 {
-				in.Timeout = 0
-			}
+			in.Now, in.Timeout = lt0, caseTimeout(in.Timeout)
 			got, due := KeepAtWork(in)
 			assert.Equal(t, tt.wantDue, due)
 			assert.Equal(t, tt.want, got)
