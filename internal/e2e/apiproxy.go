@@ -151,6 +151,13 @@ func ConfigMapWrite(r *http.Request, ns string) bool {
 		(r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, base+"/"))
 }
 
+// ConfigMapRead says whether r reads ns's ConfigMaps (a get or a list).
+func ConfigMapRead(r *http.Request, ns string) bool {
+	base := "/api/v1/namespaces/" + ns + "/configmaps"
+	return r.Method == http.MethodGet && !strings.Contains(r.URL.RawQuery, "watch=") &&
+		(r.URL.Path == base || strings.HasPrefix(r.URL.Path, base+"/"))
+}
+
 // StatusTimeout is the API server's own answer when a request outlives its
 // deadline: the write may or may not have happened.
 const StatusTimeout = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",` +

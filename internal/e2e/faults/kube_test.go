@@ -63,10 +63,12 @@ func stateClaims(b *e2e.Testbed, ctx context.Context, t *testing.T, ns, group st
 // TestFaultKubeRacingPassesShareOneStateConfigMap starts four scaler
 // processes at once on one group, twice: first with no state ConfigMap yet
 // (they race to create it), then with one (they race to update it). The
-// API server proxy holds every ConfigMap write back for a second, so each
-// pass has read the state before any write lands and all but one lose the
-// race. In all, each Gitea job gets exactly one runner Job and the cap
-// holds.
+// API server proxy holds every ConfigMap write back until the namespace's
+// ConfigMaps have been read as often as there are passes (at most 20 s)
+// and then a second more, so the passes have read the state before any
+// write lands, however far apart a loaded machine starts them, and all
+// but one lose the race. In all, each Gitea job gets exactly one runner
+// Job and the cap holds.
 func TestFaultKubeRacingPassesShareOneStateConfigMap(t *testing.T) {
 	e2e.Parallel(t)
 	b := e2e.Bed(t)
@@ -81,10 +83,30 @@ func TestFaultKubeRacingPassesShareOneStateConfigMap(t *testing.T) {
 	ids := b.QueueJobs(ctx, t, fx, "race.yml", map[string]int{label: jobs})[label]
 	ns := b.QuietNamespace(ctx, t, "e2e-fault-race")
 	b.FaultGroup(ctx, t, ns, "raced", fx, b.Gitea.Admin.URL(), cap1, label)
+	var (
+		mu    sync.Mutex
+		reads int
+		read  chan struct{} // closed once the round's passes have read
+	)
 	api := b.NewAPIProxy(t)
 	api.Set(func(w http.ResponseWriter, r *http.Request, forward func(*http.Request) *httptest.ResponseRecorder) bool {
+		if e2e.ConfigMapRead(r, ns) {
+			mu.Lock()
+			if reads++; reads == racers {
+				close(read)
+			}
+			mu.Unlock()
+			return false
+		}
 		if !e2e.ConfigMapWrite(r, ns) {
 			return false
+		}
+		mu.Lock()
+		wait := read
+		mu.Unlock()
+		select {
+		case <-wait:
+		case <-time.After(20 * time.Second):
 		}
 		time.Sleep(time.Second)
 		e2e.CopyTo(w, forward(r))
@@ -93,6 +115,9 @@ func TestFaultKubeRacingPassesShareOneStateConfigMap(t *testing.T) {
 
 	race := func(round string) {
 		t.Helper()
+		mu.Lock()
+		reads, read = 0, make(chan struct{})
+		mu.Unlock()
 		runs := make([]*e2e.PassRun, racers)
 		for i := range runs {
 			runs[i] = b.StartPass(ctx, t, e2e.PassOpts{Namespaces: []string{ns}, Kubeconfig: api.Kubeconfig})
