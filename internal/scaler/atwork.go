@@ -27,9 +27,9 @@ func (g *groupRun) sawAtWork(j *batchv1.Job) {
 	g.seenAtWork = append(g.seenAtWork, j.UID)
 }
 
-// idleSince is when j's runner became idle, as far as the group's state
-// knows.
-func (s *Scaler) idleSince(g *groupRun, j *batchv1.Job) plan.IdleRunner {
+// idleRunner is j's runner as an idle one, idle since when the group's
+// state last saw it at work (plan.IdleSince).
+func (s *Scaler) idleRunner(g *groupRun, j *batchv1.Job) plan.IdleRunner {
 	return plan.IdleRunner{Job: j.Name, Since: plan.IdleSince(j.CreationTimestamp.Time, g.state.AtWork[j.UID], s.now())}
 }
 

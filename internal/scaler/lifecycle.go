@@ -224,7 +224,7 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 			case slices.ContainsFunc(reg, func(r gitea.Runner) bool { return r.Busy }):
 				g.sawAtWork(j)
 			case registered:
-				idle = append(idle, s.idleSince(g, j))
+				idle = append(idle, s.idleRunner(g, j))
 			}
 			continue
 		}

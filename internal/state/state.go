@@ -165,45 +165,33 @@ func encode(s Claims, w AtWork) map[string]string {
 
 // Bound returns s with at most max claims, dropping the oldest.
 func Bound(s Claims, max int) Claims {
-	if len(s) <= max {
-		return s
-	}
-	ids := make([]int64, 0, len(s))
-	for id := range s {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool {
-		a, b := s[ids[i]], s[ids[j]]
-		if !a.ClaimedAt.Equal(b.ClaimedAt) {
-			return a.ClaimedAt.After(b.ClaimedAt)
-		}
-		return ids[i] > ids[j]
-	})
-	out := make(Claims, max)
-	for _, id := range ids[:max] {
-		out[id] = s[id]
-	}
-	return out
+	return newest(s, max, func(e Entry) time.Time { return e.ClaimedAt }, func(a, b int64) bool { return a > b })
 }
 
 // newestSightings is w with at most max sightings, dropping the oldest.
 func newestSightings(w AtWork, max int) AtWork {
-	if len(w) <= max {
-		return w
+	return newest(w, max, func(at time.Time) time.Time { return at }, func(a, b types.UID) bool { return a < b })
+}
+
+// newest is m with at most max entries, the newest by at; ties go by key
+// (first before), so equal states bound equally.
+func newest[K comparable, V any, M ~map[K]V](m M, max int, at func(V) time.Time, first func(a, b K) bool) M {
+	if len(m) <= max {
+		return m
 	}
-	uids := make([]types.UID, 0, len(w))
-	for uid := range w {
-		uids = append(uids, uid)
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	sort.Slice(uids, func(i, j int) bool {
-		if a, b := w[uids[i]], w[uids[j]]; !a.Equal(b) {
+	sort.Slice(keys, func(i, j int) bool {
+		if a, b := at(m[keys[i]]), at(m[keys[j]]); !a.Equal(b) {
 			return a.After(b)
 		}
-		return uids[i] < uids[j]
+		return first(keys[i], keys[j])
 	})
-	out := make(AtWork, max)
-	for _, uid := range uids[:max] {
-		out[uid] = w[uid]
+	out := make(M, max)
+	for _, k := range keys[:max] {
+		out[k] = m[k]
 	}
 	return out
 }
