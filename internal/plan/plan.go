@@ -142,7 +142,7 @@ func Make(in Input) Result {
 
 	next := state.Claims{}
 	for id, c := range in.Claims {
-		if !listed[c.JobName] && inFlight(in, c) {
+		if !listed[c.JobName] && InFlight(in.Now, in.ClaimTTL, c) {
 			next[id] = c
 			continue
 		}
@@ -188,13 +188,14 @@ func Make(in Input) Result {
 // started for no Gitea job.
 func IsWarm(giteaJobID int64) bool { return giteaJobID < 0 }
 
-// inFlight reports whether a claim whose Job is not listed still holds its
-// slot. A claim from the future (the claiming pass ran on a node whose clock
-// is ahead) is treated as fresh: skipping one create is better than a
-// duplicate runner.
-func inFlight(in Input, c state.Entry) bool {
-	age := in.Now.Sub(c.ClaimedAt)
-	return age < in.ClaimTTL
+// InFlight reports whether a claim whose Job is not listed still holds its
+// slot: its Job is taken to be on its way until the claim is ttl old (the
+// spawn TTL). A claim from the future (the claiming pass ran on a node
+// whose clock is ahead) is treated as fresh: skipping one create is better
+// than a duplicate runner. The orphan reaper uses the same rule, so a
+// registration a racing pass made just before it creates its Job is kept.
+func InFlight(now time.Time, ttl time.Duration, c state.Entry) bool {
+	return now.Sub(c.ClaimedAt) < ttl
 }
 
 // pick chooses which queued jobs the n new runners are started for: the

@@ -46,7 +46,19 @@ func (r Reaper) RemoveOrphans(ctx context.Context, g Group, t scope.Place, all [
 		case !apierrors.IsNotFound(err):
 			errs = append(errs, fmt.Errorf("cannot check runner Job %s of registration %s: %w", o.Job, o.Name, err))
 			continue
-		case r.DryRun:
+		}
+		if g.Coming != nil {
+			coming, err := g.Coming(ctx, o.Job)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("cannot tell whether runner Job %s of registration %s is being created: %w", o.Job, o.Name, err))
+				continue
+			}
+			if coming {
+				g.Log.Debug("kept a registration whose runner Job a pass is creating", "runner", o.Name, "job", o.Job)
+				continue
+			}
+		}
+		if r.DryRun {
 			fmt.Fprintf(r.Out, "  would remove runner %s (ID %d) from Gitea: its runner Job is gone\n", o.Name, o.ID)
 			continue
 		}

@@ -3,6 +3,7 @@ package reaper
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -19,8 +20,8 @@ import (
 
 // An orphan registration (ephemeral, offline, its runner Job gone) is
 // removed only once the confirmation and the API server agree: a runner
-// that runs a job, or whose Job exists after all, is kept, and a dry run
-// only says what it would remove.
+// that runs a job, whose Job exists after all, or whose Job a pass is
+// creating, is kept, and a dry run only says what it would remove.
 func TestAnOrphanIsRemovedOnlyOnceConfirmed(t *testing.T) {
 	rg := &v1alpha1.RunnerGroup{ObjectMeta: metav1.ObjectMeta{Name: "ci", Namespace: "team", UID: "uid-1"}}
 	const job = "ci-abcde"
@@ -30,6 +31,8 @@ func TestAnOrphanIsRemovedOnlyOnceConfirmed(t *testing.T) {
 		name      string
 		api       runners
 		jobExists bool
+		coming    bool
+		comingErr error
 		dryRun    bool
 		wantDel   []int64
 		wantOut   string
@@ -38,6 +41,8 @@ func TestAnOrphanIsRemovedOnlyOnceConfirmed(t *testing.T) {
 		{name: "its Job is gone and it runs no job: removed", api: runners{regs: []gitea.Runner{orphan}}, wantDel: []int64{4}},
 		{name: "it runs a job after all", api: runners{regs: []gitea.Runner{orphan}, running: []gitea.Job{{ID: 9, RunnerName: runner}}}},
 		{name: "its Job exists now", api: runners{regs: []gitea.Runner{orphan}}, jobExists: true},
+		{name: "a pass is creating its Job", api: runners{regs: []gitea.Runner{orphan}}, coming: true},
+		{name: "whether a pass is creating its Job cannot be read", api: runners{regs: []gitea.Runner{orphan}}, comingErr: errors.New("state unreadable"), wantErr: true},
 		{name: "the confirmation cannot be read", api: runners{runErr: gitea.ErrForbidden}, wantErr: true},
 		{name: "a dry run says so", api: runners{regs: []gitea.Runner{orphan}}, dryRun: true,
 			wantOut: "  would remove runner " + runner + " (ID 4) from Gitea: its runner Job is gone\n"},
@@ -52,7 +57,8 @@ func TestAnOrphanIsRemovedOnlyOnceConfirmed(t *testing.T) {
 			var events []string
 			tally := &Tally{}
 			g := Group{RG: rg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tally: tally,
-				Event: func(_ context.Context, _, reason, _ string) { events = append(events, reason) }}
+				Event:  func(_ context.Context, _, reason, _ string) { events = append(events, reason) },
+				Coming: func(_ context.Context, name string) (bool, error) { return tt.coming && name == job, tt.comingErr }}
 			r := Reaper{Runners: &tt.api, Kube: kube, DryRun: tt.dryRun, Out: &out}
 			errs := r.RemoveOrphans(context.Background(), g, acme, []gitea.Runner{orphan}, map[string]bool{}, map[string]bool{})
 			assert.Equal(t, tt.wantErr, len(errs) > 0, "errors: %v", errs)

@@ -57,7 +57,12 @@ type Group struct {
 	// Where is where a runner Job's runner registers and its registrations
 	// there, as the pass's listings say.
 	Where func(ctx context.Context, j *batchv1.Job) (scope.Place, []gitea.Runner)
-	Tally *Tally
+	// Coming says, from the group's state read afresh, whether a claim
+	// still in flight names the runner Job job: a pass registers a
+	// runner after saving its claim and before creating its Job, so a
+	// registration seen before its Job exists is not yet an orphan.
+	Coming func(ctx context.Context, job string) (bool, error)
+	Tally  *Tally
 }
 
 // Tally is what the group's lifecycle step saw and did, for its status and

@@ -328,6 +328,16 @@ func (e *env) claims(group string) state.Claims {
 	return s
 }
 
+// seedClaims stores claims in rg's state, as a racing pass would have.
+func (e *env) seedClaims(rg *v1alpha1.RunnerGroup, c state.Claims) {
+	e.t.Helper()
+	st := state.Store{Client: e.kube}
+	l, err := st.Load(context.Background(), stateOwner(rg))
+	require.NoError(e.t, err)
+	_, err = st.Save(context.Background(), stateOwner(rg), l, c)
+	require.NoError(e.t, err)
+}
+
 // seedAtWork stores sightings of runners at work in rg's state, as an
 // earlier pass would have.
 func (e *env) seedAtWork(rg *v1alpha1.RunnerGroup, w state.AtWork) {

@@ -21,6 +21,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/scope"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/state"
 )
 
 // runnersGitea adds the runners API to the scaler tests' fake Gitea.
@@ -455,4 +456,44 @@ func TestDryRunPrintsWhatWouldBeReaped(t *testing.T) {
 	assert.Equal(t, []string{"list", "confirm", "list"}, g.calls, "only reads: the stuck Job is read again, as a real pass would")
 	assert.Contains(t, e.out.String(), "would reap idle runner Job ci-aaaaa")
 	assert.Contains(t, e.out.String(), "would delete runner Job ci-bbbbb did not start within 10m0s: ErrImagePull")
+}
+
+// A racing pass claims a job, registers its runner, then creates the
+// runner Job: a pass that lists the registration in between finds no Job.
+// The claim, saved before the registration, says the Job is on its way; it
+// is an orphan only once the claim no longer holds its slot (the spawn
+// TTL), as when the registering pass died before the create.
+func TestARegistrationWhoseJobARacingPassIsCreatingIsKept(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		claimedAt time.Time
+		kept      bool
+	}{
+		{"claimed just now", t0, true},
+		{"claimed longer ago than the spawn TTL", t0.Add(-6 * time.Minute), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rg := newGroup("ci", 3)
+			e, g, set := lifecycleEnv(t, rg)
+			coming := runnerjob.RunnerName(rg, "ci-next1")
+			g.onList = func(n int) {
+				if n != 1 {
+					return
+				}
+				e.seedClaims(rg, state.Claims{5: {ClaimedAt: tt.claimedAt, JobName: "ci-next1"}})
+				g.mu.Lock()
+				g.runners = append(g.runners, gitea.Runner{ID: 77, Name: coming, Ephemeral: true})
+				g.mu.Unlock()
+			}
+
+			e.pass(set)
+
+			if tt.kept {
+				assert.Equal(t, []string{coming}, g.names(), "the registration of a Job being created stays")
+				assert.Zero(t, e.group("ci").Status.ReapedRunners)
+			} else {
+				assert.Empty(t, g.names(), "an orphan whose claim expired goes")
+			}
+		})
+	}
 }

@@ -234,7 +234,8 @@ func (s *Scaler) reaperOf(g *groupRun) reaper.Reaper {
 }
 
 // reapGroup is what the reaper needs of the group: its log, its events,
-// where its runners register, and its tally.
+// where its runners register, which runner Jobs a pass is creating, and
+// its tally.
 func (s *Scaler) reapGroup(g *groupRun, rep *reaper.Tally) reaper.Group {
 	return reaper.Group{RG: g.rg, Log: g.log, Tally: rep,
 		Event: func(ctx context.Context, typ, reason, message string) { s.event(ctx, g.rg, typ, reason, message) },
@@ -242,6 +243,18 @@ func (s *Scaler) reapGroup(g *groupRun, rep *reaper.Tally) reaper.Group {
 			p, _, _ := s.runnerPlace(ctx, g, j)
 			regs, _ := s.registrationsOf(ctx, g, p, j)
 			return p, regs
+		},
+		Coming: func(ctx context.Context, job string) (bool, error) {
+			loaded, err := g.store.Load(ctx, g.owner)
+			if err != nil {
+				return false, err
+			}
+			for _, c := range loaded.Claims {
+				if c.JobName == job && plan.InFlight(s.now(), s.cfg.SpawnTTL, c) {
+					return true, nil
+				}
+			}
+			return false, nil
 		},
 	}
 }

@@ -136,6 +136,10 @@ func TestLifecycleOrphanRegistrationIsRemoved(t *testing.T) {
 	b := e2e.Bed(t)
 	ctx := e2e.TestContext(t, 6*time.Minute)
 	ns, fx, job, runner := idleRegisteredRunner(b, ctx, t, "e2e-orphan", time.Hour)
+	// A pass that lists the Job drops its claim: until then the claim
+	// says the Job may be on its way, and its registration is kept for
+	// the spawn TTL (TestARegistrationWhoseJobARacingPassIsCreatingIsKept).
+	b.LifecyclePass(ctx, t, ns, time.Hour, 10*time.Minute)
 
 	bg := metav1.DeletePropagationBackground
 	require.NoError(t, b.Kube.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}))
