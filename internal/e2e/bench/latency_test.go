@@ -714,10 +714,10 @@ func (o *latencyObserver) report(m latencyMode) string {
 			head = fmt.Sprintf("%s (n=%d)", m.name, len(ds))
 		}
 		fmt.Fprintf(&sb, "  %-16s %-20s p50 %6.2fs  p90 %6.2fs  max %6.2fs\n", head, sp.name,
-			percentile(ds, 50).Seconds(), percentile(ds, 90).Seconds(), slices.Max(ds).Seconds())
+			e2e.Percentile(ds, 50).Seconds(), e2e.Percentile(ds, 90).Seconds(), slices.Max(ds).Seconds())
 		if i == 1 && m.goal > 0 {
 			verdict := "met"
-			if percentile(ds, 50) > m.goal {
+			if e2e.Percentile(ds, 50) > m.goal {
 				verdict = "MISSED"
 			}
 			goal = fmt.Sprintf("goal, queued → runner Job %s: %s", m.goalText, verdict)
@@ -734,17 +734,6 @@ func pushedAt(s *latencySample) time.Time    { return s.pushed }
 func queuedAt(s *latencySample) time.Time    { return s.queued }
 func runnerJobAt(s *latencySample) time.Time { return s.runnerJob }
 func runningAt(s *latencySample) time.Time   { return s.running }
-
-// percentile is the nearest-rank p-th percentile of ds.
-func percentile(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(ds)
-	slices.Sort(sorted)
-	rank := (p*len(sorted) + 99) / 100
-	return sorted[max(rank, 1)-1]
-}
 
 // webhookScaler starts a looping scaler over ns with its webhook on a free
 // loopback port and a poll interval of its own, points a webhook of fx's

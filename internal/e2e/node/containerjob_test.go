@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
 )
@@ -135,7 +136,9 @@ type flavour struct{ suffix, daemonJSON string }
 
 var dindRootless = flavour{"-dind-rootless", rootlessDaemonJSON}
 
-func newRunnerScene(b *e2e.Testbed, ctx context.Context, t *testing.T, n realNode, im e2e.RunnerImages, name, version string, f flavour) runnerScene {
+// newRunnerScene makes the scene; edits change the group's spec before it
+// is created (one runner at most unless an edit says otherwise).
+func newRunnerScene(b *e2e.Testbed, ctx context.Context, t *testing.T, n realNode, im e2e.RunnerImages, name, version string, f flavour, edits ...func(*v1alpha1.RunnerGroupSpec)) runnerScene {
 	t.Helper()
 	s := runnerScene{b: b, group: "rg-" + name, label: "realnode-docker"}
 	s.ns = b.Namespace(ctx, t, "e2e-"+name, nil)
@@ -150,6 +153,9 @@ func newRunnerScene(b *e2e.Testbed, ctx context.Context, t *testing.T, n realNod
 	spec.Gitea.URL = n.giteaURL
 	cm := dockerDaemonConfig(b, ctx, t, s.ns, im)
 	spec.Template = n.runnerTemplate(im.Repo+":"+version+f.suffix, cm, f.daemonJSON)
+	for _, edit := range edits {
+		edit(&spec)
+	}
 	b.CreateGroup(ctx, t, s.ns, s.group, nil, spec)
 	s.dump = func() string { return b.DumpNamespaces(s.ns) + s.podLogs() + b.Gitea.JobsLine(s.fx.Repo) }
 	return s
