@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"regexp"
 	"testing"
 
@@ -20,7 +19,8 @@ import (
 var featureLine = regexp.MustCompile(`^kubernetes_feature_enabled\{(?:[^}]*,)?name="([^"]+)"[^}]*\} ([01])$`)
 
 // FeatureGates are the API server's feature gates as its /metrics shows
-// them (every gate it knows, on or off): a test of what a gate changes
+// them (every gate it knows, on or off; a gate removed after it went GA
+// is missing, and on): a test of what a gate changes
 // asks the server itself, so it holds whatever the bed was started with
 // (scripts/testbed's TESTBED_APISERVER_FEATURE_GATES) and whichever
 // Kubernetes release it runs.
@@ -37,9 +37,7 @@ func (b *Testbed) FeatureGates(ctx context.Context, t *testing.T) map[string]boo
 		}
 	}
 	require.NoError(t, sc.Err())
-	// Every release the bed runs has this gate (beta since 1.30): a /metrics
-	// without it is one this parser does not read.
-	require.Contains(t, gates, "UserNamespacesSupport", fmt.Sprintf("kubernetes_feature_enabled in /metrics (%d gates read)", len(gates)))
+	require.NotEmpty(t, gates, "no kubernetes_feature_enabled in the API server's /metrics")
 	return gates
 }
 

@@ -84,18 +84,24 @@ func PodSecurity(ns *corev1.Namespace, tmpl *corev1.PodTemplateSpec, p Platform)
 		return ""
 	}
 	result := evaluate(lv, tmpl, p.UserNamespacesPodSecurityStandards)
-	switch {
-	case result.Allowed:
+	if result.Allowed {
 		return ""
-	case !labelled:
-		return fmt.Sprintf("namespace %s has no %s label, so the scaler holds the runner pod to Pod Security %q, which it fails: %s; "+
-			"a cluster admin who accepts such runner pods there labels it: kubectl label namespace %s %s=%s (or the platform sets scaler.trustUnlabelledNamespaces)",
-			ns.Name, LabelEnforce, lv, result.ForbiddenDetail(), ns.Name, LabelEnforce, LevelPrivileged)
-	default:
-		return fmt.Sprintf("namespace %s enforces Pod Security level %q (version %s), which the runner pod fails: %s; "+
-			"change the runner template, run the group in a namespace labelled %s=%s, or have a cluster admin relabel this one",
-			ns.Name, lv.Level, lv.Version, result.ForbiddenDetail(), LabelEnforce, LevelPrivileged)
 	}
+	// A user-namespaced pod the relaxation would admit says so: the
+	// group's writer cannot tell that the platform has not told the
+	// scaler of the API server's gate.
+	var gate string
+	if !p.UserNamespacesPodSecurityStandards && tmpl.Spec.HostUsers != nil && !*tmpl.Spec.HostUsers && evaluate(lv, tmpl, true).Allowed {
+		gate = "; an API server with the feature gate UserNamespacesPodSecurityStandards admits this user-namespaced pod, and the scaler does when the platform sets scaler.userNamespacesPodSecurityStandards"
+	}
+	if !labelled {
+		return fmt.Sprintf("namespace %s has no %s label, so the scaler holds the runner pod to Pod Security %q, which it fails: %s; "+
+			"a cluster admin who accepts such runner pods there labels it: kubectl label namespace %s %s=%s (or the platform sets scaler.trustUnlabelledNamespaces)%s",
+			ns.Name, LabelEnforce, lv, result.ForbiddenDetail(), ns.Name, LabelEnforce, LevelPrivileged, gate)
+	}
+	return fmt.Sprintf("namespace %s enforces Pod Security level %q (version %s), which the runner pod fails: %s; "+
+		"change the runner template, run the group in a namespace labelled %s=%s, or have a cluster admin relabel this one%s",
+		ns.Name, lv.Level, lv.Version, result.ForbiddenDetail(), LabelEnforce, LevelPrivileged, gate)
 }
 
 // enforced is the level and version the scaler holds a namespace's runner

@@ -67,8 +67,15 @@ func TestPodSecurityRelaxesUserNamespacedPodsOnlyWhenThePlatformSaysSo(t *testin
 			}),
 			strict: "procMount"},
 	}
+	const gateHint = "admits this user-namespaced pod, and the scaler does when the platform sets scaler.userNamespacesPodSecurityStandards"
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// Refused only for want of the setting, the refusal names it.
+			if strict := PodSecurity(tt.ns, tt.pod, Platform{}); tt.strict != "" && tt.relaxed == "" {
+				assert.Contains(t, strict, gateHint)
+			} else {
+				assert.NotContains(t, strict, gateHint)
+			}
 			for _, c := range []struct {
 				relax bool
 				want  string
