@@ -98,7 +98,7 @@ func (r *RunCmd) logStart(log *slog.Logger, cfg scaler.Config) {
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,
 		"runnerTemplate", r.RunnerTemplate, "runnerTemplatePinned", cfg.Runner.Pinned.String(),
 		"runnerConfigDefaults", runnerconfig.String(cfg.Runner.Config.Defaults), "runnerConfigPinned", runnerconfig.String(cfg.Runner.Config.Pinned),
-		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces, "clusterWideReads", r.ClusterWideReads,
+		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces, "userNamespacesPodSecurityStandards", r.UserNamespacesPodSecurityStandards, "clusterWideReads", r.ClusterWideReads,
 		"deletedNamespacesMirror", r.DeletedNamespacesMirror, "deletedNamespacesGiteaURL", r.DeletedNamespacesGiteaURL, "deletedNamespacesToken", r.DeletedNamespacesToken != "")
 	if len(r.AllowedGiteaURLs) == 0 {
 		log.Warn("no allowed Gitea URLs: a RunnerGroup may send its API token to any host but loopback, link-local and metadata addresses; set --allowed-gitea-urls")

@@ -652,7 +652,7 @@ func TestTheConfigInitContainerFitsRestricted(t *testing.T) {
 	}}
 	alone.Spec.Containers[0].Name = "main"
 	restricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "r", Labels: map[string]string{tenancy.LabelEnforce: "restricted"}}}
-	assert.Empty(t, tenancy.PodSecurity(restricted, &alone, false))
+	assert.Empty(t, tenancy.PodSecurity(restricted, &alone, tenancy.Platform{}))
 }
 
 // mountsUnder is c's mounts at dir or below it.

@@ -246,14 +246,14 @@ func (s *Scaler) podChecks(g *groupRun, ns *corev1.Namespace) error {
 	if err != nil {
 		return reason.Errorf(v1alpha1.ReasonInvalidTemplate, "spec.template: %w", err)
 	}
-	if why := tenancy.PodSecurity(ns, &job.Spec.Template, s.cfg.TrustUnlabelledNamespaces); why != "" {
+	if why := tenancy.PodSecurity(ns, &job.Spec.Template, s.cfg.PodSecurity); why != "" {
 		return reason.Errorf(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	// What the runner config gives job containers is judged by the same
 	// level: a privileged job container goes only where a privileged
 	// runner pod would.
 	merged := runnerconfig.Merge(s.cfg.Runner.Config.Defaults, g.rg.Spec.RunnerConfig, s.cfg.Runner.Config.Pinned)
-	if why := tenancy.RunnerConfigRights(ns, runnerconfig.NeedsPrivileged(merged), s.cfg.TrustUnlabelledNamespaces); why != "" {
+	if why := tenancy.RunnerConfigRights(ns, runnerconfig.NeedsPrivileged(merged), s.cfg.PodSecurity); why != "" {
 		return reason.Errorf(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	return nil

@@ -154,9 +154,11 @@ type Config struct {
 	// Tenancy names how a namespace is enabled, for the message of a group
 	// whose namespace is not.
 	Tenancy tenancy.Names
-	// TrustUnlabelledNamespaces takes a namespace without a Pod Security
-	// enforce label to admit privileged runner pods.
-	TrustUnlabelledNamespaces bool
+	// PodSecurity is what the platform says of the cluster's Pod Security
+	// that the API does not show: whether a namespace without an enforce
+	// label admits privileged runner pods, and whether the API server
+	// relaxes Pod Security for user-namespaced pods.
+	PodSecurity tenancy.Platform
 	// NewGroupsPerPass bounds how many groups a pass serves for the first
 	// time (each costs a state ConfigMap and a status write); the others
 	// wait for later passes, so a pass over thousands of new groups stays

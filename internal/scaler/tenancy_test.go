@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
@@ -166,7 +167,7 @@ func TestPodSecurityForbidsAPrivilegedRunnerWhereTheNamespaceWouldRefuseIt(t *te
 			_, err = e.kube.CoreV1().Namespaces().Update(context.Background(), nsObj, metav1.UpdateOptions{})
 			require.NoError(t, err)
 
-			e.pass(func(_ *Deps, c *Config) { c.TrustUnlabelledNamespaces = tt.trust })
+			e.pass(func(_ *Deps, c *Config) { c.PodSecurity.TrustUnlabelled = tt.trust })
 
 			c := ready(e.group("ci"))
 			assert.Equal(t, tt.reason, c.Reason, c.Message)
@@ -274,6 +275,55 @@ func TestTokenKeysAreUsedOnlyAsTheSecretOwnerDeclared(t *testing.T) {
 			assert.Empty(t, e.jobs(), "no runner pod gets the key")
 			assert.Zero(t, e.gitea.mints, "nothing minted")
 			assert.NotContains(t, c.Message, secretToken)
+		})
+	}
+}
+
+// TestPodSecurityJudgesUserNamespacedRunnersAsThePlatformSays is issue 39
+// through a pass: a group whose runner pod runs in a user namespace
+// (hostUsers: false) with an unmasked /proc, in a namespace enforcing
+// baseline, gets a Job only when the platform says the API server relaxes
+// Pod Security for such pods (its feature gate
+// UserNamespacesPodSecurityStandards).
+func TestPodSecurityJudgesUserNamespacedRunnersAsThePlatformSays(t *testing.T) {
+	userNamespaced := func(rg *v1alpha1.RunnerGroup) {
+		rg.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			HostUsers: ptr.To(false),
+			Containers: []corev1.Container{{Name: "runner", SecurityContext: &corev1.SecurityContext{
+				Privileged: ptr.To(false), ProcMount: ptr.To(corev1.UnmaskedProcMount),
+			}}},
+		}}
+	}
+	tests := []struct {
+		name   string
+		relax  bool
+		reason string
+		jobs   int
+	}{
+		{"the API server's gate is off", false, v1alpha1.ReasonPodSecurityForbidsRunner, 0},
+		{"the API server's gate is on", true, v1alpha1.ReasonReconciled, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, newGroup("ci", 5, userNamespaced))
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
+			nsObj, err := e.kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+			require.NoError(t, err)
+			nsObj.Labels = map[string]string{tenancy.LabelEnforce: "baseline"}
+			_, err = e.kube.CoreV1().Namespaces().Update(context.Background(), nsObj, metav1.UpdateOptions{})
+			require.NoError(t, err)
+
+			e.pass(func(_ *Deps, c *Config) { c.PodSecurity.UserNamespacesPodSecurityStandards = tt.relax })
+
+			c := ready(e.group("ci"))
+			assert.Equal(t, tt.reason, c.Reason, c.Message)
+			if assert.Len(t, e.jobs(), tt.jobs) && tt.jobs == 1 {
+				spec := e.jobs()[0].Spec.Template.Spec
+				assert.Equal(t, ptr.To(false), spec.HostUsers, "the Job's pod is the one judged")
+			}
+			if tt.reason == v1alpha1.ReasonPodSecurityForbidsRunner {
+				assert.Contains(t, c.Message, "procMount")
+			}
 		})
 	}
 }

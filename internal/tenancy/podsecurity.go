@@ -3,6 +3,7 @@ package tenancy
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	psaapi "k8s.io/pod-security-admission/api"
@@ -28,6 +29,37 @@ var evaluator = func() policy.Evaluator {
 	return e
 }()
 
+// Platform is what the platform says about the cluster's Pod Security
+// that the API does not show: the cluster's default level and the API
+// server's feature gates.
+type Platform struct {
+	// TrustUnlabelled takes a namespace without an enforce label to admit
+	// privileged pods (the cluster's default level, privileged unless the
+	// cluster says otherwise).
+	TrustUnlabelled bool
+	// UserNamespacesPodSecurityStandards says the API server runs with the
+	// feature gate of that name (alpha since Kubernetes 1.29, off by
+	// default): Pod Security then admits any procMount, and at restricted
+	// any user id, for a pod with hostUsers: false, since root and an
+	// unmasked /proc in a user namespace are not the node's.
+	UserNamespacesPodSecurityStandards bool
+}
+
+// evaluateMu serialises evaluations: Pod Security's library reads the
+// user-namespace relaxation from one process-wide switch (the API server
+// sets it once from its feature gate), while the scaler's setting comes
+// with each call, so that scalers and tests with different settings in
+// one process each get the answer for theirs. Nothing else in this module
+// evaluates Pod Security, and one evaluation takes microseconds.
+var evaluateMu sync.Mutex
+
+func evaluate(lv psaapi.LevelVersion, tmpl *corev1.PodTemplateSpec, userNamespaces bool) policy.AggregateCheckResult {
+	evaluateMu.Lock()
+	defer evaluateMu.Unlock()
+	policy.RelaxPolicyForUserNamespacePods(userNamespaces)
+	return policy.AggregateCheckResults(evaluator.EvaluatePod(lv, &tmpl.ObjectMeta, &tmpl.Spec))
+}
+
 // PodSecurity says why ns must not get the runner pod tmpl, or "" when it
 // may.
 //
@@ -41,26 +73,35 @@ var evaluator = func() policy.Evaluator {
 // privileged unless the cluster says otherwise: there the scaler holds the
 // pod to baseline itself, so hostPath, host namespaces, added
 // capabilities and the like never reach such a namespace through the
-// scaler. trustUnlabelled (a platform decision) takes the default to be
-// privileged instead.
-func PodSecurity(ns *corev1.Namespace, tmpl *corev1.PodTemplateSpec, trustUnlabelled bool) string {
-	lv, labelled := enforced(ns, trustUnlabelled)
+// scaler. p.TrustUnlabelled (a platform decision) takes the default to be
+// privileged instead. p.UserNamespacesPodSecurityStandards relaxes the
+// checks for user-namespaced pods as the API server with that gate does;
+// without it the scaler refuses what such an API server would admit,
+// never the other way round.
+func PodSecurity(ns *corev1.Namespace, tmpl *corev1.PodTemplateSpec, p Platform) string {
+	lv, labelled := enforced(ns, p.TrustUnlabelled)
 	if lv.Level == psaapi.LevelPrivileged {
 		return ""
 	}
-	result := policy.AggregateCheckResults(evaluator.EvaluatePod(lv, &tmpl.ObjectMeta, &tmpl.Spec))
-	switch {
-	case result.Allowed:
+	result := evaluate(lv, tmpl, p.UserNamespacesPodSecurityStandards)
+	if result.Allowed {
 		return ""
-	case !labelled:
-		return fmt.Sprintf("namespace %s has no %s label, so the scaler holds the runner pod to Pod Security %q, which it fails: %s; "+
-			"a cluster admin who accepts such runner pods there labels it: kubectl label namespace %s %s=%s (or the platform sets scaler.trustUnlabelledNamespaces)",
-			ns.Name, LabelEnforce, lv, result.ForbiddenDetail(), ns.Name, LabelEnforce, LevelPrivileged)
-	default:
-		return fmt.Sprintf("namespace %s enforces Pod Security level %q (version %s), which the runner pod fails: %s; "+
-			"change the runner template, run the group in a namespace labelled %s=%s, or have a cluster admin relabel this one",
-			ns.Name, lv.Level, lv.Version, result.ForbiddenDetail(), LabelEnforce, LevelPrivileged)
 	}
+	// A user-namespaced pod the relaxation would admit says so: the
+	// group's writer cannot tell that the platform has not told the
+	// scaler of the API server's gate.
+	var gate string
+	if !p.UserNamespacesPodSecurityStandards && tmpl.Spec.HostUsers != nil && !*tmpl.Spec.HostUsers && evaluate(lv, tmpl, true).Allowed {
+		gate = "; an API server with the feature gate UserNamespacesPodSecurityStandards admits this user-namespaced pod, and the scaler does when the platform sets scaler.userNamespacesPodSecurityStandards"
+	}
+	if !labelled {
+		return fmt.Sprintf("namespace %s has no %s label, so the scaler holds the runner pod to Pod Security %q, which it fails: %s; "+
+			"a cluster admin who accepts such runner pods there labels it: kubectl label namespace %s %s=%s (or the platform sets scaler.trustUnlabelledNamespaces)%s",
+			ns.Name, LabelEnforce, lv, result.ForbiddenDetail(), ns.Name, LabelEnforce, LevelPrivileged, gate)
+	}
+	return fmt.Sprintf("namespace %s enforces Pod Security level %q (version %s), which the runner pod fails: %s; "+
+		"change the runner template, run the group in a namespace labelled %s=%s, or have a cluster admin relabel this one%s",
+		ns.Name, lv.Level, lv.Version, result.ForbiddenDetail(), LabelEnforce, LevelPrivileged, gate)
 }
 
 // enforced is the level and version the scaler holds a namespace's runner
@@ -90,11 +131,11 @@ func enforced(ns *corev1.Namespace, trustUnlabelled bool) (psaapi.LevelVersion, 
 // job containers what needs lists (runnerconfig.NeedsPrivileged), or ""
 // when it may: such a config goes only where the scaler would create a
 // privileged runner pod, a namespace whose level is privileged.
-func RunnerConfigRights(ns *corev1.Namespace, needs []string, trustUnlabelled bool) string {
+func RunnerConfigRights(ns *corev1.Namespace, needs []string, p Platform) string {
 	if len(needs) == 0 {
 		return ""
 	}
-	lv, labelled := enforced(ns, trustUnlabelled)
+	lv, labelled := enforced(ns, p.TrustUnlabelled)
 	if lv.Level == psaapi.LevelPrivileged {
 		return ""
 	}

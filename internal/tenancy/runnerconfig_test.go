@@ -36,7 +36,7 @@ func TestRunnerConfigRights(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := tenancy.RunnerConfigRights(tc.ns, tc.needs, tc.trust)
+			got := tenancy.RunnerConfigRights(tc.ns, tc.needs, tenancy.Platform{TrustUnlabelled: tc.trust})
 			if tc.want == "" {
 				assert.Empty(t, got)
 				return

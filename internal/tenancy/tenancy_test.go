@@ -142,7 +142,7 @@ func TestPodSecurityAdmitsAPrivilegedRunnerOnlyWhereTheNamespaceSaysPrivileged(t
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := PodSecurity(tt.ns, tt.pod, tt.trust)
+			got := PodSecurity(tt.ns, tt.pod, Platform{TrustUnlabelled: tt.trust})
 			if tt.refused == "" {
 				assert.Empty(t, got)
 				return
@@ -206,11 +206,11 @@ func TestPodSecurityHoldsUnlabelledNamespacesToBaseline(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := PodSecurity(namespace(nil), tc.pod, false)
+			got := PodSecurity(namespace(nil), tc.pod, Platform{})
 			assert.Contains(t, got, "has no pod-security.kubernetes.io/enforce label")
 			assert.Contains(t, got, tc.want)
-			assert.Empty(t, PodSecurity(namespace(map[string]string{LabelEnforce: "privileged"}), tc.pod, false), "a privileged namespace admits it")
-			assert.Empty(t, PodSecurity(namespace(nil), tc.pod, true), "the platform trusts unlabelled namespaces")
+			assert.Empty(t, PodSecurity(namespace(map[string]string{LabelEnforce: "privileged"}), tc.pod, Platform{}), "a privileged namespace admits it")
+			assert.Empty(t, PodSecurity(namespace(nil), tc.pod, Platform{TrustUnlabelled: true}), "the platform trusts unlabelled namespaces")
 		})
 	}
 }
@@ -227,8 +227,8 @@ func TestPodSecurityEvaluatesAtTheNamespacesVersion(t *testing.T) {
 	})
 	latest := namespace(map[string]string{LabelEnforce: "restricted"})
 	old := namespace(map[string]string{LabelEnforce: "restricted", "pod-security.kubernetes.io/enforce-version": "v1.18"})
-	assert.Contains(t, PodSecurity(latest, restrictedBut, false), "seccompProfile")
-	assert.Empty(t, PodSecurity(old, restrictedBut, false))
+	assert.Contains(t, PodSecurity(latest, restrictedBut, Platform{}), "seccompProfile")
+	assert.Empty(t, PodSecurity(old, restrictedBut, Platform{}))
 }
 
 func pod(spec corev1.PodSpec) *corev1.PodTemplateSpec { return &corev1.PodTemplateSpec{Spec: spec} }

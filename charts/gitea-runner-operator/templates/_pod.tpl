@@ -195,6 +195,10 @@ spec:
           value: {{ printf "%s:%s" .root.Release.Namespace (include "gitea-runner-operator.serviceAccountName" .root) | quote }}
         - name: SCALER_TRUST_UNLABELLED_NAMESPACES
           value: {{ ternary "true" "false" (eq ($s.trustUnlabelledNamespaces | toString) "true") | quote }}
+        {{- if $s.userNamespacesPodSecurityStandards }}
+        - name: SCALER_USER_NAMESPACES_POD_SECURITY_STANDARDS
+          value: "true"
+        {{- end }}
         {{- /* Go's collector keeps the heap under the container's memory
         limit instead of letting it grow to twice what is live (issue 23);
         the runtime reads the bytes. GOGC=50 lets it grow to one and a half
