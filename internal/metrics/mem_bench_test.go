@@ -1,0 +1,81 @@
+package metrics
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
+)
+
+// BenchmarkGroupSeriesMemory measures what the endpoint keeps per group:
+// the heap still in use, once collected, after two full passes over G
+// groups in N namespaces (each group with a runner created, a reap and a
+// job's startup and execution, so every series has a value), less what
+// it held before them; and what one scrape allocates per group. The
+// groups' names are made before the baseline, as a scaler has them in
+// its RunnerGroups. Nothing is asserted. Run:
+//
+//	go test -run '^$' -bench BenchmarkGroupSeriesMemory -benchtime 3x ./internal/metrics/
+//
+// BENCH_MEM=G/N picks the size (default 5000/500).
+func BenchmarkGroupSeriesMemory(b *testing.B) {
+	groups, namespaces := 5000, 500
+	if v := os.Getenv("BENCH_MEM"); v != "" {
+		if _, err := fmt.Sscanf(v, "%d/%d", &groups, &namespaces); err != nil {
+			b.Fatalf("BENCH_MEM=%q: want G/N", v)
+		}
+	}
+	stats := make([]passreport.GroupStats, groups)
+	for i := range stats {
+		stats[i] = passreport.GroupStats{
+			Namespace: fmt.Sprintf("team-%03d", i%namespaces), Name: fmt.Sprintf("g%04d", i),
+			Queued: 1, Running: 1, Active: 2, Idle: 1, Max: 5, Created: 1, IdleReaps: 1,
+			Startups: []time.Duration{12 * time.Second}, Executions: []time.Duration{4 * time.Minute},
+		}
+	}
+	var retained, scraped uint64
+	for b.Loop() {
+		before := liveHeap()
+		m := New()
+		for range 2 {
+			m.ObservePass(passreport.Summary{GroupStats: stats}, time.Second, nil)
+		}
+		retained += liveHeap() - before
+
+		h := m.Handler()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		allocated := ms.TotalAlloc
+		h.ServeHTTP(discardingWriter{http.Header{}}, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		runtime.ReadMemStats(&ms)
+		scraped += ms.TotalAlloc - allocated
+		runtime.KeepAlive(m)
+	}
+	n := float64(b.N) * float64(groups)
+	b.ReportMetric(float64(retained)/n, "retained-B/group")
+	b.ReportMetric(float64(scraped)/n, "scrape-alloc-B/group")
+}
+
+// liveHeap is the heap's live bytes once collected.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// discardingWriter is a ResponseWriter that drops the body, so a
+// scrape's allocations are the endpoint's, not those of a buffer that
+// would keep its output.
+type discardingWriter struct{ header http.Header }
+
+func (w discardingWriter) Header() http.Header       { return w.header }
+func (discardingWriter) Write(p []byte) (int, error) { return io.Discard.Write(p) }
+func (discardingWriter) WriteHeader(int)             {}
