@@ -17,7 +17,8 @@ import (
 // the heap still in use, once collected, after two full passes over G
 // groups in N namespaces (each group with a runner created, a reap and a
 // job's startup and execution, so every series has a value), less what
-// it held before them; and what one scrape allocates per group. The
+// it held before them; what one scrape allocates per group; and what a
+// scrape holds once it has gathered every series, before it writes them. The
 // groups' names are made before the baseline, as a scaler has them in
 // its RunnerGroups. Nothing is asserted. Run:
 //
@@ -39,7 +40,7 @@ func BenchmarkGroupSeriesMemory(b *testing.B) {
 			Startups: []time.Duration{12 * time.Second}, Executions: []time.Duration{4 * time.Minute},
 		}
 	}
-	var retained, scraped uint64
+	var retained, scraped, gathered uint64
 	for b.Loop() {
 		before := liveHeap()
 		m := New()
@@ -55,11 +56,22 @@ func BenchmarkGroupSeriesMemory(b *testing.B) {
 		h.ServeHTTP(discardingWriter{http.Header{}}, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		runtime.ReadMemStats(&ms)
 		scraped += ms.TotalAlloc - allocated
+
+		// A scrape gathers every series before it writes one: what it
+		// holds then is the most it adds to the heap.
+		before = liveHeap()
+		families, err := m.Registry().Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		gathered += liveHeap() - before
+		runtime.KeepAlive(families)
 		runtime.KeepAlive(m)
 	}
 	n := float64(b.N) * float64(groups)
 	b.ReportMetric(float64(retained)/n, "retained-B/group")
 	b.ReportMetric(float64(scraped)/n, "scrape-alloc-B/group")
+	b.ReportMetric(float64(gathered)/n, "scrape-live-B/group")
 }
 
 // liveHeap is the heap's live bytes once collected.

@@ -39,7 +39,7 @@ func TestObservePassCountsPassesRunnersAndGroups(t *testing.T) {
 	assert.InDelta(t, 1, testutil.ToFloat64(m.passes.WithLabelValues("ok")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.passes.WithLabelValues("failed")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.passes.WithLabelValues("error")), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(m.jobs.reaped.WithLabelValues("ci", "a", "start_timeout")), 0)
+	assert.InDelta(t, 1, counterOf(t, m, "runners_reaped_total", "ci", "a", "start_timeout"), 0)
 	assert.Equal(t, map[string]float64{"ci/a": 1}, groupSeries(t, m, "runnergroup_queued_jobs"), "the last pass's value; the group that is gone has no series left")
 	assert.Equal(t, map[string]float64{"ci/a": 5}, groupSeries(t, m, "runnergroup_max_runners"))
 	assert.Equal(t, 6, testutil.CollectAndCount(m.groups), "one series per gauge for the one group")
