@@ -362,30 +362,3 @@ func TestScalerMetricNamesListIsCurrent(t *testing.T) {
 	}
 	assert.ElementsMatch(t, served, listed, "scaler-metrics.txt lists every metric the scaler serves, and no other")
 }
-
-// BenchmarkGroupGaugesMemory prints what the per-group gauges keep per
-// group after a full pass over 5,000 groups (live-bytes/group) and what a
-// pass allocates for them (B/op): go test -run '^$' -bench
-// BenchmarkGroupGaugesMemory ./internal/metrics/.
-func BenchmarkGroupGaugesMemory(b *testing.B) {
-	const groups = 5000
-	stats := make([]passreport.GroupStats, groups)
-	for i := range stats {
-		stats[i] = passreport.GroupStats{Namespace: fmt.Sprintf("team-%03d", i%500), Name: fmt.Sprintf("g%04d", i), Queued: i % 3, Max: 5}
-	}
-	m := New()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	m.ObservePass(passreport.Summary{GroupStats: stats}, time.Second, nil)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	live := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / groups
-	b.ResetTimer()
-	b.ReportAllocs()
-	for range b.N {
-		m.ObservePass(passreport.Summary{GroupStats: stats}, time.Second, nil)
-	}
-	b.ReportMetric(live, "live-bytes/group")
-	runtime.KeepAlive(m)
-}
