@@ -75,17 +75,6 @@ func (h *jobHistogram) observe(bounds *[jobBuckets]float64, v float64) {
 	h.sum += v
 }
 
-// cumulative are the counts up to each bound, as a scrape serves them.
-func (h *jobHistogram) cumulative(bounds *[jobBuckets]float64) map[float64]uint64 {
-	out := make(map[float64]uint64, jobBuckets)
-	var n uint64
-	for i, b := range bounds {
-		n += h.buckets[i]
-		out[b] = n
-	}
-	return out
-}
-
 func newGroupJobs() *groupJobs {
 	return &groupJobs{
 		counts: map[groupKey]*groupCounts{},
@@ -154,18 +143,17 @@ func (g *groupJobs) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector: see scrapedSeries.
 func (g *groupJobs) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for k, c := range g.counts {
-		ch <- prometheus.MustNewConstHistogramWithCreatedTimestamp(g.startup, c.startup.count, c.startup.sum,
-			c.startup.cumulative(&startupBounds), c.since, k.namespace, k.name)
-		ch <- prometheus.MustNewConstHistogramWithCreatedTimestamp(g.execution, c.execution.count, c.execution.sum,
-			c.execution.cumulative(&executionBounds), c.since, k.namespace, k.name)
-		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(g.created, prometheus.CounterValue, c.created, c.since, k.namespace, k.name)
-		for i, r := range reapReasons {
-			ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(g.reaped, prometheus.CounterValue, c.reaped[i], c.since, k.namespace, k.name, r)
+		scrape := newGroupScrape(k, c.since)
+		ch <- scrape.histogram(g.startup, &c.startup, &startupBounds)
+		ch <- scrape.histogram(g.execution, &c.execution, &executionBounds)
+		ch <- scrape.counter(g.created, c.created)
+		for i := range reapReasons {
+			ch <- scrape.reaped(g.reaped, i, c.reaped[i])
 		}
 	}
 }
