@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -52,13 +53,14 @@ func (g *groupGauges) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector: see scrapedSeries.
 func (g *groupGauges) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for k, values := range g.last {
+		scrape := newGroupScrape(k, time.Time{})
 		for i, d := range g.descs {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, values[i], k.namespace, k.name)
+			ch <- scrape.gauge(d, values[i])
 		}
 	}
 }

@@ -98,7 +98,7 @@ func New() *Metrics {
 	m.groups = newGroupGauges()
 	m.reg.MustRegister(m.groups)
 	m.jobs = newGroupJobs()
-	m.reg.MustRegister(m.jobs.collectors()...)
+	m.reg.MustRegister(m.jobs)
 	// The latency of Gitea's answers: from the request sent to its
 	// headers read (promhttp.InstrumentRoundTripperDuration), labelled as
 	// the request counter is, plus the method. Requests that got no

@@ -39,7 +39,7 @@ func TestObservePassCountsPassesRunnersAndGroups(t *testing.T) {
 	assert.InDelta(t, 1, testutil.ToFloat64(m.passes.WithLabelValues("ok")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.passes.WithLabelValues("failed")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(m.passes.WithLabelValues("error")), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(m.jobs.reaped.WithLabelValues("ci", "a", "start_timeout")), 0)
+	assert.InDelta(t, 1, counterOf(t, m, "runners_reaped_total", "ci", "a", "start_timeout"), 0)
 	assert.Equal(t, map[string]float64{"ci/a": 1}, groupSeries(t, m, "runnergroup_queued_jobs"), "the last pass's value; the group that is gone has no series left")
 	assert.Equal(t, map[string]float64{"ci/a": 5}, groupSeries(t, m, "runnergroup_max_runners"))
 	assert.Equal(t, 6, testutil.CollectAndCount(m.groups), "one series per gauge for the one group")
@@ -361,31 +361,4 @@ func TestScalerMetricNamesListIsCurrent(t *testing.T) {
 		}
 	}
 	assert.ElementsMatch(t, served, listed, "scaler-metrics.txt lists every metric the scaler serves, and no other")
-}
-
-// BenchmarkGroupGaugesMemory prints what the per-group gauges keep per
-// group after a full pass over 5,000 groups (live-bytes/group) and what a
-// pass allocates for them (B/op): go test -run '^$' -bench
-// BenchmarkGroupGaugesMemory ./internal/metrics/.
-func BenchmarkGroupGaugesMemory(b *testing.B) {
-	const groups = 5000
-	stats := make([]passreport.GroupStats, groups)
-	for i := range stats {
-		stats[i] = passreport.GroupStats{Namespace: fmt.Sprintf("team-%03d", i%500), Name: fmt.Sprintf("g%04d", i), Queued: i % 3, Max: 5}
-	}
-	m := New()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	m.ObservePass(passreport.Summary{GroupStats: stats}, time.Second, nil)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	live := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / groups
-	b.ResetTimer()
-	b.ReportAllocs()
-	for range b.N {
-		m.ObservePass(passreport.Summary{GroupStats: stats}, time.Second, nil)
-	}
-	b.ReportMetric(live, "live-bytes/group")
-	runtime.KeepAlive(m)
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/metrics"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/passreport"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnergroups"
 )
@@ -23,8 +24,10 @@ import (
 // fakes, G groups spread over N namespaces (10 orgs, nothing to create):
 // a CronJob pass (a fresh Scaler, no caches) and a loop (watch caches
 // over the fake clientsets, its steady pass; loop-wide: with the
-// cluster-wide caches of --cluster-wide-reads). It prints, as metrics, the
-// heap and goroutine stacks the scaler adds to what the fakes hold, once
+// cluster-wide caches of --cluster-wide-reads), each with the metrics
+// endpoint as its Observer, as the binary wires it in every mode. It
+// prints, as metrics, the heap and goroutine stacks the scaler adds to
+// what the fakes hold, once
 // collected (live) and the highest seen while the passes ran (peak,
 // sampled every 5 ms); nothing is asserted. Run:
 //
@@ -83,12 +86,13 @@ func benchmarkPassMemory(b *testing.B, mode string, groups, namespaces int) {
 			// The plain client: the fixture's keeps a copy of every group it lists.
 			d.Groups = runnergroups.Client{Dynamic: e.dyn}
 			d.Log, d.Now = nil, time.Now
+			d.Observer = metrics.New() // as every mode's process has it
 			c.Workers, c.NewGroupsPerPass = 4, 1500
 		})
 	}
 	ctx := context.Background()
 	pass := func(s *Scaler) passreport.Summary {
-		sum, err := s.Pass(ctx)
+		sum, err := s.loggedPass(ctx) // as the loop makes them: the Observer hears of it
 		if err != nil || len(sum.Failed) > 0 || sum.Created > 0 {
 			b.Fatalf("%s pass: %v failed=%d created=%d", mode, err, len(sum.Failed), sum.Created)
 		}
@@ -103,7 +107,7 @@ func benchmarkPassMemory(b *testing.B, mode string, groups, namespaces int) {
 
 	s := cronjob
 	if mode == "loop" || mode == "loop-wide" {
-		sc, c := watchingScaler(b, e)
+		sc, c := watchingScaler(b, e, func(d *Deps, _ *Config) { d.Observer = metrics.New() })
 		if mode == "loop-wide" {
 			if err := c.WatchClusterWide(ctx); err != nil {
 				b.Fatal(err)
