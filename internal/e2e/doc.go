@@ -36,6 +36,7 @@
 //	dump.go         what a failure shows of the namespaces under test, pod logs
 //	faultproxy.go   a fault-injecting proxy in front of Gitea
 //	faultscene.go   the scene of a fault test: runner pods that cannot start
+//	featuregates.go the API server's feature gates, read from its /metrics
 //	gitea.go        Gitea scenes (orgs, users, repositories, tokens, workflows) and jobs
 //	groups.go       RunnerGroups: specs, create, read, patch, wait for passes
 //	helm.go         installing the chart with the values every release starts from
@@ -51,6 +52,7 @@
 //	scene.go        the usual scene: the chart serving one group of an org
 //	serving.go      one runner Job per queued Gitea job, and hold files
 //	share.go        how the areas' binaries share the bed: Parallel, Exclusive
+//	stats.go        percentiles of measured waits
 //	wait.go         polling until a condition holds
 //
 // Every top-level test starts with e2e.Parallel(t) or, when it needs the
