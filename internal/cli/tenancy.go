@@ -18,7 +18,7 @@ type TenancyFlags struct {
 	// The scaler cannot read the API server's feature gates, so the
 	// platform says this one: without it the pre-check refuses the
 	// user-namespaced pods such an API server admits.
-	UserNamespacesPodSecurityStandards bool          `env:"SCALER_USER_NAMESPACES_POD_SECURITY_STANDARDS" help:"The API server runs with the feature gate UserNamespacesPodSecurityStandards (alpha, off by default): judge runner pods with hostUsers: false as its Pod Security does, which admits any procMount and, at restricted, any user id for them. Set it only when the gate is on."`
+	UserNamespacesPodSecurityStandards bool          `env:"SCALER_USER_NAMESPACES_POD_SECURITY_STANDARDS" help:"The API server (before Kubernetes 1.35) runs with the feature gate UserNamespacesPodSecurityStandards (alpha, off by default): judge runner pods with hostUsers: false as its Pod Security does, which admits any procMount and, at restricted, any user id for them. Set it only when the gate is on; from 1.35 the scaler does so by the API server's version, without it."`
 	AssignmentHold                     time.Duration `env:"SCALER_ASSIGNMENT_HOLD" default:"10m" help:"How long the groups of one namespace keep a queued job that groups of other namespaces could also run, before it goes in turn to those (give every listener and why the same)."`
 	RightsRecheck                      time.Duration `env:"SCALER_RIGHTS_RECHECK" default:"0s" help:"With --loop: how long a namespace's rights review that found it enabled is trusted, at most (each for a random half to all of it). 0 reviews every namespace every pass, so a removed RoleBinding is seen by the next pass; more saves one review per namespace per pass, and a removed RoleBinding then waits for the next review."`
 }

@@ -246,7 +246,11 @@ func (s *Scaler) podChecks(g *groupRun, ns *corev1.Namespace) error {
 	if err != nil {
 		return reason.Errorf(v1alpha1.ReasonInvalidTemplate, "spec.template: %w", err)
 	}
-	if why := tenancy.PodSecurity(ns, &job.Spec.Template, s.cfg.PodSecurity); why != "" {
+	platform := s.cfg.PodSecurity
+	if hu := job.Spec.Template.Spec.HostUsers; hu != nil && !*hu {
+		platform.Server = s.serverVersion()
+	}
+	if why := tenancy.PodSecurity(ns, &job.Spec.Template, platform); why != "" {
 		return reason.Errorf(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
 	}
 	// What the runner config gives job containers is judged by the same

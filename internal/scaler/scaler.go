@@ -72,6 +72,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	psaapi "k8s.io/pod-security-admission/api"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
@@ -229,6 +230,32 @@ type Scaler struct {
 	mu          sync.Mutex
 	turns       int64
 	firstMinute int64
+
+	// server is the API server's version, read once, for judging
+	// user-namespaced runner pods as its Pod Security does.
+	server struct {
+		once    sync.Once
+		version psaapi.Version
+	}
+}
+
+// serverVersion is the API server's Kubernetes version, read once per
+// process and only for a group whose runner pod is user-namespaced: Pod
+// Security relaxes for those from policy version 1.35
+// (tenancy.Platform.Server). When it cannot be read, the zero Version: the
+// pre-check then refuses what such a server would admit, never the other
+// way round.
+func (s *Scaler) serverVersion() psaapi.Version {
+	s.server.once.Do(func() {
+		info, err := s.kube.Discovery().ServerVersion()
+		if err == nil {
+			s.server.version, err = tenancy.ParseServerVersion(info.Major, info.Minor)
+		}
+		if err != nil {
+			s.log.Warn("cannot read the API server's version; user-namespaced runner pods are judged by Pod Security before 1.35", "error", err)
+		}
+	})
+	return s.server.version
 }
 
 // New checks the dependencies and the configuration and returns a Scaler.

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -297,15 +299,21 @@ func TestPodSecurityJudgesUserNamespacedRunnersAsThePlatformSays(t *testing.T) {
 	tests := []struct {
 		name   string
 		relax  bool
+		server *version.Info // the fake's /version; nil for none
 		reason string
 		jobs   int
 	}{
-		{"the API server's gate is off", false, v1alpha1.ReasonPodSecurityForbidsRunner, 0},
-		{"the API server's gate is on", true, v1alpha1.ReasonReconciled, 1},
+		{"the API server's gate is off", false, nil, v1alpha1.ReasonPodSecurityForbidsRunner, 0},
+		{"the API server's gate is on", true, nil, v1alpha1.ReasonReconciled, 1},
+		{"an API server of 1.34 without the gate", false, &version.Info{Major: "1", Minor: "34"}, v1alpha1.ReasonPodSecurityForbidsRunner, 0},
+		{"an API server of 1.35, which relaxes with no gate", false, &version.Info{Major: "1", Minor: "35"}, v1alpha1.ReasonReconciled, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, newGroup("ci", 5, userNamespaced))
+			if tt.server != nil {
+				e.kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = tt.server
+			}
 			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
 			nsObj, err := e.kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
 			require.NoError(t, err)

@@ -43,6 +43,49 @@ type Platform struct {
 	// any user id, for a pod with hostUsers: false, since root and an
 	// unmasked /proc in a user namespace are not the node's.
 	UserNamespacesPodSecurityStandards bool
+	// Server is the API server's Kubernetes version (major.minor), the
+	// version Pod Security evaluates a namespace's "latest" at; the zero
+	// Version when unknown. From 1.35 Pod Security's own checks, at
+	// policy versions 1.35 and later, relax for user-namespaced pods
+	// what the gate relaxes, with no gate.
+	Server psaapi.Version
+}
+
+// userNamespacesRelaxedSince is the first policy version whose checks
+// admit any procMount (baseline) and any user id (restricted) for a pod
+// with hostUsers: false (k8s.io/pod-security-admission v0.35's
+// procMount1_35baseline, runAsNonRoot1_35, runAsUser1_35). This module's
+// copy of the checks predates it, so the scaler applies the relaxation by
+// the policy version, as the API server does.
+var userNamespacesRelaxedSince = psaapi.MajorMinorVersion(1, 35)
+
+// ParseServerVersion is the major.minor of the API server's /version
+// (Major "1", Minor "37" or "37+"), for Platform.Server.
+func ParseServerVersion(major, minor string) (psaapi.Version, error) {
+	v, err := psaapi.ParseVersion("v" + major + "." + strings.TrimSuffix(minor, "+"))
+	if err != nil || v.Latest() {
+		return psaapi.Version{}, fmt.Errorf("the API server's version %q.%q is not major.minor", major, minor)
+	}
+	return v, nil
+}
+
+// userNamespacesRelaxed says whether the API server's Pod Security admits
+// a user-namespaced pod's unmasked /proc and root user at policy version
+// v: with the alpha gate at every version, and from 1.35 at versions 1.35
+// and later, "latest" and versions past the server's being the server's
+// own. An unknown server version relaxes "latest" never.
+func userNamespacesRelaxed(v psaapi.Version, p Platform) bool {
+	if p.UserNamespacesPodSecurityStandards {
+		return true
+	}
+	known := p.Server.Major() > 0
+	if v.Latest() || (known && p.Server.Older(v)) {
+		if !known {
+			return false
+		}
+		v = p.Server
+	}
+	return !v.Older(userNamespacesRelaxedSince)
 }
 
 // evaluateMu serialises evaluations: Pod Security's library reads the
@@ -74,16 +117,18 @@ func evaluate(lv psaapi.LevelVersion, tmpl *corev1.PodTemplateSpec, userNamespac
 // pod to baseline itself, so hostPath, host namespaces, added
 // capabilities and the like never reach such a namespace through the
 // scaler. p.TrustUnlabelled (a platform decision) takes the default to be
-// privileged instead. p.UserNamespacesPodSecurityStandards relaxes the
-// checks for user-namespaced pods as the API server with that gate does;
-// without it the scaler refuses what such an API server would admit,
-// never the other way round.
+// privileged instead. User-namespaced pods are judged as the API server
+// judges them (userNamespacesRelaxed): relaxed from policy version 1.35,
+// or at every version when p.UserNamespacesPodSecurityStandards says the
+// API server has the gate; without knowing, the scaler refuses what such
+// an API server would admit, never the other way round.
 func PodSecurity(ns *corev1.Namespace, tmpl *corev1.PodTemplateSpec, p Platform) string {
 	lv, labelled := enforced(ns, p.TrustUnlabelled)
 	if lv.Level == psaapi.LevelPrivileged {
 		return ""
 	}
-	result := evaluate(lv, tmpl, p.UserNamespacesPodSecurityStandards)
+	relaxed := userNamespacesRelaxed(lv.Version, p)
+	result := evaluate(lv, tmpl, relaxed)
 	if result.Allowed {
 		return ""
 	}
@@ -91,8 +136,8 @@ func PodSecurity(ns *corev1.Namespace, tmpl *corev1.PodTemplateSpec, p Platform)
 	// group's writer cannot tell that the platform has not told the
 	// scaler of the API server's gate.
 	var gate string
-	if !p.UserNamespacesPodSecurityStandards && tmpl.Spec.HostUsers != nil && !*tmpl.Spec.HostUsers && evaluate(lv, tmpl, true).Allowed {
-		gate = "; an API server with the feature gate UserNamespacesPodSecurityStandards admits this user-namespaced pod, and the scaler does when the platform sets scaler.userNamespacesPodSecurityStandards"
+	if !relaxed && tmpl.Spec.HostUsers != nil && !*tmpl.Spec.HostUsers && evaluate(lv, tmpl, true).Allowed {
+		gate = "; Pod Security admits this user-namespaced pod at policy version v1.35 and later (an older one with the feature gate UserNamespacesPodSecurityStandards, which the platform tells the scaler with scaler.userNamespacesPodSecurityStandards)"
 	}
 	if !labelled {
 		return fmt.Sprintf("namespace %s has no %s label, so the scaler holds the runner pod to Pod Security %q, which it fails: %s; "+

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/utils/ptr"
 )
 
@@ -67,7 +68,7 @@ func TestPodSecurityRelaxesUserNamespacedPodsOnlyWhenThePlatformSaysSo(t *testin
 			}),
 			strict: "procMount"},
 	}
-	const gateHint = "admits this user-namespaced pod, and the scaler does when the platform sets scaler.userNamespacesPodSecurityStandards"
+	const gateHint = "Pod Security admits this user-namespaced pod at policy version v1.35 and later"
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Refused only for want of the setting, the refusal names it.
@@ -113,4 +114,70 @@ func TestPodSecurityKeepsEachCallersSetting(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, make([]int, callers), wrong, "wrong answers per caller")
+}
+
+// TestUserNamespacedPodsAreJudgedByThePolicyVersion: from Kubernetes 1.35,
+// Pod Security's checks at policy versions 1.35 and later admit a
+// user-namespaced pod's unmasked /proc with no gate (the API server at
+// 1.37.2 does, on the bed); "latest" is the API server's own version, and
+// a version past it is the server's. Unknown, the scaler does not relax.
+func TestUserNamespacedPodsAreJudgedByThePolicyVersion(t *testing.T) {
+	p := pod(corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "runner", Image: "runner",
+		SecurityContext: &corev1.SecurityContext{ProcMount: ptr.To(corev1.UnmaskedProcMount)}}}})
+	v := psaapi.MajorMinorVersion
+	tests := []struct {
+		name    string
+		version string // the namespace's enforce-version label; "" for none
+		server  psaapi.Version
+		gate    bool
+		admits  bool
+	}{
+		{name: "latest, server unknown", server: psaapi.Version{}},
+		{name: "latest on 1.34", server: v(1, 34)},
+		{name: "latest on 1.35", server: v(1, 35), admits: true},
+		{name: "latest on 1.37", server: v(1, 37), admits: true},
+		{name: "v1.34 on 1.37", version: "v1.34", server: v(1, 37)},
+		{name: "v1.36 on 1.37", version: "v1.36", server: v(1, 37), admits: true},
+		{name: "v1.36 on 1.34 is the server's 1.34", version: "v1.36", server: v(1, 34)},
+		{name: "v1.36, server unknown", version: "v1.36", admits: true},
+		{name: "v1.30 on 1.30 with the gate", version: "v1.30", server: v(1, 30), gate: true, admits: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			labels := map[string]string{LabelEnforce: "baseline"}
+			if tt.version != "" {
+				labels[psaapi.EnforceVersionLabel] = tt.version
+			}
+			got := PodSecurity(namespace(labels), p, Platform{Server: tt.server, UserNamespacesPodSecurityStandards: tt.gate})
+			if tt.admits {
+				assert.Empty(t, got)
+			} else {
+				assert.Contains(t, got, "procMount")
+			}
+		})
+	}
+}
+
+func TestParseServerVersion(t *testing.T) {
+	tests := []struct {
+		major, minor string
+		want         psaapi.Version
+		err          bool
+	}{
+		{major: "1", minor: "37", want: psaapi.MajorMinorVersion(1, 37)},
+		{major: "1", minor: "35+", want: psaapi.MajorMinorVersion(1, 35)},
+		{major: "", minor: "", err: true},
+		{major: "1", minor: "x", err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.major+"."+tt.minor, func(t *testing.T) {
+			got, err := ParseServerVersion(tt.major, tt.minor)
+			if tt.err {
+				assert.Error(t, err)
+				return
+			}
+			assert.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
 }

@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -318,12 +319,13 @@ func TestPodSecurityPreCheckAgreesWithTheAPIServer(t *testing.T) {
 
 // userNamespacedPods is issue 39 on the real API server: a pod with
 // hostUsers: false and an unmasked /proc at baseline, and one running as
-// root but otherwise restricted at restricted. An API server with the
-// feature gate UserNamespacesPodSecurityStandards admits both, one
-// without refuses both (the bed has it with
-// TESTBED_APISERVER_FEATURE_GATES=UserNamespacesPodSecurityStandards=true);
-// the pre-check with the setting that says so agrees, and with the other
-// setting does not, so the setting is what makes it agree.
+// root but otherwise restricted at restricted. Pod Security admits both
+// from Kubernetes 1.35 (policy versions 1.35 and later), and before that
+// only with the feature gate UserNamespacesPodSecurityStandards (the bed
+// has it with TESTBED_APISERVER_FEATURE_GATES); otherwise it refuses both.
+// The pre-check told what the scaler knows (the server's version, the
+// platform's word on the gate) agrees, and told nothing refuses both, so
+// what it is told is what makes it agree.
 func userNamespacedPods(ctx context.Context, t *testing.T, b *e2e.Testbed, baseline string) {
 	gates := b.FeatureGates(ctx, t)
 	// Without these gates the API server drops hostUsers or procMount
@@ -335,15 +337,21 @@ func userNamespacedPods(ctx context.Context, t *testing.T, b *e2e.Testbed, basel
 			t.Skipf("the API server's feature gate %s is off: it would drop the field from the pod", gate)
 		}
 	}
-	relaxed, listed := gates["UserNamespacesPodSecurityStandards"]
-	require.True(t, listed, "the API server does not list the gate UserNamespacesPodSecurityStandards: "+
-		"Pod Security's relaxation for user-namespaced pods went GA or away in this release; tenancy.Platform and this test need a look")
-	t.Logf("the API server's gate UserNamespacesPodSecurityStandards: %v", relaxed)
+	info, err := b.Kube.Discovery().ServerVersion()
+	require.NoError(t, err)
+	server, err := tenancy.ParseServerVersion(info.Major, info.Minor)
+	require.NoError(t, err)
+	gate, listed := gates["UserNamespacesPodSecurityStandards"]
+	ga := !server.Older(psaapi.MajorMinorVersion(1, 35))
+	require.True(t, listed || ga, "Kubernetes %s does not list the gate UserNamespacesPodSecurityStandards: tenancy.Platform and this test need a look", server)
+	relaxed := gate || ga
+	t.Logf("Kubernetes %s, the gate UserNamespacesPodSecurityStandards: %v (listed: %v); Pod Security relaxes for user-namespaced pods: %v", server, gate, listed, relaxed)
+	told := tenancy.Platform{Server: server, UserNamespacesPodSecurityStandards: gate}
 	restricted := b.Namespace(ctx, t, "psa-pre-restricted", map[string]string{tenancy.LabelEnforce: "restricted"})
 	tests := map[string]struct {
 		ns, level string
 		spec      corev1.PodSpec
-		check     string // the Pod Security check that refuses it without the gate
+		check     string // the Pod Security check that refuses it unrelaxed
 	}{
 		"procMount Unmasked at baseline": {ns: baseline, level: "baseline", check: "procMount", spec: corev1.PodSpec{
 			HostUsers: ptr.To(false),
@@ -366,21 +374,21 @@ func userNamespacedPods(ctx context.Context, t *testing.T, b *e2e.Testbed, basel
 			_, err := b.Kube.CoreV1().Pods(tc.ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tc.ns, Labels: map[string]string{tenancy.LabelEnforce: tc.level}}}
 			tmpl := &corev1.PodTemplateSpec{Spec: tc.spec}
-			ours := tenancy.PodSecurity(ns, tmpl, tenancy.Platform{UserNamespacesPodSecurityStandards: relaxed})
-			other := tenancy.PodSecurity(ns, tmpl, tenancy.Platform{UserNamespacesPodSecurityStandards: !relaxed})
+			ours := tenancy.PodSecurity(ns, tmpl, told)
 			t.Logf("the API server: %v; the pre-check: %q", err, ours)
 			if relaxed {
-				assert.NoError(t, err, "the API server with the gate admits it")
-				assert.Empty(t, ours, "the pre-check told of the gate admits it")
-				assert.Contains(t, other, tc.check, "the pre-check not told of the gate refuses it")
+				assert.NoError(t, err, "the API server admits it")
+				assert.Empty(t, ours, "the pre-check told the server's version and the gate admits it")
+				assert.Contains(t, tenancy.PodSecurity(ns, tmpl, tenancy.Platform{}), tc.check, "the pre-check told nothing refuses it")
 				return
 			}
-			if assert.Error(t, err, "the API server without the gate refuses it") {
+			if assert.Error(t, err, "the API server refuses it") {
 				assert.Contains(t, err.Error(), `violates PodSecurity "`+tc.level+`:latest"`)
 				assert.Contains(t, err.Error(), tc.check)
 			}
-			assert.Contains(t, ours, tc.check, "the pre-check not told of a gate refuses it")
-			assert.Empty(t, other, "the pre-check told of a gate the API server lacks would admit it")
+			assert.Contains(t, ours, tc.check, "the pre-check refuses it")
+			assert.Empty(t, tenancy.PodSecurity(ns, tmpl, tenancy.Platform{Server: server, UserNamespacesPodSecurityStandards: true}),
+				"the pre-check told of a gate the API server lacks would admit it")
 		})
 	}
 }
