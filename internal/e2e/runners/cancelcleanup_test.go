@@ -143,7 +143,13 @@ func cancelledJobCleansUp(b *e2e.Testbed, ctx context.Context, t *testing.T, tc 
 
 	key := e2e.JobKey("cleanup", name)
 	started, ended := filepath.Join(e2e.HoldDir, "cleanup-started-"+key), filepath.Join(e2e.HoldDir, "cleanup-ended-"+key)
-	pushCleanupAction(b, ctx, t, fx.Repo, started, ended, cleanup)
+	// The action lives in a repository of its own: pushed to the
+	// workflow's, each of its pushes that Gitea's queue handled after the
+	// workflow landed ran the workflow again (Gitea reads a push's
+	// workflows at the branch's head), and a second run's job took the
+	// group's one runner.
+	action := g.CreateOrgRepo(ctx, t, fx.Spec.Org, "cleanup")
+	pushCleanupAction(b, ctx, t, action, started, ended, cleanup)
 
 	ns := b.Namespace(ctx, t, "e2e-cleanup-"+name, nil)
 	group := "cleanup"
@@ -156,7 +162,7 @@ func cancelledJobCleansUp(b *e2e.Testbed, ctx context.Context, t *testing.T, tc 
 	s := e2e.Scene{NS: ns, Fx: fx, Group: group, Label: label, Dump: dump}
 
 	b.Hold(t, key)
-	g.PushWorkflow(ctx, t, fx.PushAs, fx.Repo, "cleanup.yml", cleanupWorkflow(key, label, g.Admin.URL()+"/"+fx.Repo.String()+"/cleanup@main"))
+	g.PushWorkflow(ctx, t, fx.PushAs, fx.Repo, "cleanup.yml", cleanupWorkflow(key, label, g.Admin.URL()+"/"+action.String()+"@main"))
 	gj := g.WaitJobs(ctx, t, fx.Repo, 1)[key]
 	b.LifecyclePass(ctx, t, ns, idle, containStart)
 	runner := runnerRunningStep(b, ctx, t, s, key, gj.ID)
@@ -265,7 +271,7 @@ func since(t, start time.Time) string {
 	return "+" + t.Sub(start).Round(100*time.Millisecond).String()
 }
 
-// pushCleanupAction commits the node action cleanup/ to the repository:
+// pushCleanupAction commits a node action to the repository's root:
 // its main step does nothing; its post step, which act runs after the
 // job's steps even when the job was cancelled (with a context of its own),
 // leaves the file started, runs for the given time, then leaves the file
@@ -273,9 +279,9 @@ func since(t, start time.Time) string {
 func pushCleanupAction(b *e2e.Testbed, ctx context.Context, t *testing.T, r giteasetup.Repo, started, ended string, cleanupFor time.Duration) {
 	t.Helper()
 	files := []struct{ path, content string }{
-		{"cleanup/action.yml", "name: cleanup\ndescription: a cleanup that runs after the job, also when it is cancelled\nruns:\n  using: node20\n  main: main.js\n  post: post.js\n"},
-		{"cleanup/main.js", "console.log('cleanup armed');\n"},
-		{"cleanup/post.js", fmt.Sprintf("const fs = require('fs');\nfs.writeFileSync(%q, '');\nconsole.log('cleanup started');\n"+
+		{"action.yml", "name: cleanup\ndescription: a cleanup that runs after the job, also when it is cancelled\nruns:\n  using: node20\n  main: main.js\n  post: post.js\n"},
+		{"main.js", "console.log('cleanup armed');\n"},
+		{"post.js", fmt.Sprintf("const fs = require('fs');\nfs.writeFileSync(%q, '');\nconsole.log('cleanup started');\n"+
 			"setTimeout(() => { fs.writeFileSync(%q, ''); console.log('cleanup ended'); }, %d);\n", started, ended, cleanupFor.Milliseconds())},
 	}
 	for _, f := range files {
@@ -288,12 +294,7 @@ func pushCleanupAction(b *e2e.Testbed, ctx context.Context, t *testing.T, r gite
 // b.hold(key)).
 func cleanupWorkflow(key, label, uses string) string {
 	steps := strings.TrimPrefix(e2e.JobSteps(key), "    steps:\n")
-	// Only a push of the workflow itself runs it: Gitea reads a push's
-	// workflows at the branch's head when its queue gets to the push, so
-	// the action's last file, pushed just before, ran it a second time
-	// when handled after the workflow landed, and that run's job took the
-	// group's one runner.
-	return fmt.Sprintf("name: e2e\non:\n  push:\n    paths: ['.gitea/workflows/cleanup.yml']\njobs:\n  %s:\n    runs-on: [%s]\n    steps:\n      - uses: %s\n%s", key, label, uses, steps)
+	return fmt.Sprintf("name: e2e\non: [push]\njobs:\n  %s:\n    runs-on: [%s]\n    steps:\n      - uses: %s\n%s", key, label, uses, steps)
 }
 
 // skipBeforeCancelling skips on a Gitea older than 1.27, which deletes a
