@@ -35,6 +35,11 @@ func (r Reaper) RemoveOrphans(ctx context.Context, g Group, t scope.Place, all [
 		return []error{fmt.Errorf("cannot confirm that the orphan runners run no job, so none is removed: %w", err)}
 	}
 	var errs []error
+	// The Jobs a pass is creating, read once, at the first registration
+	// whose Job is gone: the listing that named the orphans came first,
+	// so every claim behind one of its registrations is saved by then.
+	var coming map[string]bool
+	comingRead := g.Coming == nil
 	for _, o := range orphans {
 		if conf.Keeps(o.Name, false) != "" {
 			continue
@@ -47,16 +52,15 @@ func (r Reaper) RemoveOrphans(ctx context.Context, g Group, t scope.Place, all [
 			errs = append(errs, fmt.Errorf("cannot check runner Job %s of registration %s: %w", o.Job, o.Name, err))
 			continue
 		}
-		if g.Coming != nil {
-			coming, err := g.Coming(ctx, o.Job)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("cannot tell whether runner Job %s of registration %s is being created: %w", o.Job, o.Name, err))
-				continue
+		if !comingRead {
+			if coming, err = g.Coming(ctx); err != nil {
+				return append(errs, fmt.Errorf("cannot tell which runner Jobs a pass is creating, so no orphan registration is removed: %w", err))
 			}
-			if coming {
-				g.Log.Debug("kept a registration whose runner Job a pass is creating", "runner", o.Name, "job", o.Job)
-				continue
-			}
+			comingRead = true
+		}
+		if coming[o.Job] {
+			g.Log.Debug("kept a registration whose runner Job a pass is creating", "runner", o.Name, "job", o.Job)
+			continue
 		}
 		if r.DryRun {
 			fmt.Fprintf(r.Out, "  would remove runner %s (ID %d) from Gitea: its runner Job is gone\n", o.Name, o.ID)

@@ -58,7 +58,7 @@ func TestAnOrphanIsRemovedOnlyOnceConfirmed(t *testing.T) {
 			tally := &Tally{}
 			g := Group{RG: rg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tally: tally,
 				Event:  func(_ context.Context, _, reason, _ string) { events = append(events, reason) },
-				Coming: func(_ context.Context, name string) (bool, error) { return tt.coming && name == job, tt.comingErr }}
+				Coming: func(context.Context) (map[string]bool, error) { return map[string]bool{job: tt.coming}, tt.comingErr }}
 			r := Reaper{Runners: &tt.api, Kube: kube, DryRun: tt.dryRun, Out: &out}
 			errs := r.RemoveOrphans(context.Background(), g, acme, []gitea.Runner{orphan}, map[string]bool{}, map[string]bool{})
 			assert.Equal(t, tt.wantErr, len(errs) > 0, "errors: %v", errs)

@@ -57,11 +57,11 @@ type Group struct {
 	// Where is where a runner Job's runner registers and its registrations
 	// there, as the pass's listings say.
 	Where func(ctx context.Context, j *batchv1.Job) (scope.Place, []gitea.Runner)
-	// Coming says, from the group's state read afresh, whether a claim
-	// still in flight names the runner Job job: a pass registers a
-	// runner after saving its claim and before creating its Job, so a
-	// registration seen before its Job exists is not yet an orphan.
-	Coming func(ctx context.Context, job string) (bool, error)
+	// Coming names, from the group's state read afresh, the runner Jobs
+	// that claims still in flight name: a pass registers a runner after
+	// saving its claim and before creating its Job, so a registration
+	// seen before its Job exists is not yet an orphan.
+	Coming func(ctx context.Context) (map[string]bool, error)
 	Tally  *Tally
 }
 

@@ -244,17 +244,18 @@ func (s *Scaler) reapGroup(g *groupRun, rep *reaper.Tally) reaper.Group {
 			regs, _ := s.registrationsOf(ctx, g, p, j)
 			return p, regs
 		},
-		Coming: func(ctx context.Context, job string) (bool, error) {
+		Coming: func(ctx context.Context) (map[string]bool, error) {
 			loaded, err := g.store.Load(ctx, g.owner)
 			if err != nil {
-				return false, err
+				return nil, err
 			}
+			coming := map[string]bool{}
 			for _, c := range loaded.Claims {
-				if c.JobName == job && plan.InFlight(s.now(), s.cfg.SpawnTTL, c) {
-					return true, nil
+				if plan.InFlight(s.now(), s.cfg.SpawnTTL, c) {
+					coming[c.JobName] = true
 				}
 			}
-			return false, nil
+			return coming, nil
 		},
 	}
 }

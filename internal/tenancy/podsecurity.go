@@ -78,14 +78,10 @@ func userNamespacesRelaxed(v psaapi.Version, p Platform) bool {
 	if p.UserNamespacesPodSecurityStandards {
 		return true
 	}
-	known := p.Server.Major() > 0
-	if v.Latest() || (known && p.Server.Older(v)) {
-		if !known {
-			return false
-		}
+	if known := p.Server.Major() > 0; known && (v.Latest() || p.Server.Older(v)) {
 		v = p.Server
 	}
-	return !v.Older(userNamespacesRelaxedSince)
+	return !v.Latest() && !v.Older(userNamespacesRelaxedSince)
 }
 
 // evaluateMu serialises evaluations: Pod Security's library reads the
