@@ -160,6 +160,66 @@ func (b *Testbed) ExpectServed(ctx context.Context, t *testing.T, ns, group stri
 	return b.ExpectCompleted(ctx, t, ns, group, r, ids, dump)
 }
 
+// ExpectCompletedOnPool waits until every sample succeeded on a runner of
+// the group, and fails when a job has two runner Jobs claiming it, when a
+// runner outside the group took one or when one runner took two. It
+// returns how many were taken by a runner that no job claimed (a warm
+// runner).
+func (b *Testbed) ExpectCompletedOnPool(ctx context.Context, t *testing.T, ns, group string, r giteasetup.Repo, ids map[string]int64, dump func() string) int {
+	t.Helper()
+	warm := 0
+	WaitUntil(ctx, t, StepWait, fmt.Sprintf("Gitea jobs of %s succeeded on its runners", group), dump, func(ctx context.Context) (bool, string, error) {
+		jobs, err := b.RunnerJobs(ctx, ns, group)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		gjobs, err := b.Gitea.RepoJobs(ctx, r)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		byName := map[string]batchv1.Job{}
+		for i := range jobs {
+			byName[runnerjob.RunnerNameOf(&jobs[i])] = jobs[i]
+		}
+		claims := ByGiteaJob(jobs)
+		byID := map[int64]giteasetup.Job{}
+		for _, gj := range gjobs {
+			byID[gj.ID] = gj
+		}
+		took := map[string]string{}
+		warm = 0
+		done := 0
+		for key, id := range ids {
+			if n := len(claims[id]); n > 1 {
+				return false, "", fmt.Errorf("Gitea job %s (#%d) has %d runner Jobs: %v", key, id, n, JobNames(claims[id]))
+			}
+			gj := byID[id]
+			if gj.Status == "completed" && gj.Conclusion != "success" {
+				return false, "", fmt.Errorf("Gitea job %s (#%d) ended %s", key, id, gj.State())
+			}
+			if gj.RunnerName == "" {
+				continue
+			}
+			rj, ok := byName[gj.RunnerName]
+			if !ok {
+				return false, "", fmt.Errorf("Gitea job %s (#%d) was taken by runner %q, none of %s's runner Jobs", key, id, gj.RunnerName, group)
+			}
+			if other, dup := took[gj.RunnerName]; dup {
+				return false, "", fmt.Errorf("runner %s took two Gitea jobs, %s and %s", gj.RunnerName, other, key)
+			}
+			took[gj.RunnerName] = key
+			if runnerjob.GiteaJobID(&rj) != id {
+				warm++
+			}
+			if gj.State() == "completed/success" {
+				done++
+			}
+		}
+		return done == len(ids), fmt.Sprintf("%d of %d succeeded, %d on warm runners", done, len(ids), warm), nil
+	})
+	return warm
+}
+
 // ExpectCompleted waits until each Gitea job (by key) ended in success on a
 // runner of the group, claimed by exactly one runner Job, and the runner
 // Jobs involved are Complete. A broken promise fails the test at once.

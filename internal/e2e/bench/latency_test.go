@@ -328,7 +328,7 @@ func measureLatency(b *e2e.Testbed, t *testing.T, m latencyMode) string {
 	// The promise behind the numbers: each job had one runner Job, ran on a
 	// runner of the group and succeeded.
 	if m.warm > 0 {
-		obs.takenWarm = expectCompletedOnPool(b, ctx, t, s, ids)
+		obs.takenWarm = b.ExpectCompletedOnPool(ctx, t, s.ns, s.group, s.fx.Repo, ids, s.dump)
 		return obs.report(m)
 	}
 	b.ExpectCompleted(ctx, t, s.ns, s.group, s.fx.Repo, ids, s.dump)
@@ -355,66 +355,6 @@ func waitWarmPool(b *e2e.Testbed, ctx context.Context, t *testing.T, s latencySc
 		}
 		return registered == int(warm), fmt.Sprintf("%d runner Jobs, %d registered", len(jobs), registered), nil
 	})
-}
-
-// expectCompletedOnPool waits until every sample succeeded on a runner of
-// the group, and fails when a job has two runner Jobs claiming it, when a
-// runner outside the group took one or when one runner took two. It
-// returns how many were taken by a runner that no job claimed (a warm
-// runner).
-func expectCompletedOnPool(b *e2e.Testbed, ctx context.Context, t *testing.T, s latencyScene, ids map[string]int64) int {
-	t.Helper()
-	warm := 0
-	e2e.WaitUntil(ctx, t, e2e.StepWait, fmt.Sprintf("Gitea jobs of %s succeeded on its runners", s.group), s.dump, func(ctx context.Context) (bool, string, error) {
-		jobs, err := b.RunnerJobs(ctx, s.ns, s.group)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		gjobs, err := b.Gitea.RepoJobs(ctx, s.fx.Repo)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		byName := map[string]batchv1.Job{}
-		for i := range jobs {
-			byName[runnerjob.RunnerNameOf(&jobs[i])] = jobs[i]
-		}
-		claims := e2e.ByGiteaJob(jobs)
-		byID := map[int64]giteasetup.Job{}
-		for _, gj := range gjobs {
-			byID[gj.ID] = gj
-		}
-		took := map[string]string{}
-		warm = 0
-		done := 0
-		for key, id := range ids {
-			if n := len(claims[id]); n > 1 {
-				return false, "", fmt.Errorf("Gitea job %s (#%d) has %d runner Jobs: %v", key, id, n, e2e.JobNames(claims[id]))
-			}
-			gj := byID[id]
-			if gj.Status == "completed" && gj.Conclusion != "success" {
-				return false, "", fmt.Errorf("Gitea job %s (#%d) ended %s", key, id, gj.State())
-			}
-			if gj.RunnerName == "" {
-				continue
-			}
-			rj, ok := byName[gj.RunnerName]
-			if !ok {
-				return false, "", fmt.Errorf("Gitea job %s (#%d) was taken by runner %q, none of %s's runner Jobs", key, id, gj.RunnerName, s.group)
-			}
-			if other, dup := took[gj.RunnerName]; dup {
-				return false, "", fmt.Errorf("runner %s took two Gitea jobs, %s and %s", gj.RunnerName, other, key)
-			}
-			took[gj.RunnerName] = key
-			if runnerjob.GiteaJobID(&rj) != id {
-				warm++
-			}
-			if gj.State() == "completed/success" {
-				done++
-			}
-		}
-		return done == len(ids), fmt.Sprintf("%d of %d succeeded, %d on warm runners", done, len(ids), warm), nil
-	})
-	return warm
 }
 
 // pushGaps are the n pauses before each push. With a period: a random

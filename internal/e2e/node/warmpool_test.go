@@ -62,7 +62,7 @@ func TestRealNodeWarmPoolTakesContainerJobs(t *testing.T) {
 	b.StartLoopScaler(ctx, t, s.ns, s.group, s.fx, 10*time.Second)
 	s.waitWarmRunners(ctx, t, warmPoolOnNode)
 
-	obs := &queueWatch{queued: map[string]time.Time{}, running: map[string]time.Time{}}
+	obs := &queueWatch{queued: map[string]time.Time{}, running: map[string]time.Time{}, ids: map[string]int64{}}
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -79,13 +79,8 @@ func TestRealNodeWarmPoolTakesContainerJobs(t *testing.T) {
 		file := fmt.Sprintf("warm-%d.yml", i)
 		b.Gitea.PushWorkflow(ctx, t, s.fx.PushAs, s.fx.Repo, file, warmContainerWorkflow(file, key, s.label, im.Job))
 	}
-	var warm int
-	e2e.WaitUntil(ctx, t, 5*time.Minute, fmt.Sprintf("%d container jobs succeeded on the group's runners", samples), s.dump, func(ctx context.Context) (bool, string, error) {
-		var done int
-		var err error
-		warm, done, err = s.servedOnce(ctx, keys)
-		return done == samples, fmt.Sprintf("%d of %d succeeded, %d on warm runners", done, samples, warm), err
-	})
+	ids := obs.waitListed(ctx, t, keys, s.dump)
+	warm := b.ExpectCompletedOnPool(ctx, t, s.ns, s.group, s.fx.Repo, ids, s.dump)
 	stop()
 	wg.Wait()
 	// The first job finds the pool registered and idle: a warm runner
@@ -140,52 +135,6 @@ func (s runnerScene) waitWarmRunners(ctx context.Context, t *testing.T, want int
 	})
 }
 
-// servedOnce counts the jobs named by keys that succeeded and those taken by
-// a warm runner, and fails when one ended otherwise, ran on a runner
-// outside the group, or when one runner took two.
-func (s runnerScene) servedOnce(ctx context.Context, keys []string) (warm, done int, err error) {
-	jobs, err := s.b.RunnerJobs(ctx, s.ns, s.group)
-	if err != nil {
-		return 0, 0, nil
-	}
-	gjobs, err := s.b.Gitea.RepoJobs(ctx, s.fx.Repo)
-	if err != nil {
-		return 0, 0, nil
-	}
-	claimed := map[string]int64{}
-	for i := range jobs {
-		claimed[runnerjob.RunnerNameOf(&jobs[i])] = runnerjob.GiteaJobID(&jobs[i])
-	}
-	want := map[string]bool{}
-	for _, k := range keys {
-		want[k] = true
-	}
-	took := map[string]string{}
-	for _, gj := range gjobs {
-		if !want[gj.Name] || gj.RunnerName == "" {
-			continue
-		}
-		if gj.Status == "completed" && gj.Conclusion != "success" {
-			return 0, 0, fmt.Errorf("job %s ended %s", gj.Name, gj.State())
-		}
-		id, ours := claimed[gj.RunnerName]
-		if !ours {
-			return 0, 0, fmt.Errorf("job %s was taken by runner %q, none of the group's", gj.Name, gj.RunnerName)
-		}
-		if other, dup := took[gj.RunnerName]; dup {
-			return 0, 0, fmt.Errorf("runner %s took two jobs, %s and %s", gj.RunnerName, other, gj.Name)
-		}
-		took[gj.RunnerName] = gj.Name
-		if id != gj.ID {
-			warm++
-		}
-		if gj.State() == "completed/success" {
-			done++
-		}
-	}
-	return warm, done, nil
-}
-
 // queueWatch is when Gitea's listing first showed each job queued and
 // in_progress (or later: a job that started and ended between two polls
 // counts as running at the poll that saw it end). A job first seen
@@ -193,6 +142,7 @@ func (s runnerScene) servedOnce(ctx context.Context, keys []string) (warm, done 
 type queueWatch struct {
 	mu              sync.Mutex
 	queued, running map[string]time.Time
+	ids             map[string]int64
 }
 
 func (w *queueWatch) poll(ctx context.Context, s runnerScene) {
@@ -204,6 +154,7 @@ func (w *queueWatch) poll(ctx context.Context, s runnerScene) {
 		if err == nil {
 			w.mu.Lock()
 			for _, j := range jobs {
+				w.ids[j.Name] = j.ID
 				if _, ok := w.queued[j.Name]; !ok {
 					switch {
 					case j.Status == "queued" || j.Status == "waiting":
@@ -232,4 +183,22 @@ func (w *queueWatch) at(key string) (queued, running time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.queued[key], w.running[key]
+}
+
+// waitListed waits until every job of keys was listed, and returns their
+// Gitea IDs by key.
+func (w *queueWatch) waitListed(ctx context.Context, t *testing.T, keys []string, dump func() string) map[string]int64 {
+	t.Helper()
+	ids := map[string]int64{}
+	e2e.WaitUntil(ctx, t, e2e.StepWait, fmt.Sprintf("%d jobs listed", len(keys)), dump, func(context.Context) (bool, string, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, k := range keys {
+			if id, ok := w.ids[k]; ok {
+				ids[k] = id
+			}
+		}
+		return len(ids) == len(keys), fmt.Sprintf("%d of %d listed", len(ids), len(keys)), nil
+	})
+	return ids
 }
