@@ -191,18 +191,18 @@ func (b *Testbed) ExpectCompletedOnPool(ctx context.Context, t *testing.T, ns, g
 		done := 0
 		for key, id := range ids {
 			if n := len(claims[id]); n > 1 {
-				return false, "", fmt.Errorf("Gitea job %s (#%d) has %d runner Jobs: %v", key, id, n, JobNames(claims[id]))
+				return false, "", fmt.Errorf("job %s (#%d) in Gitea has %d runner Jobs: %v", key, id, n, JobNames(claims[id]))
 			}
 			gj := byID[id]
 			if gj.Status == "completed" && gj.Conclusion != "success" {
-				return false, "", fmt.Errorf("Gitea job %s (#%d) ended %s", key, id, gj.State())
+				return false, "", fmt.Errorf("job %s (#%d) in Gitea ended %s", key, id, gj.State())
 			}
 			if gj.RunnerName == "" {
 				continue
 			}
 			rj, ok := byName[gj.RunnerName]
 			if !ok {
-				return false, "", fmt.Errorf("Gitea job %s (#%d) was taken by runner %q, none of %s's runner Jobs", key, id, gj.RunnerName, group)
+				return false, "", fmt.Errorf("job %s (#%d) in Gitea was taken by runner %q, none of %s's runner Jobs", key, id, gj.RunnerName, group)
 			}
 			if other, dup := took[gj.RunnerName]; dup {
 				return false, "", fmt.Errorf("runner %s took two Gitea jobs, %s and %s", gj.RunnerName, other, key)
