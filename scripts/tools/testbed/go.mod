@@ -9,10 +9,12 @@ require (
 	connectrpc.com/connect v1.19.1
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.31.0
+	google.golang.org/grpc v1.72.1
 	google.golang.org/protobuf v1.36.9
 	k8s.io/api v0.34.2
 	k8s.io/apimachinery v0.34.2
 	k8s.io/client-go v0.34.2
+	k8s.io/kubelet v0.34.2
 )
 
 require (
@@ -44,6 +46,7 @@ require (
 	golang.org/x/term v0.30.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 	golang.org/x/time v0.9.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20250303144028-a0af3efb3deb // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect

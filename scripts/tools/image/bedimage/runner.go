@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +28,8 @@ import (
 // same name makes it: what runs first, as whom, with which env and volumes.
 type Flavour struct {
 	Name string
+	// Stage is the archive's Dockerfile stage the image is, when not Name.
+	Stage string
 	// Suffix follows the version in the tag: upstream's basic image is the
 	// bare version.
 	Suffix     string
@@ -53,6 +56,13 @@ type Flavour struct {
 	// daemon.json mounted by subPath would otherwise have the runtime make
 	// it root's.
 	UserDirs []string
+	// UserNamespaced makes the rootless daemon start in a pod with
+	// hostUsers: false, whose user namespace maps 65536 ids: newuidmap and
+	// newgidmap with file capabilities (cap_setuid, cap_setgid) instead of
+	// the setuid bit, which cannot write a map from inside such a pod, and
+	// the subordinate ids within the pod's range (1-999, 1001-65535). What
+	// the runner-pods doc's Dockerfile does to upstream's image.
+	UserNamespaced bool
 }
 
 // rootlessHome is the rootless user's home, which rootfs.sh makes.
@@ -60,8 +70,9 @@ const rootlessHome = "/home/rootless"
 
 const basePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// Flavours are the three images of Gitea's runner. The Docker volumes are
-// upstream's base images' (docker:dind and docker:dind-rootless).
+// Flavours are the three images of Gitea's runner, and dind-rootless made
+// ready for user-namespaced pods. The Docker volumes are upstream's base
+// images' (docker:dind and docker:dind-rootless).
 var Flavours = []Flavour{
 	{
 		Name: "dind-rootless", Suffix: "-dind-rootless",
@@ -71,6 +82,16 @@ var Flavours = []Flavour{
 		Volumes:    []string{"/data", "/home/rootless/.local/share/docker"},
 		S6:         true, StateUID: 1000, RuntimeDir: "/run/user/1000",
 		UserDirs: []string{rootlessHome + "/.local/share/docker", rootlessHome + "/.config/docker"},
+	},
+	{
+		Name: "dind-rootless-userns", Suffix: "-dind-rootless-userns", Stage: "dind-rootless",
+		Entrypoint: []string{"s6-svscan", "/etc/s6"},
+		User:       "rootless",
+		Env:        []string{"DOCKER_HOST=unix:///run/user/1000/docker.sock"},
+		Volumes:    []string{"/data", "/home/rootless/.local/share/docker"},
+		S6:         true, StateUID: 1000, RuntimeDir: "/run/user/1000",
+		UserDirs:       []string{rootlessHome + "/.local/share/docker", rootlessHome + "/.config/docker"},
+		UserNamespaced: true,
 	},
 	{
 		Name: "dind", Suffix: "-dind",
@@ -98,6 +119,13 @@ type RunnerFiles struct {
 // a root file system, which stays the image's first layer as it is).
 func RunnerImage(base v1.Layer, f Flavour, files RunnerFiles) (v1.Image, error) {
 	var ents []tarEntry
+	if f.UserNamespaced {
+		uns, err := userNamespacedEntries(base)
+		if err != nil {
+			return nil, err
+		}
+		ents = append(ents, uns...)
+	}
 	add := func(src, dst string, uid int) error {
 		data, err := os.ReadFile(src)
 		if err != nil {
@@ -182,6 +210,65 @@ type tarEntry struct {
 	mode int64
 	uid  int
 	data []byte
+	// capabilities is the file's security.capability extended attribute.
+	capabilities []byte
+}
+
+// subordinateIDs are the rootless user's subordinate ids inside a pod's
+// user namespace of 65536 ids: all but root's (0) and its own (1000).
+const subordinateIDs = "rootless:1:999\nrootless:1001:64535\n"
+
+// Linux's capability numbers and its version 2 file-capability format
+// (linux/capability.h: VFS_CAP_REVISION_2, VFS_CAP_FLAGS_EFFECTIVE), which
+// is valid in every user namespace.
+const (
+	capSetgid = 6
+	capSetuid = 7
+)
+
+func fileCapability(capability int) []byte {
+	b := make([]byte, 20)
+	binary.LittleEndian.PutUint32(b[0:], 0x02000000|0x1) // revision 2, effective
+	binary.LittleEndian.PutUint32(b[4:], 1<<capability)  // permitted, low word
+	return b
+}
+
+// userNamespacedEntries are the files Flavour.UserNamespaced changes:
+// the base's newuidmap and newgidmap, without the setuid bit and with the
+// one capability each needs, and the subordinate ids.
+func userNamespacedEntries(base v1.Layer) ([]tarEntry, error) {
+	want := map[string]int{"usr/bin/newuidmap": capSetuid, "usr/bin/newgidmap": capSetgid}
+	rc, err := base.Uncompressed()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	ents := []tarEntry{
+		{name: "/etc/subuid", mode: 0o644, data: []byte(subordinateIDs)},
+		{name: "/etc/subgid", mode: 0o644, data: []byte(subordinateIDs)},
+	}
+	tr := tar.NewReader(rc)
+	for len(want) > 0 {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("the base has no %v", want)
+		}
+		if err != nil {
+			return nil, err
+		}
+		name := strings.TrimPrefix(hdr.Name, "./")
+		c, ok := want[name]
+		if !ok {
+			continue
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, err
+		}
+		ents = append(ents, tarEntry{name: "/" + name, mode: 0o755, data: data, capabilities: fileCapability(c)})
+		delete(want, name)
+	}
+	return ents, nil
 }
 
 // treeEntries are the files and folders under src, at dst, owned by uid,
@@ -217,6 +304,10 @@ func tarLayer(ents []tarEntry) (v1.Layer, error) {
 	tw := tar.NewWriter(&buf)
 	for _, e := range ents {
 		hdr := &tar.Header{Name: strings.TrimPrefix(e.name, "/"), Mode: e.mode, Uid: e.uid, Gid: e.uid, ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg, Size: int64(len(e.data))}
+		if e.capabilities != nil {
+			hdr.Format = tar.FormatPAX
+			hdr.PAXRecords = map[string]string{"SCHILY.xattr.security.capability": string(e.capabilities)}
+		}
 		if e.dir {
 			hdr.Name += "/"
 			hdr.Typeflag, hdr.Size = tar.TypeDir, 0

@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"io"
@@ -94,8 +95,8 @@ func TestFlavoursAreTheArchivesStages(t *testing.T) {
 		stages := dockerfileStages(t, archiveFiles(t, archive, "Dockerfile")["Dockerfile"].PAXRecords["body"])
 		for _, f := range Flavours {
 			t.Run(version+"/"+f.Name, func(t *testing.T) {
-				st := stages[f.Name]
-				require.NotNil(t, st, "the Dockerfile has a stage %s", f.Name)
+				st := stages[cmp.Or(f.Stage, f.Name)]
+				require.NotNil(t, st, "the Dockerfile has a stage %s", cmp.Or(f.Stage, f.Name))
 				assert.Equal(t, st.entrypoint, f.Entrypoint)
 				assert.Equal(t, st.user, f.User)
 				assert.Equal(t, st.env, f.Env)
@@ -138,7 +139,12 @@ func TestRunnerImage(t *testing.T) {
 	write("scripts/run.sh", "#!/bin/bash\ncd /data\n")
 	write("scripts/s6/docker/run", "#!/bin/bash\n")
 	write("scripts/s6/gitea-runner/run", "#!/bin/bash\n")
-	base, err := tarLayer([]tarEntry{{name: "/etc/os-release", mode: 0o644, data: []byte("ID=debian\n")}})
+	base, err := tarLayer([]tarEntry{
+		{name: "/etc/os-release", mode: 0o644, data: []byte("ID=debian\n")},
+		{name: "/etc/subuid", mode: 0o644, data: []byte("rootless:100000:65536\n")},
+		{name: "/usr/bin/newgidmap", mode: 0o4755, data: []byte("newgidmap")},
+		{name: "/usr/bin/newuidmap", mode: 0o4755, data: []byte("newuidmap")},
+	})
 	require.NoError(t, err)
 
 	for _, f := range Flavours {
@@ -181,6 +187,31 @@ func TestRunnerImage(t *testing.T) {
 					assert.Equal(t, byte(tar.TypeDir), got[d].Typeflag, d)
 				}
 			}
+			// newuidmap and newgidmap: setuid root, or (user-namespaced) only
+			// the one capability each needs, in the format every user
+			// namespace honours: revision 2, effective, bit 7 (setuid) or
+			// 6 (setgid) permitted.
+			caps := map[string]string{
+				"/usr/bin/newuidmap": "\x01\x00\x00\x02\x80\x00\x00\x00" + strings.Repeat("\x00", 12),
+				"/usr/bin/newgidmap": "\x01\x00\x00\x02\x40\x00\x00\x00" + strings.Repeat("\x00", 12),
+			}
+			for p, c := range caps {
+				xattr, has := got[p].PAXRecords["SCHILY.xattr.security.capability"]
+				if f.UserNamespaced {
+					assert.Equal(t, c, xattr, p)
+					assert.Equal(t, int64(0o755), got[p].Mode, "%s has no setuid bit", p)
+					assert.Equal(t, strings.TrimPrefix(p, "/usr/bin/"), got[p].PAXRecords["body"], "%s is the base's", p)
+				} else {
+					assert.False(t, has, p)
+					assert.Equal(t, int64(0o4755), got[p].Mode, p)
+				}
+			}
+			wantSubuid := "rootless:100000:65536\n"
+			if f.UserNamespaced {
+				wantSubuid = "rootless:1:999\nrootless:1001:64535\n"
+				assert.Equal(t, wantSubuid, got["/etc/subgid"].PAXRecords["body"])
+			}
+			assert.Equal(t, wantSubuid, got["/etc/subuid"].PAXRecords["body"])
 			_, hasEntrypoint := got["/usr/local/bin/dockerd-entrypoint.sh"]
 			assert.Equal(t, f.S6, hasEntrypoint, "dockerd-entrypoint.sh")
 			for _, p := range []string{"/etc/s6", "/etc/s6/docker/run", "/etc/s6/gitea-runner/run"} {
@@ -242,7 +273,10 @@ func flatten(t *testing.T, img v1.Image) map[string]*tar.Header {
 		require.NoError(t, err)
 		body, err := io.ReadAll(tr)
 		require.NoError(t, err)
-		hdr.PAXRecords = map[string]string{"body": string(body)}
+		if hdr.PAXRecords == nil {
+			hdr.PAXRecords = map[string]string{}
+		}
+		hdr.PAXRecords["body"] = string(body)
 		out["/"+strings.TrimSuffix(hdr.Name, "/")] = hdr
 	}
 }
