@@ -170,6 +170,12 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 		{name: "runner cache URL with credentials", args: []string{"--runner-cache-url", "http://u:p@cache:8088/"}, want: "--runner-cache-url must not carry credentials"},
 		{name: "runner cache without its config image", args: []string{"--runner-cache-url", "http://cache.{namespace}.svc:8088/", "--runner-config-image", ""}, want: "--runner-cache-url needs --runner-config-image"},
 		{name: "runner cache Secret that is no name", args: []string{"--runner-cache-url", "http://cache:8088/", "--runner-cache-secret-name", "Not_A_Name"}, want: `--runner-cache-secret-name "Not_A_Name" is not a Secret name`},
+		{name: "user-namespaced image without a tun resource", args: []string{"--user-namespaced-runner-image", "runner:userns"}, want: "--user-namespaced-runner-image needs --user-namespaced-tun-resource"},
+		{name: "tun resource without the image", env: map[string]string{"SCALER_USER_NAMESPACED_TUN_RESOURCE": "squat.ai/tun"}, want: "--user-namespaced-tun-resource is set without --user-namespaced-runner-image"},
+		{name: "tun resource without a domain", args: []string{"--user-namespaced-runner-image", "runner:userns", "--user-namespaced-tun-resource", "tun"}, want: `--user-namespaced-tun-resource "tun" is not an extended resource name`},
+		{name: "tun resource in kubernetes.io", args: []string{"--user-namespaced-runner-image", "runner:userns", "--user-namespaced-tun-resource", "kubernetes.io/tun"}, want: `--user-namespaced-tun-resource "kubernetes.io/tun" is not an extended resource name`},
+		{name: "seccomp profile above the kubelet's folder", args: []string{"--user-namespaced-runner-image", "runner:userns", "--user-namespaced-tun-resource", "squat.ai/tun", "--user-namespaced-seccomp-profile", "../x.json"}, want: `--user-namespaced-seccomp-profile "../x.json" must be a path relative to the kubelet's seccomp folder`},
+		{name: "absolute seccomp profile", args: []string{"--user-namespaced-runner-image", "runner:userns", "--user-namespaced-tun-resource", "squat.ai/tun", "--user-namespaced-seccomp-profile", "/x.json"}, want: `--user-namespaced-seccomp-profile "/x.json" must be a path relative`},
 		{name: "unknown pinned field", env: map[string]string{"SCALER_RUNNER_TEMPLATE_PINNED": "spec.runtimeClassName,spec.nodeSelectors"}, want: `--runner-template-pinned: pinned field "spec.nodeSelectors": the pod spec has no field "nodeSelectors"`},
 	}
 	for _, tt := range tests {
@@ -270,4 +276,26 @@ func TestChartReservedEnvMatchesScalerFlags(t *testing.T) {
 	sort.Strings(flagEnv)
 	sort.Strings(reserved)
 	assert.Equal(t, flagEnv, reserved)
+}
+
+// The UserNamespaced flavour's flags reach the runner Jobs' settings;
+// without them the flavour is not set up.
+func TestUserNamespacedRunnerFlags(t *testing.T) {
+	r, err := parse(t)
+	require.NoError(t, err)
+	cfg, err := r.scalerConfig()
+	require.NoError(t, err)
+	assert.False(t, cfg.Runner.UserNamespaced.Enabled(), "off by default")
+
+	t.Setenv("SCALER_USER_NAMESPACED_RUNNER_IMAGE", "registry.example.com/runner:userns")
+	t.Setenv("SCALER_USER_NAMESPACED_TUN_RESOURCE", "squat.ai/tun")
+	r, err = parse(t, "--user-namespaced-seccomp-profile", "profiles/rootless-dind.json")
+	require.NoError(t, err)
+	cfg, err = r.scalerConfig()
+	require.NoError(t, err)
+	assert.Equal(t, runnerjob.UserNamespacedPod{
+		Image:          "registry.example.com/runner:userns",
+		SeccompProfile: "profiles/rootless-dind.json",
+		TunResource:    "squat.ai/tun",
+	}, cfg.Runner.UserNamespaced)
 }

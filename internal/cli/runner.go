@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
@@ -33,6 +36,10 @@ type RunnerFlags struct {
 	// runnerConfig.defaults and runnerConfig.pinned), as JSON or YAML text.
 	RunnerConfigDefaults string `env:"SCALER_RUNNER_CONFIG_DEFAULTS" placeholder:"YAML" help:"Runner config (gitea/runner's keys, the subset of spec.runnerConfig) merged under each group's spec.runnerConfig; empty for none."`
 	RunnerConfigPinned   string `env:"SCALER_RUNNER_CONFIG_PINNED" placeholder:"YAML" help:"Runner config merged over each group's spec.runnerConfig; a group that sets one of its fields fails with InvalidRunnerConfig; empty for none."`
+	// The UserNamespaced flavour's setup (the chart's userNamespacedRunners).
+	UserNamespacedRunnerImage    string `env:"SCALER_USER_NAMESPACED_RUNNER_IMAGE" placeholder:"IMAGE" help:"Image of the runner container in user-namespaced runner pods (spec.flavour UserNamespaced, and Auto in a namespace that refuses privileged pods): dind-rootless made ready for a user namespace (the chart's docs/runner-pods.md). Empty (the default): that flavour is not set up."`
+	UserNamespacedSeccompProfile string `env:"SCALER_USER_NAMESPACED_SECCOMP_PROFILE" default:"rootless-dind.json" placeholder:"PATH" help:"Localhost seccomp profile of user-namespaced runner pods, relative to the kubelet's seccomp folder on every node (policies/seccomp/rootless-dind.json, installed there)."`
+	UserNamespacedTunResource    string `env:"SCALER_USER_NAMESPACED_TUN_RESOURCE" placeholder:"RESOURCE" help:"Extended resource by which a device plugin hands pods /dev/net/tun (for example squat.ai/tun), which user-namespaced runner pods ask one of; required with --user-namespaced-runner-image."`
 }
 
 // validate checks the built-in pod's settings and the default labels, and
@@ -53,8 +60,33 @@ func (f *RunnerFlags) validate() error {
 	if f.RunnerTerminationGracePeriod < 1 {
 		errs = append(errs, fmt.Errorf("--runner-termination-grace-period must be at least 1 second, got %d: a runner pod killed at once cannot report its job to Gitea", f.RunnerTerminationGracePeriod))
 	}
+	errs = append(errs, f.validateUserNamespaced())
 	if _, err := f.runnerOptions(); err != nil {
 		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// validateUserNamespaced checks the UserNamespaced flavour's setup: all of
+// it or none, a tun resource a pod may ask for, a profile path the kubelet
+// reads below its seccomp folder.
+func (f *RunnerFlags) validateUserNamespaced() error {
+	image, tun := strings.TrimSpace(f.UserNamespacedRunnerImage), strings.TrimSpace(f.UserNamespacedTunResource)
+	if image == "" {
+		if tun != "" {
+			return errors.New("--user-namespaced-tun-resource is set without --user-namespaced-runner-image: set the image too, or neither")
+		}
+		return nil
+	}
+	var errs []error
+	if tun == "" {
+		errs = append(errs, errors.New("--user-namespaced-runner-image needs --user-namespaced-tun-resource: the rootless Docker daemon gives job containers a network through /dev/net/tun, which an unprivileged pod gets only from a device plugin's extended resource"))
+	} else if msgs := validation.IsQualifiedName(tun); len(msgs) > 0 || !strings.Contains(tun, "/") || strings.HasSuffix(strings.SplitN(tun, "/", 2)[0], "kubernetes.io") {
+		errs = append(errs, fmt.Errorf("--user-namespaced-tun-resource %q is not an extended resource name (domain/name, outside kubernetes.io, such as squat.ai/tun)", tun))
+	}
+	p := f.UserNamespacedSeccompProfile
+	if p == "" || path.IsAbs(p) || slices.Contains(strings.Split(p, "/"), "..") {
+		errs = append(errs, fmt.Errorf("--user-namespaced-seccomp-profile %q must be a path relative to the kubelet's seccomp folder, without '..'", p))
 	}
 	return errors.Join(errs...)
 }
@@ -70,6 +102,13 @@ func (f *RunnerFlags) runnerOptions() (runnerjob.Options, error) {
 	opts.TTLSecondsAfterFinished = f.RunnerJobTTL
 	opts.TerminationGracePeriodSeconds = f.RunnerTerminationGracePeriod
 	opts.SelfRegistration = f.RunnerSelfRegistration
+	if f.UserNamespacedRunnerImage != "" {
+		opts.UserNamespaced = runnerjob.UserNamespacedPod{
+			Image:          strings.TrimSpace(f.UserNamespacedRunnerImage),
+			SeccompProfile: f.UserNamespacedSeccompProfile,
+			TunResource:    corev1.ResourceName(strings.TrimSpace(f.UserNamespacedTunResource)),
+		}
+	}
 	if len(f.DefaultLabels) > 0 {
 		opts.DefaultLabels = f.DefaultLabels
 	}

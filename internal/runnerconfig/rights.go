@@ -72,6 +72,27 @@ func NeedsPrivileged(c v1alpha1.RunnerConfig) []string {
 	return out
 }
 
+// UserNamespacedCannot lists what a merged config asks of job containers
+// that a user-namespaced runner pod's Docker daemon cannot give, each
+// naming the field: it holds no privilege to hand a container (runc
+// cannot mount /sys for it), and the pod's network namespace is not its
+// own to put a container in (the chart's docs/runner-pods.md, rows 6 and
+// 7 of what was tried).
+func UserNamespacedCannot(c v1alpha1.RunnerConfig) []string {
+	k := c.Container
+	if k == nil {
+		return nil
+	}
+	var out []string
+	if k.Privileged != nil && *k.Privileged {
+		out = append(out, "container.privileged: true (privileged job containers)")
+	}
+	if k.Network != nil && *k.Network == "host" {
+		out = append(out, "container.network: host (job containers on the runner pod's network)")
+	}
+	return out
+}
+
 // checkOptions says why options carry more than SafeOptions.
 func checkOptions(options string) error {
 	if !plainOptions.MatchString(options) {

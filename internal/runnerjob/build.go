@@ -84,8 +84,9 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 	}, nil
 }
 
-// DefaultPod is the built-in runner pod, before any template: the
-// dind-rootless act_runner, privileged (its Docker daemon needs it), with
+// DefaultPod is the built-in runner pod of opts.Flavour, before any
+// template. Privileged (the default): the dind-rootless act_runner,
+// privileged (its Docker daemon needs it), with
 // requests and limits a typical CI job fits in, Docker's data on a
 // size-limited emptyDir, no ServiceAccount token and a grace period for
 // act_runner to report a cancelled job. The README's "Runner pods" section
@@ -93,7 +94,44 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 //
 // DOCKER_HOST is left unset: the dind-rootless image starts its own Docker
 // daemon and serves it on a unix socket that act_runner finds by default.
+// UserNamespaced: the same pod without privilege (userNamespaced).
 func DefaultPod(opts Options) corev1.PodTemplateSpec {
+	pod := privilegedPod(opts)
+	if opts.Flavour == v1alpha1.FlavourUserNamespaced {
+		userNamespaced(&pod, opts.UserNamespaced)
+	}
+	return pod
+}
+
+// userNamespaced turns the privileged pod into the UserNamespaced
+// flavour's, the smallest change under which the rootless daemon starts
+// and runs job containers with a network (the chart's
+// docs/runner-pods.md has each setting's error without it): a user
+// namespace of its own, so the pod's root and capabilities are not the
+// node's; the platform's image, whose newuidmap can map the daemon's ids
+// in it; an unmasked /proc, without which the kernel refuses the job
+// containers' own /proc (Pod Security admits it at baseline only for a
+// pod with hostUsers false, from Kubernetes 1.35 or with the API server's
+// gate before); the Localhost seccomp profile that lets the daemon's
+// rootlesskit and runc unshare and mount in that namespace; and
+// /dev/net/tun, by the device plugin's resource, for slirp4netns.
+func userNamespaced(pod *corev1.PodTemplateSpec, u UserNamespacedPod) {
+	pod.Spec.HostUsers = ptr.To(false)
+	c := &pod.Spec.Containers[0]
+	c.Image = u.Image
+	c.SecurityContext = &corev1.SecurityContext{
+		ProcMount: ptr.To(corev1.UnmaskedProcMount),
+		SeccompProfile: &corev1.SeccompProfile{
+			Type:             corev1.SeccompProfileTypeLocalhost,
+			LocalhostProfile: ptr.To(u.SeccompProfile),
+		},
+	}
+	one := resource.MustParse("1")
+	c.Resources.Requests[u.TunResource] = one
+	c.Resources.Limits[u.TunResource] = one
+}
+
+func privilegedPod(opts Options) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Annotations: map[string]string{v1alpha1.AnnotationSafeToEvict: "false"},

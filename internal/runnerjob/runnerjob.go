@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerlabels"
@@ -163,7 +164,36 @@ type Options struct {
 	// must register itself. Off: the scaler registers each runner and the
 	// pod gets only that runner's credentials (credentials.go).
 	SelfRegistration bool
+	// UserNamespaced is the platform's setup of the UserNamespaced flavour
+	// (the chart's userNamespacedRunners); zero where it is not set up.
+	UserNamespaced UserNamespacedPod
+	// Flavour is the built-in pod the Job starts from, as the scaler
+	// chose it for the group (package flavour); empty is Privileged.
+	Flavour v1alpha1.RunnerFlavour
 }
+
+// UserNamespacedPod is what the built-in pod of the UserNamespaced flavour
+// takes from the platform: what only the cluster's nodes and registry
+// can provide.
+type UserNamespacedPod struct {
+	// Image is a dind-rootless runner image made ready for a user
+	// namespace of 65536 ids: newuidmap and newgidmap with file
+	// capabilities, subordinate ids within the pod's range (the chart's
+	// docs/runner-pods.md has the Dockerfile). Empty: not set up.
+	Image string
+	// SeccompProfile is the Localhost profile on every node, relative to
+	// the kubelet's seccomp folder (policies/seccomp/rootless-dind.json
+	// installed there): containerd's default lets no process unshare or
+	// mount, which rootlesskit and the runc inside the pod must.
+	SeccompProfile string
+	// TunResource is the extended resource by which a device plugin hands
+	// pods /dev/net/tun, which the daemon's slirp4netns needs to give job
+	// containers a network.
+	TunResource corev1.ResourceName
+}
+
+// Enabled says whether the platform set the flavour up.
+func (u UserNamespacedPod) Enabled() bool { return u.Image != "" }
 
 // DefaultOptions are the settings the scaler uses when no flag changes them.
 func DefaultOptions() Options {

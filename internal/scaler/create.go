@@ -108,7 +108,7 @@ func refusedForSure(err error) bool {
 // the answer is lost, it asks for the Job by name: a Job that is there,
 // and ours, was created.
 func (s *Scaler) createJob(ctx context.Context, g *groupRun, c plan.Claim) error {
-	job, err := runnerjob.Build(g.rg, c.JobName, c.GiteaJobID, s.cfg.Runner)
+	job, err := runnerjob.Build(g.rg, c.JobName, c.GiteaJobID, s.runnerOptions(g))
 	if err != nil {
 		return fmt.Errorf("%w: %w", errNotBuilt, err)
 	}

@@ -35,6 +35,8 @@ type groupRun struct {
 	gitea gitea.Client
 	// runnerLabels are the label names the group's runners offer Gitea.
 	runnerLabels runnerlabels.Set
+	// flavour is the group's runner pods' (flavour.go), set by validate.
+	flavour v1alpha1.RunnerFlavour
 	// rule says which group serves a job that several groups could run.
 	rule *assign.Rule
 	// key names the group's Gitea listing (set by validate); shared is
@@ -224,43 +226,41 @@ func (s *Scaler) checkSpec(rg *v1alpha1.RunnerGroup) error {
 
 // tenantChecks refuses a group whose namespace is not enabled, whose
 // Gitea URL or scope is outside its namespace's grant, or whose
-// namespace's Pod Security would not admit its runner pod.
+// namespace's Pod Security would not admit its runner pod; it sets the
+// group's flavour (flavour.go).
 func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	f := g.namespaces.facts(ctx, s, g.rg.Namespace)
 	if err := tokenrule.CheckNamespace(s.cfg.Tenancy, g.rg, tokenrule.NamespaceFacts{Missing: f.missing, ReviewErr: f.err, Namespace: f.ns, NamespaceErr: f.nsErr}); err != nil {
 		return err
 	}
+	var err error
 	if s.mem == nil {
-		return s.podChecks(g, f.ns)
+		g.flavour, err = s.podChecks(g, f.ns)
+	} else {
+		g.flavour, err = s.mem.verdicts.pod(g.rg, f.ns, func() (v1alpha1.RunnerFlavour, error) { return s.podChecks(g, f.ns) })
 	}
-	return s.mem.verdicts.pod(g.rg, f.ns, func() error { return s.podChecks(g, f.ns) })
+	return err
 }
 
-// podChecks refuses a group whose runner pod, or what its runner config
-// gives job containers, the namespace's Pod Security would not admit.
-func (s *Scaler) podChecks(g *groupRun, ns *corev1.Namespace) error {
-	// The runner pod as it would be created, with the group's template and
-	// the install's: its shape does not depend on the Gitea job. The
-	// template was checked before, so Build accepts it.
-	job, err := runnerjob.Build(g.rg, runnerjob.NewName(g.rg.Name), 1, s.cfg.Runner)
+// podChecks picks the group's flavour, whose runner pod the namespace's
+// Pod Security admits, and refuses a group whose runner config gives job
+// containers what that flavour or the namespace's level does not.
+func (s *Scaler) podChecks(g *groupRun, ns *corev1.Namespace) (v1alpha1.RunnerFlavour, error) {
+	flavour, err := s.pickFlavour(g, ns)
 	if err != nil {
-		return reason.Errorf(v1alpha1.ReasonInvalidTemplate, "spec.template: %w", err)
-	}
-	platform := s.cfg.PodSecurity
-	if hu := job.Spec.Template.Spec.HostUsers; hu != nil && !*hu {
-		platform.Server = s.serverVersion()
-	}
-	if why := tenancy.PodSecurity(ns, &job.Spec.Template, platform); why != "" {
-		return reason.Errorf(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
+		return "", err
 	}
 	// What the runner config gives job containers is judged by the same
 	// level: a privileged job container goes only where a privileged
 	// runner pod would.
 	merged := runnerconfig.Merge(s.cfg.Runner.Config.Defaults, g.rg.Spec.RunnerConfig, s.cfg.Runner.Config.Pinned)
-	if why := tenancy.RunnerConfigRights(ns, runnerconfig.NeedsPrivileged(merged), s.cfg.PodSecurity); why != "" {
-		return reason.Errorf(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
+	if err := flavourFits(flavour, merged); err != nil {
+		return "", err
 	}
-	return nil
+	if why := tenancy.RunnerConfigRights(ns, runnerconfig.NeedsPrivileged(merged), s.cfg.PodSecurity); why != "" {
+		return "", reason.Errorf(v1alpha1.ReasonPodSecurityForbidsRunner, "%s", why)
+	}
+	return flavour, nil
 }
 
 // stateOwner is the group as owner of its state ConfigMap.

@@ -18,6 +18,8 @@
 //	assign.go   which group serves a job several could run (the rule's input)
 //	namespaces.go  what a pass learns once of each namespace: enabled, labels
 //	group.go    one group's steps, and the first of them: validate
+//	flavour.go  the flavour of the group's runner pods (spec.flavour):
+//	            the one its namespace's Pod Security admits
 //	regcheck.go the check that a registration token is its scope's, and
 //	            which scope's it is
 //	regcheckkept.go  those checks' verdicts kept for the next pass, in

@@ -45,7 +45,9 @@ type verdict struct {
 	generation int64
 	namespace  types.UID
 	nsVersion  string
-	err        error
+	// flavour is the runner pods' flavour a pod verdict chose.
+	flavour v1alpha1.RunnerFlavour
+	err     error
 }
 
 // turn starts a pass.
@@ -58,13 +60,17 @@ func (v *verdicts) turn() {
 // spec returns the verdict on rg's spec: the one remembered for its
 // generation, or judge's answer, which it remembers.
 func (v *verdicts) spec(rg *v1alpha1.RunnerGroup, judge func() error) error {
-	return v.judge(verdictKey{rg.UID, specVerdict}, verdict{generation: rg.Generation}, judge)
+	_, err := v.judge(verdictKey{rg.UID, specVerdict}, verdict{generation: rg.Generation}, func() (v1alpha1.RunnerFlavour, error) {
+		return "", judge()
+	})
+	return err
 }
 
 // pod returns the verdict on rg's runner pod in namespace ns: the one
 // remembered for the same generation of the group and version of the
-// namespace, or judge's answer, which it remembers.
-func (v *verdicts) pod(rg *v1alpha1.RunnerGroup, ns *corev1.Namespace, judge func() error) error {
+// namespace, or judge's answer, which it remembers: the flavour chosen,
+// or why none.
+func (v *verdicts) pod(rg *v1alpha1.RunnerGroup, ns *corev1.Namespace, judge func() (v1alpha1.RunnerFlavour, error)) (v1alpha1.RunnerFlavour, error) {
 	return v.judge(verdictKey{rg.UID, podVerdict}, verdict{generation: rg.Generation, namespace: ns.UID, nsVersion: ns.ResourceVersion}, judge)
 }
 
@@ -72,24 +78,24 @@ func (v *verdicts) pod(rg *v1alpha1.RunnerGroup, ns *corev1.Namespace, judge fun
 // as on, or judge's answer, which it remembers. Objects without a
 // generation or resourceVersion (only fakes have none) are judged every
 // time.
-func (v *verdicts) judge(key verdictKey, on verdict, judge func() error) error {
+func (v *verdicts) judge(key verdictKey, on verdict, judge func() (v1alpha1.RunnerFlavour, error)) (v1alpha1.RunnerFlavour, error) {
 	keep := on.generation != 0 && (key.kind != podVerdict || on.nsVersion != "")
 	v.mu.Lock()
 	if keep {
 		if got, ok := v.kept.get(key, func(got verdict) bool { return sameVersions(got, on) }); ok {
 			v.mu.Unlock()
-			return got.err
+			return got.flavour, got.err
 		}
 	}
 	v.judged[key.kind]++
 	v.mu.Unlock()
-	on.err = judge()
+	on.flavour, on.err = judge()
 	if keep {
 		v.mu.Lock()
 		v.kept.keep(key, on)
 		v.mu.Unlock()
 	}
-	return on.err
+	return on.flavour, on.err
 }
 
 func sameVersions(a, b verdict) bool {

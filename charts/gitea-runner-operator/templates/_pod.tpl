@@ -199,6 +199,16 @@ spec:
         - name: SCALER_USER_NAMESPACES_POD_SECURITY_STANDARDS
           value: "true"
         {{- end }}
+        {{- with ($v.userNamespacedRunners | default dict) }}
+        {{- if .image }}
+        - name: SCALER_USER_NAMESPACED_RUNNER_IMAGE
+          value: {{ .image | quote }}
+        - name: SCALER_USER_NAMESPACED_SECCOMP_PROFILE
+          value: {{ .seccompProfile | quote }}
+        - name: SCALER_USER_NAMESPACED_TUN_RESOURCE
+          value: {{ .tunResource | quote }}
+        {{- end }}
+        {{- end }}
         {{- /* Go's collector keeps the heap under the container's memory
         limit instead of letting it grow to twice what is live (issue 23);
         the runtime reads the bytes. GOGC=50 lets it grow to one and a half

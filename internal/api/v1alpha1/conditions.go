@@ -101,8 +101,11 @@ const (
 	// metadata address); no request was sent there.
 	ReasonGiteaURLNotAllowed = "GiteaURLNotAllowed"
 	// ReasonPodSecurityForbidsRunner: the namespace's Pod Security label
-	// does not admit the privileged runner pod; no Job is created.
+	// admits no runner pod flavour the group may have; no Job is created.
 	ReasonPodSecurityForbidsRunner = "PodSecurityForbidsRunner"
+	// ReasonFlavourNotSetUp: spec.flavour asks for user-namespaced runner
+	// pods, which the platform has not set up on this install.
+	ReasonFlavourNotSetUp = "FlavourNotSetUp"
 	// ReasonSecretNotLabelled: a token Secret lacks the label that lets
 	// the scaler use it (tenancy.SecretLabel).
 	ReasonSecretNotLabelled = "SecretNotLabelled"

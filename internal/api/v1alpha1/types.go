@@ -212,12 +212,36 @@ type RunnerGroupSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.automountServiceAccountToken)",message="spec.template.spec.automountServiceAccountToken is reserved: runner pods get no ServiceAccount token (the namespace's default one would reach every runner) unless the platform's runnerTemplate says so",fieldPath=".spec",reason=FieldValueForbidden
 	Template *corev1.PodTemplateSpec `json:"template,omitempty"`
 
+	// Flavour is how the runner pod runs its Docker daemon. Privileged:
+	// the built-in pod, privileged, for namespaces whose Pod Security
+	// admits privileged pods. UserNamespaced: no privilege, in a user
+	// namespace of its own (hostUsers false), admitted at baseline; the
+	// platform sets it up (the chart's userNamespacedRunners). Auto (the
+	// default): Privileged where the namespace admits it, else
+	// UserNamespaced where the platform set it up.
+	// +optional
+	// +kubebuilder:validation:Enum=Auto;Privileged;UserNamespaced
+	Flavour RunnerFlavour `json:"flavour,omitempty"`
+
 	// RunnerConfig is the group's part of the runner's config.yaml, merged
 	// over the chart's runnerConfig.defaults and under runnerConfig.pinned
 	// (the chart's docs/runner-config.md).
 	// +optional
 	RunnerConfig *RunnerConfig `json:"runnerConfig,omitempty"`
 }
+
+// RunnerFlavour is how a runner pod runs its Docker daemon (spec.flavour).
+type RunnerFlavour string
+
+const (
+	// FlavourAuto picks Privileged where the namespace's Pod Security
+	// admits it, else UserNamespaced where the platform set it up.
+	FlavourAuto RunnerFlavour = "Auto"
+	// FlavourPrivileged is the built-in pod: a privileged container.
+	FlavourPrivileged RunnerFlavour = "Privileged"
+	// FlavourUserNamespaced is an unprivileged pod in a user namespace.
+	FlavourUserNamespaced RunnerFlavour = "UserNamespaced"
+)
 
 // GiteaSpec locates the Gitea instance.
 type GiteaSpec struct {
