@@ -37,6 +37,10 @@ type realNode struct {
 	giteaURL string // Gitea, as pods on the node and the host both reach it
 	image    string // the scaler's image (make image) in the bed's registry
 	registry string
+	// tunResource is the node's tun device plugin's resource,
+	// seccompProfile the Localhost profile the bed installed there, and
+	// runtimeSocket the node's containerd socket.
+	tunResource, seccompProfile, runtimeSocket string
 }
 
 func readRealNode(b *e2e.Testbed, t *testing.T) realNode {
@@ -50,8 +54,9 @@ func readRealNode(b *e2e.Testbed, t *testing.T) realNode {
 		}
 		t.Skipf("the bed has no real node (%v): start it with TESTBED_REAL_NODE=1 scripts/testbed up", err)
 	}
-	n := realNode{name: env["NODE_NAME"], label: env["NODE_LABEL"], giteaURL: env["NODE_GITEA_URL"], image: env["SCALER_IMAGE"], registry: env["REGISTRY"]}
-	require.NotContains(t, []string{n.name, n.label, n.giteaURL, n.image, n.registry}, "", "node.env lacks a key: %v", env)
+	n := realNode{name: env["NODE_NAME"], label: env["NODE_LABEL"], giteaURL: env["NODE_GITEA_URL"], image: env["SCALER_IMAGE"], registry: env["REGISTRY"],
+		tunResource: env["TUN_RESOURCE"], seccompProfile: env["SECCOMP_PROFILE"], runtimeSocket: env["RUNTIME_SOCKET"]}
+	require.NotContains(t, []string{n.name, n.label, n.giteaURL, n.image, n.registry, n.tunResource, n.seccompProfile, n.runtimeSocket}, "", "node.env lacks a key: %v", env)
 	return n
 }
 
