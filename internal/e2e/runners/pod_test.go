@@ -368,6 +368,7 @@ func userNamespacedPods(ctx context.Context, t *testing.T, b *e2e.Testbed, basel
 			}}},
 		}},
 	}
+	flavourPods(ctx, t, b, baseline, restricted, told)
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "psa-", Namespace: tc.ns}, Spec: tc.spec}
@@ -390,6 +391,45 @@ func userNamespacedPods(ctx context.Context, t *testing.T, b *e2e.Testbed, basel
 			assert.Empty(t, tenancy.PodSecurity(ns, tmpl, tenancy.Platform{Server: server, UserNamespacesPodSecurityStandards: true}),
 				"the pre-check told of a gate the API server lacks would admit it")
 		})
+	}
+}
+
+// flavourPods holds the pre-check to the API server on each runner pod
+// flavour's pod as a pass builds it (spec.flavour), at each level: the
+// privileged pod passes only privileged; the user-namespaced one passes
+// privileged, and baseline where Pod Security relaxes for such pods; the
+// API server and the pre-check told what the scaler knows say the same.
+func flavourPods(ctx context.Context, t *testing.T, b *e2e.Testbed, baseline, restricted string, told tenancy.Platform) {
+	privileged := b.Namespace(ctx, t, "psa-pre-privileged", nil)
+	levels := map[string]string{privileged: "privileged", baseline: "baseline", restricted: "restricted"}
+	opts := runnerjob.DefaultOptions()
+	opts.UserNamespaced = runnerjob.UserNamespacedPod{Image: "runner:userns", SeccompProfile: "rootless-dind.json", TunResource: "squat.ai/tun"}
+	rg := &v1alpha1.RunnerGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "flavours", UID: "uid-flavours"},
+		Spec: v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeOrg, Org: "acme", Gitea: v1alpha1.GiteaSpec{URL: "https://gitea.example.com"}, MaxActiveRunners: 1,
+			AuthToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "api", Key: "token"}}},
+	}
+	for _, f := range []v1alpha1.RunnerFlavour{v1alpha1.FlavourPrivileged, v1alpha1.FlavourUserNamespaced} {
+		opts.Flavour = f
+		for ns, level := range levels {
+			t.Run(string(f)+" pod at "+level, func(t *testing.T) {
+				rg.Namespace = ns
+				job, err := runnerjob.Build(rg, "flavours-abcde", 1, opts)
+				require.NoError(t, err)
+				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "psa-", Namespace: ns}, Spec: job.Spec.Template.Spec}
+				_, apiErr := b.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{tenancy.LabelEnforce: level}}}
+				ours := tenancy.PodSecurity(nsObj, &job.Spec.Template, told)
+				t.Logf("the API server: %v; the pre-check: %q", apiErr, ours)
+				assert.Equal(t, apiErr == nil, ours == "", "the API server and the pre-check agree")
+				switch {
+				case level == "privileged", f == v1alpha1.FlavourUserNamespaced && level == "baseline" && ours == "":
+					assert.NoError(t, apiErr)
+				default:
+					assert.Error(t, apiErr)
+				}
+			})
+		}
 	}
 }
 
