@@ -56,6 +56,7 @@ var cannotServe = map[string]bool{
 	v1alpha1.ReasonGiteaURLNotAllowed:       true,
 	v1alpha1.ReasonPodSecurityForbidsRunner: true,
 	v1alpha1.ReasonFlavourNotSetUp:          true,
+	v1alpha1.ReasonNodesLackUserNamespaces:  true,
 	v1alpha1.ReasonSecretNotLabelled:        true,
 	v1alpha1.ReasonSecretKeyNotDeclared:     true,
 	v1alpha1.ReasonNotGranted:               true,

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -9,10 +10,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -194,4 +198,91 @@ func TestALoopKeepsTheFlavourWithItsVerdict(t *testing.T) {
 	passWith(1, 2, 3)
 	assert.Equal(t, 2, sc.mem.verdicts.judged[podVerdict], "the namespace moved: judged again")
 	assert.Equal(t, ptr.To(true), jobFor(3).Containers[0].SecurityContext.Privileged)
+}
+
+// node is a node whose default runtime handler reports user namespace
+// support as userNamespaces says (nil: reports no features, as before
+// Kubernetes 1.30).
+func node(name string, userNamespaces *bool) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if userNamespaces != nil {
+		n.Status.RuntimeHandlers = []corev1.NodeRuntimeHandler{{Name: "", Features: &corev1.NodeRuntimeHandlerFeatures{UserNamespaces: userNamespaces}}}
+	}
+	return n
+}
+
+// TestUserNamespacedRunnersWaitForANodeThatRunsThem: a user-namespaced
+// runner pod on a node whose runtime cannot run it never starts, again
+// for every job; the scaler reads what the nodes say first, and refuses
+// only on their word: nodes that report no support, not nodes it cannot
+// read or that report nothing.
+func TestUserNamespacedRunnersWaitForANodeThatRunsThem(t *testing.T) {
+	tests := []struct {
+		name      string
+		nodes     []*corev1.Node
+		forbidden bool
+		reason    string
+	}{
+		{"one node of two runs them", []*corev1.Node{node("old", ptr.To(false)), node("new", ptr.To(true))}, false, v1alpha1.ReasonReconciled},
+		{"no node runs them", []*corev1.Node{node("a", ptr.To(false)), node("b", ptr.To(false))}, false, v1alpha1.ReasonNodesLackUserNamespaces},
+		{"the nodes report no features", []*corev1.Node{node("a", nil)}, false, v1alpha1.ReasonReconciled},
+		{"the nodes cannot be read", []*corev1.Node{node("a", ptr.To(false))}, true, v1alpha1.ReasonReconciled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, newGroup("ci", 5), newGroup("priv", 5, withFlavour(v1alpha1.FlavourPrivileged)))
+			for _, n := range tt.nodes {
+				require.NoError(t, e.kube.Tracker().Add(n))
+			}
+			if tt.forbidden {
+				e.kube.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(corev1.Resource("nodes"), "", errors.New("no"))
+				})
+			}
+			e.kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "35"}
+			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
+			labelNamespace(t, e, "baseline")
+
+			e.pass(func(_ *Deps, c *Config) { c.Runner.UserNamespaced = usernsSetUp })
+
+			c := ready(e.group("ci"))
+			assert.Equal(t, tt.reason, c.Reason, c.Message)
+			if tt.reason == v1alpha1.ReasonNodesLackUserNamespaces {
+				assert.Contains(t, c.Message, "containerd 2")
+				assert.Empty(t, e.jobs())
+			} else {
+				require.Len(t, e.jobs(), 1)
+				assertUserNamespacedPod(t, e.jobs()[0].Spec.Template.Spec)
+			}
+			assert.Equal(t, v1alpha1.ReasonPodSecurityForbidsRunner, ready(e.group("priv")).Reason, "a privileged group reads no nodes and is judged as before")
+			if tt.forbidden {
+				assert.Contains(t, e.logs.String(), "cannot read the nodes")
+			}
+		})
+	}
+}
+
+// TestTheNodesAreReadOncePerRecheck: a loop asks the nodes at most once
+// per nodesRecheck, however many groups and passes need the answer.
+func TestTheNodesAreReadOncePerRecheck(t *testing.T) {
+	e := newEnv(t, newGroup("a", 5), newGroup("b", 5))
+	require.NoError(t, e.kube.Tracker().Add(node("n", ptr.To(true))))
+	labelNamespace(t, e, "baseline")
+	e.kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "35"}
+	sc := e.scaler(func(_ *Deps, c *Config) { c.Runner.UserNamespaced = usernsSetUp })
+	lists := func() int {
+		n := 0
+		for _, a := range e.kube.Actions() {
+			if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {
+				n++
+			}
+		}
+		return n
+	}
+	for range 3 {
+		_, err := sc.Pass(context.Background())
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 1, lists(), "three passes of two groups within the recheck")
+	assert.Equal(t, nodesSupport, sc.nodes.verdict)
 }

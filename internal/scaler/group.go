@@ -1,6 +1,7 @@
 package scaler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -239,7 +240,15 @@ func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 	} else {
 		g.flavour, err = s.mem.verdicts.pod(g.rg, f.ns, func() (v1alpha1.RunnerFlavour, error) { return s.podChecks(g, f.ns) })
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if g.flavour == v1alpha1.FlavourUserNamespaced && s.nodesRunUserNamespaces(ctx) == nodesLack {
+		return reason.Errorf(v1alpha1.ReasonNodesLackUserNamespaces, "the group's runner pods are user-namespaced (spec.flavour %s), and no node says its container runtime runs pods in user namespaces (status.runtimeHandlers[].features.userNamespaces): "+
+			"such a pod would never start; the nodes need containerd 2 with runc 1.2 or newer and Linux 6.3 or later; until then run the group with spec.flavour Privileged in a namespace that admits privileged pods",
+			cmp.Or(g.rg.Spec.Flavour, v1alpha1.FlavourAuto))
+	}
+	return nil
 }
 
 // podChecks picks the group's flavour, whose runner pod the namespace's

@@ -20,6 +20,7 @@
 //	group.go    one group's steps, and the first of them: validate
 //	flavour.go  the flavour of the group's runner pods (spec.flavour):
 //	            the one its namespace's Pod Security admits
+//	usernsnodes.go  whether the nodes can run user-namespaced pods
 //	regcheck.go the check that a registration token is its scope's, and
 //	            which scope's it is
 //	regcheckkept.go  those checks' verdicts kept for the next pass, in
@@ -239,6 +240,8 @@ type Scaler struct {
 		once    sync.Once
 		version psaapi.Version
 	}
+	// nodes is whether the nodes run user-namespaced pods (usernsnodes.go).
+	nodes nodeSupport
 }
 
 // serverVersion is the API server's Kubernetes version, read once per

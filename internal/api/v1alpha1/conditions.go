@@ -106,6 +106,10 @@ const (
 	// ReasonFlavourNotSetUp: spec.flavour asks for user-namespaced runner
 	// pods, which the platform has not set up on this install.
 	ReasonFlavourNotSetUp = "FlavourNotSetUp"
+	// ReasonNodesLackUserNamespaces: the group's runner pods are
+	// user-namespaced, and the nodes report that no runtime of theirs
+	// runs such pods.
+	ReasonNodesLackUserNamespaces = "NodesLackUserNamespaces"
 	// ReasonSecretNotLabelled: a token Secret lacks the label that lets
 	// the scaler use it (tenancy.SecretLabel).
 	ReasonSecretNotLabelled = "SecretNotLabelled"
