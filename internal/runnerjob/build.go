@@ -97,10 +97,44 @@ func Build(rg *v1alpha1.RunnerGroup, name string, giteaJobID int64, opts Options
 // UserNamespaced: the same pod without privilege (userNamespaced).
 func DefaultPod(opts Options) corev1.PodTemplateSpec {
 	pod := privilegedPod(opts)
-	if opts.Flavour == v1alpha1.FlavourUserNamespaced {
+	switch opts.Flavour {
+	case v1alpha1.FlavourUserNamespaced:
 		userNamespaced(&pod, opts.UserNamespaced)
+	case v1alpha1.FlavourHost:
+		hostOnly(&pod)
 	}
 	return pod
+}
+
+// hostUID is the runner's user in Gitea's dind-rootless image (rootless),
+// which owns its /data. Pod Security cannot tell a user given by name
+// from root, so the pod says the number.
+const hostUID = 1000
+
+// hostOnly turns the privileged pod into the Host flavour's: the same
+// image's runner alone (its run.sh, as the basic image starts it), with no
+// Docker daemon, so no privilege and nothing its jobs' containers need:
+// as uid 1000, no capability, no privilege escalation, the runtime's
+// seccomp profile. It passes Pod Security restricted. Jobs run on the pod
+// itself (host labels: runnerlabels.ForGroup).
+func hostOnly(pod *corev1.PodTemplateSpec) {
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](hostUID),
+		RunAsGroup:     ptr.To[int64](hostUID),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	c := &pod.Spec.Containers[0]
+	c.Command = []string{HostRunScript}
+	c.SecurityContext = &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	// No Docker daemon: no data volume, no s6 service to stop first.
+	c.VolumeMounts = nil
+	c.Env = nil
+	c.Lifecycle = nil
+	pod.Spec.Volumes = nil
 }
 
 // userNamespaced turns the privileged pod into the UserNamespaced

@@ -47,6 +47,10 @@ const (
 	// only be read from the registry, which these machines cannot reach, and
 	// a digest written without reading it would be invented.
 	DefaultImage = "gitea/runner:3.1.0-dind-rootless"
+	// HostRunScript is the runner's entrypoint script in every flavour of
+	// Gitea's image (the archive's scripts/run.sh): the basic image runs
+	// it under tini, the dind images under s6 beside the Docker daemon.
+	HostRunScript = "/usr/local/bin/run.sh"
 	// runnerService is the runner's s6 service in Gitea's dind images.
 	runnerService = "/etc/s6/gitea-runner"
 	// DockerDataVolume is the emptyDir that holds the rootless Docker

@@ -95,10 +95,23 @@ func (s Set) Names() []string {
 }
 
 // ForGroup returns a group's effective labels: its own, then the defaults
-// unless the group opted out of them (spec.defaultLabels: false).
+// unless the group opted out of them (spec.defaultLabels: false). A group
+// of spec.flavour Host runs jobs on its runner pod, without Docker: its
+// default labels are host labels of the same names, so the jobs that ask
+// for them still find it.
 func ForGroup(spec *v1alpha1.RunnerGroupSpec, defaults []string) []string {
 	if !spec.UsesDefaultLabels() {
 		defaults = nil
+	}
+	if spec.Flavour == v1alpha1.FlavourHost && len(defaults) > 0 {
+		host := make([]string, len(defaults))
+		for i, d := range defaults {
+			host[i] = d
+			if v1alpha1.IsDockerLabel(d) {
+				host[i] = Name(d) + ":host"
+			}
+		}
+		defaults = host
 	}
 	return Effective(spec.Labels, defaults)
 }

@@ -1,6 +1,7 @@
 package runnerlabels
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -94,10 +95,15 @@ func TestForGroup(t *testing.T) {
 		{"defaults added when unset", []string{"gpu"}, nil, []string{"gpu", "ubuntu-latest:docker://img", "ubuntu-22.04:docker://img2"}},
 		{"defaults added when true", []string{"gpu"}, &yes, []string{"gpu", "ubuntu-latest:docker://img", "ubuntu-22.04:docker://img2"}},
 		{"own labels only when false", []string{"gpu"}, &no, []string{"gpu"}},
+		{"a Host group's defaults are host labels of the same names", []string{"gpu:host"}, nil, []string{"gpu:host", "ubuntu-latest:host", "ubuntu-22.04:host"}},
+		{"a Host group's own label of a default's name wins", []string{"ubuntu-latest"}, nil, []string{"ubuntu-latest", "ubuntu-22.04:host"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := &v1alpha1.RunnerGroupSpec{Labels: tt.labels, DefaultLabels: tt.defaultLabels}
+			if strings.HasPrefix(tt.name, "a Host group") {
+				spec.Flavour = v1alpha1.FlavourHost
+			}
 			assert.Equal(t, tt.want, ForGroup(spec, defaults))
 		})
 	}

@@ -15,12 +15,13 @@ import (
 // The flavour of a group's runner pods (spec.flavour) is chosen where its
 // namespace is judged, since Auto depends on what the namespace admits:
 //
-//   - Privileged and UserNamespaced are taken as asked, and the pod must
-//     pass the namespace's Pod Security;
+//   - Privileged, UserNamespaced and Host are taken as asked, and the pod
+//     must pass the namespace's Pod Security;
 //   - Auto takes Privileged where the namespace admits the privileged pod,
 //     which every install before the flavours had, so none of them
 //     changes; else UserNamespaced, where the platform set it up and the
-//     namespace admits it. The refusal names both.
+//     namespace admits it. The refusal names both. Never Host: its jobs
+//     run without Docker, which a group must ask for.
 //
 // A group never gets more than it asked for: each flavour's pod is judged
 // by the same Pod Security pre-check, and the API server still decides.
@@ -38,8 +39,8 @@ func (s *Scaler) runnerOptions(g *groupRun) runnerjob.Options {
 func (s *Scaler) pickFlavour(g *groupRun, ns *corev1.Namespace) (v1alpha1.RunnerFlavour, error) {
 	setUp := s.cfg.Runner.UserNamespaced.Enabled()
 	switch g.rg.Spec.Flavour {
-	case v1alpha1.FlavourPrivileged:
-		return v1alpha1.FlavourPrivileged, s.admits(g, ns, v1alpha1.FlavourPrivileged)
+	case v1alpha1.FlavourPrivileged, v1alpha1.FlavourHost:
+		return g.rg.Spec.Flavour, s.admits(g, ns, g.rg.Spec.Flavour)
 	case v1alpha1.FlavourUserNamespaced:
 		if !setUp {
 			return "", reason.Errorf(v1alpha1.ReasonFlavourNotSetUp, "spec.flavour is UserNamespaced, and this install has no user-namespaced runner pods: "+

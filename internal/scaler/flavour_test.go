@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +62,32 @@ func assertUserNamespacedPod(t *testing.T, spec corev1.PodSpec) {
 	assert.Equal(t, resource.MustParse("1"), c.Resources.Requests[usernsSetUp.TunResource])
 }
 
+// assertHostPod checks the Host flavour's pod: the image's runner alone,
+// as uid 1000, nothing a Docker daemon needs, host labels only.
+func assertHostPod(t *testing.T, spec corev1.PodSpec) {
+	t.Helper()
+	require.NotNil(t, spec.SecurityContext)
+	assert.Equal(t, ptr.To[int64](1000), spec.SecurityContext.RunAsUser)
+	assert.Equal(t, ptr.To(true), spec.SecurityContext.RunAsNonRoot)
+	c := spec.Containers[0]
+	assert.Equal(t, runnerjob.DefaultImage, c.Image, "the same image")
+	assert.Equal(t, []string{runnerjob.HostRunScript}, c.Command, "its runner alone, without s6 and the daemon")
+	assert.Equal(t, ptr.To(false), c.SecurityContext.AllowPrivilegeEscalation)
+	assert.Nil(t, c.SecurityContext.Privileged)
+	assert.Nil(t, c.Lifecycle, "no s6 service to stop first")
+	for _, v := range spec.Volumes {
+		assert.NotEqual(t, runnerjob.DockerDataVolume, v.Name, "no Docker data")
+	}
+	for _, e := range c.Env {
+		if e.Name == "GITEA_RUNNER_LABELS" {
+			for _, l := range strings.Split(e.Value, ",") {
+				assert.False(t, v1alpha1.IsDockerLabel(l), "label %s is a host label", l)
+			}
+			assert.Contains(t, e.Value, "ubuntu-latest:host", "the default label, on the host")
+		}
+	}
+}
+
 // TestTheFlavourIsTheOneTheNamespaceAdmits is issue 39's flavour per
 // group through a pass: Auto keeps the privileged pod where the namespace
 // admits it and takes the user-namespaced one elsewhere when the platform
@@ -105,6 +132,11 @@ func TestTheFlavourIsTheOneTheNamespaceAdmits(t *testing.T) {
 		{name: "Auto with privileged job containers keeps the privileged pod", level: "privileged", setUp: true, server: "35",
 			config: &v1alpha1.RunnerConfig{Container: &v1alpha1.RunnerContainerConfig{Privileged: ptr.To(true)}},
 			reason: v1alpha1.ReasonReconciled, want: v1alpha1.FlavourPrivileged},
+
+		{name: "Host at restricted", level: "restricted", flavour: v1alpha1.FlavourHost, server: "34",
+			reason: v1alpha1.ReasonReconciled, want: v1alpha1.FlavourHost},
+		{name: "Host needs nothing set up", level: "baseline", flavour: v1alpha1.FlavourHost, setUp: false, server: "35",
+			reason: v1alpha1.ReasonReconciled, want: v1alpha1.FlavourHost},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,9 +162,12 @@ func TestTheFlavourIsTheOneTheNamespaceAdmits(t *testing.T) {
 			}
 			require.Len(t, e.jobs(), 1)
 			spec := e.jobs()[0].Spec.Template.Spec
-			if tt.want == v1alpha1.FlavourUserNamespaced {
+			switch tt.want {
+			case v1alpha1.FlavourUserNamespaced:
 				assertUserNamespacedPod(t, spec)
-			} else {
+			case v1alpha1.FlavourHost:
+				assertHostPod(t, spec)
+			default:
 				assert.Nil(t, spec.HostUsers)
 				assert.Equal(t, ptr.To(true), spec.Containers[0].SecurityContext.Privileged)
 				assert.Equal(t, runnerjob.DefaultImage, spec.Containers[0].Image)

@@ -107,6 +107,7 @@ type RunnerGroupList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.repo) || self.scope == 'repo'",message="spec.repo is allowed only with spec.scope repo",messageExpression="'spec.repo is not allowed with spec.scope ' + self.scope + ': only scope repo names a repository'",fieldPath=".repo",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.minIdleRunners) || self.minIdleRunners <= self.maxActiveRunners",message="spec.minIdleRunners must be at most spec.maxActiveRunners: warm runners count against the cap",fieldPath=".minIdleRunners",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.registrationToken) || self.registrationToken.secretRef.name != self.authToken.secretRef.name || self.registrationToken.secretRef.key != self.authToken.secretRef.key",message="spec.registrationToken and spec.authToken name the same key of the same Secret: the registration token reaches the runner pod and the API token must not; point them at different keys",fieldPath=".registrationToken",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.flavour) || self.flavour != 'Host' || !has(self.labels) || self.labels.all(l, !l.matches('^[^:]+:docker(:|$)'))",message="spec.flavour Host runs jobs on the runner pod itself, without Docker: spec.labels must be host labels (\"name\" or \"name:host\"), not \"name:docker://image\"",fieldPath=".labels",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultLabels) || self.defaultLabels || (has(self.labels) && size(self.labels) > 0)",message="spec.labels must name at least one label when spec.defaultLabels is false: a runner with no labels would get act_runner's own defaults",fieldPath=".labels",reason=FieldValueRequired
 type RunnerGroupSpec struct {
 	// Scope says where the runners register in Gitea and so whose jobs they
@@ -212,15 +213,18 @@ type RunnerGroupSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.automountServiceAccountToken)",message="spec.template.spec.automountServiceAccountToken is reserved: runner pods get no ServiceAccount token (the namespace's default one would reach every runner) unless the platform's runnerTemplate says so",fieldPath=".spec",reason=FieldValueForbidden
 	Template *corev1.PodTemplateSpec `json:"template,omitempty"`
 
-	// Flavour is how the runner pod runs its Docker daemon. Privileged:
-	// the built-in pod, privileged, for namespaces whose Pod Security
-	// admits privileged pods. UserNamespaced: no privilege, in a user
-	// namespace of its own (hostUsers false), admitted at baseline; the
-	// platform sets it up (the chart's userNamespacedRunners). Auto (the
-	// default): Privileged where the namespace admits it, else
-	// UserNamespaced where the platform set it up.
+	// Flavour is how the runner pod runs its jobs. Privileged: the
+	// built-in pod, privileged, with its own Docker daemon, for namespaces
+	// whose Pod Security admits privileged pods. UserNamespaced: the same
+	// daemon without privilege, in a user namespace of its own (hostUsers
+	// false), admitted at baseline; the platform sets it up (the chart's
+	// userNamespacedRunners). Host: no Docker daemon, the runner alone as
+	// uid 1000, admitted at restricted; jobs run on the runner pod itself,
+	// so every label is a host label. Auto (the default): Privileged where
+	// the namespace admits it, else UserNamespaced where the platform set
+	// it up; never Host, whose jobs differ.
 	// +optional
-	// +kubebuilder:validation:Enum=Auto;Privileged;UserNamespaced
+	// +kubebuilder:validation:Enum=Auto;Privileged;UserNamespaced;Host
 	Flavour RunnerFlavour `json:"flavour,omitempty"`
 
 	// RunnerConfig is the group's part of the runner's config.yaml, merged
@@ -241,6 +245,9 @@ const (
 	FlavourPrivileged RunnerFlavour = "Privileged"
 	// FlavourUserNamespaced is an unprivileged pod in a user namespace.
 	FlavourUserNamespaced RunnerFlavour = "UserNamespaced"
+	// FlavourHost is the runner alone, without a Docker daemon: jobs run
+	// on the pod itself.
+	FlavourHost RunnerFlavour = "Host"
 )
 
 // GiteaSpec locates the Gitea instance.

@@ -65,6 +65,9 @@ func (s *RunnerGroupSpec) Validate() error {
 	seen := map[string]bool{}
 	for i, l := range s.Labels {
 		name, _, _ := strings.Cut(l, ":")
+		if s.Flavour == FlavourHost && IsDockerLabel(l) {
+			bad("spec.labels[%d] %q: spec.flavour Host runs jobs on the runner pod itself, without Docker: use host labels (\"name\" or \"name:host\")", i, l)
+		}
 		switch {
 		case l == "" || name == "":
 			bad("spec.labels[%d] must not be empty", i)
@@ -160,4 +163,16 @@ func (rg *RunnerGroup) RegistrationTokenRef() SecretRef {
 // registration token (spec.registrationToken is left out).
 func (rg *RunnerGroup) MintsRegistrationToken() bool {
 	return rg.Spec.RegistrationToken == nil
+}
+
+// IsDockerLabel says whether a runner label runs its jobs in a Docker
+// container ("name:docker://image", "name:docker"), as the runner parses
+// it; a bare name is a host label.
+func IsDockerLabel(l string) bool {
+	_, rest, ok := strings.Cut(l, ":")
+	if !ok {
+		return false
+	}
+	schema, _, _ := strings.Cut(rest, ":")
+	return schema == "docker"
 }

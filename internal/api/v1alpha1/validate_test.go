@@ -79,6 +79,18 @@ func TestValidate(t *testing.T) {
 			want:   "spec.registrationToken.secretRef needs both name and key",
 		},
 		"registration token left out: the scaler mints it": {change: func(s *v1alpha1.RunnerGroupSpec) { s.RegistrationToken = nil }},
+		// Issue 39: a Host group's jobs run on its pod, without Docker.
+		"Host flavour with host labels": {change: func(s *v1alpha1.RunnerGroupSpec) {
+			s.Flavour, s.Labels = v1alpha1.FlavourHost, []string{"self-hosted", "linux:host", "a:b:c"}
+		}},
+		"Host flavour with a docker label": {
+			change: func(s *v1alpha1.RunnerGroupSpec) { s.Flavour = v1alpha1.FlavourHost },
+			want:   `spec.labels[2] "ubuntu-latest:docker://node:20": spec.flavour Host runs jobs on the runner pod itself`,
+		},
+		"Host flavour with a bare docker label": {
+			change: func(s *v1alpha1.RunnerGroupSpec) { s.Flavour, s.Labels = v1alpha1.FlavourHost, []string{"x:docker"} },
+			want:   "spec.flavour Host runs jobs on the runner pod itself",
+		},
 		"auth name missing": {
 			change: func(s *v1alpha1.RunnerGroupSpec) { s.AuthToken.SecretRef.Name = "" },
 			want:   "spec.authToken.secretRef needs both name and key",
@@ -96,6 +108,15 @@ func TestValidate(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
+	}
+}
+
+func TestIsDockerLabel(t *testing.T) {
+	for l, want := range map[string]bool{
+		"ubuntu-latest:docker://node:20": true, "x:docker": true, "x:docker:": true,
+		"x": false, "x:host": false, "x:dockerish": false, "a:b:docker": false,
+	} {
+		assert.Equal(t, want, v1alpha1.IsDockerLabel(l), l)
 	}
 }
 

@@ -215,3 +215,67 @@ func TestRealNodeUserNamespacedRunnerRunsContainerJobsAtBaseline(t *testing.T) {
 		t.Logf("job %s: queued -> in_progress %s, in_progress -> completed %s (Gitea's times)", j.Name, j.StartedAt.Sub(j.CreatedAt), j.CompletedAt.Sub(j.StartedAt))
 	}
 }
+
+// TestRealNodeHostRunnerRunsJobsAtRestricted: a group of spec.flavour Host
+// in a namespace enforcing restricted gets the runner alone from Gitea's
+// dind-rootless image (its run.sh, as uid 1000, no Docker daemon); the
+// real node runs it, and a job on its default label (a host label now)
+// runs on the pod as that user and finds no Docker daemon.
+func TestRealNodeHostRunnerRunsJobsAtRestricted(t *testing.T) {
+	e2e.Parallel(t)
+	b := e2e.Bed(t)
+	n := readRealNode(b, t)
+	ctx := e2e.TestContext(t, 8*time.Minute)
+	im := b.RunnerImages(t)
+	s := newRunnerScene(b, ctx, t, n, im, "hostflavour", "3.1.0", dindRootless, func(spec *v1alpha1.RunnerGroupSpec) {
+		spec.Flavour = v1alpha1.FlavourHost
+		spec.Labels = []string{"realnode-host"}
+		// Nothing for a Docker daemon: no daemon.json.
+		spec.Template.Spec.Containers[0].VolumeMounts = nil
+		spec.Template.Spec.Volumes = nil
+	})
+	nsObj, err := b.Kube.CoreV1().Namespaces().Get(ctx, s.ns, metav1.GetOptions{})
+	require.NoError(t, err)
+	nsObj.Labels[tenancy.LabelEnforce] = "restricted"
+	_, err = b.Kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	key := e2e.JobKey("host")
+	b.Gitea.PushWorkflow(ctx, t, s.fx.PushAs, s.fx.Repo, "host.yml", fmt.Sprintf(`name: host
+on: [push]
+jobs:
+  %s:
+    runs-on: [realnode-host]
+    steps:
+      - run: test "$(id -u)" = 1000 && echo "on the pod as uid 1000"
+      - run: test ! -e /run/user/1000/docker.sock && ! grep -qsx dockerd /proc/[0-9]*/comm && echo "no Docker daemon"
+`, key))
+	b.Gitea.WaitJobs(ctx, t, s.fx.Repo, 1)
+	// The runner pod may start, run the job and end between two looks.
+	e2e.WaitUntil(ctx, t, e2e.StepWait, "a pass created the group's runner Job", s.dump, func(ctx context.Context) (bool, string, error) {
+		r := b.Pass(ctx, t, e2e.PassOpts{Namespaces: []string{s.ns}})
+		e2e.RequireSanePass(t, r, "pass")
+		jobs, err := b.RunnerJobs(ctx, s.ns, s.group)
+		if err != nil || len(jobs) == 0 {
+			return false, fmt.Sprintf("%d runner Jobs, %v; the pass's last lines:\n%s", len(jobs), err, e2e.Tail(r.Log, 8)), nil
+		}
+		spec := jobs[0].Spec.Template.Spec
+		require.NotNil(t, spec.SecurityContext)
+		require.Equal(t, ptr.To[int64](1000), spec.SecurityContext.RunAsUser, "the Host flavour's pod")
+		return true, "", nil
+	})
+
+	e2e.WaitUntil(ctx, t, 3*time.Minute, "job "+key+" succeeded on the runner pod", s.dump, func(ctx context.Context) (bool, string, error) {
+		j, st, ok := s.onlyJob(ctx)
+		if !ok || !strings.HasPrefix(st, "completed/") {
+			return false, st, nil
+		}
+		log, err := s.jobLog(ctx, j.ID)
+		require.NoError(t, err)
+		require.Equal(t, "completed/success", st, "the job's log:\n%s", e2e.Tail(log, 30))
+		for _, want := range []string{"on the pod as uid 1000", "no Docker daemon"} {
+			assert.Contains(t, log, want)
+		}
+		return true, "", nil
+	})
+}

@@ -398,6 +398,7 @@ func userNamespacedPods(ctx context.Context, t *testing.T, b *e2e.Testbed, basel
 // flavour's pod as a pass builds it (spec.flavour), at each level: the
 // privileged pod passes only privileged; the user-namespaced one passes
 // privileged, and baseline where Pod Security relaxes for such pods; the
+// Host one (the runner alone, as uid 1000) passes every level; the
 // API server and the pre-check told what the scaler knows say the same.
 func flavourPods(ctx context.Context, t *testing.T, b *e2e.Testbed, baseline, restricted string, told tenancy.Platform) {
 	privileged := b.Namespace(ctx, t, "psa-pre-privileged", nil)
@@ -409,7 +410,7 @@ func flavourPods(ctx context.Context, t *testing.T, b *e2e.Testbed, baseline, re
 		Spec: v1alpha1.RunnerGroupSpec{Scope: v1alpha1.ScopeOrg, Org: "acme", Gitea: v1alpha1.GiteaSpec{URL: "https://gitea.example.com"}, MaxActiveRunners: 1,
 			AuthToken: v1alpha1.SecretKeySelector{SecretRef: v1alpha1.SecretRef{Name: "api", Key: "token"}}},
 	}
-	for _, f := range []v1alpha1.RunnerFlavour{v1alpha1.FlavourPrivileged, v1alpha1.FlavourUserNamespaced} {
+	for _, f := range []v1alpha1.RunnerFlavour{v1alpha1.FlavourPrivileged, v1alpha1.FlavourUserNamespaced, v1alpha1.FlavourHost} {
 		opts.Flavour = f
 		for ns, level := range levels {
 			t.Run(string(f)+" pod at "+level, func(t *testing.T) {
@@ -423,7 +424,8 @@ func flavourPods(ctx context.Context, t *testing.T, b *e2e.Testbed, baseline, re
 				t.Logf("the API server: %v; the pre-check: %q", apiErr, ours)
 				assert.Equal(t, apiErr == nil, ours == "", "the API server and the pre-check agree")
 				switch {
-				case level == "privileged", f == v1alpha1.FlavourUserNamespaced && level == "baseline" && ours == "":
+				case level == "privileged", f == v1alpha1.FlavourHost,
+					f == v1alpha1.FlavourUserNamespaced && level == "baseline" && ours == "":
 					assert.NoError(t, apiErr)
 				default:
 					assert.Error(t, apiErr)
