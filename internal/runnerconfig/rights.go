@@ -49,13 +49,7 @@ func NeedsPrivileged(c v1alpha1.RunnerConfig) []string {
 	if k == nil {
 		return nil
 	}
-	var out []string
-	if k.Privileged != nil && *k.Privileged {
-		out = append(out, "container.privileged: true (privileged job containers)")
-	}
-	if k.Network != nil && *k.Network == "host" {
-		out = append(out, "container.network: host (job containers on the runner's host network)")
-	}
+	out := UserNamespacedCannot(c)
 	for _, v := range k.ValidVolumes {
 		if !dockerVolumeName.MatchString(v) {
 			out = append(out, fmt.Sprintf("container.valid_volumes %q (a path or a glob: bind mounts into job containers)", v))
@@ -78,6 +72,7 @@ func NeedsPrivileged(c v1alpha1.RunnerConfig) []string {
 // cannot mount /sys for it), and the pod's network namespace is not its
 // own to put a container in (the chart's docs/runner-pods.md, rows 6 and
 // 7 of what was tried).
+// Both are also what NeedsPrivileged lists first.
 func UserNamespacedCannot(c v1alpha1.RunnerConfig) []string {
 	k := c.Container
 	if k == nil {
@@ -88,7 +83,7 @@ func UserNamespacedCannot(c v1alpha1.RunnerConfig) []string {
 		out = append(out, "container.privileged: true (privileged job containers)")
 	}
 	if k.Network != nil && *k.Network == "host" {
-		out = append(out, "container.network: host (job containers on the runner pod's network)")
+		out = append(out, "container.network: host (job containers on the runner's host network)")
 	}
 	return out
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -187,19 +186,7 @@ func TestALoopKeepsTheFlavourWithItsVerdict(t *testing.T) {
 	e := newEnv(t, rg)
 	e.kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "35"}
 	sc, c := watchingScaler(t, e, func(_ *Deps, c *Config) { c.Runner.UserNamespaced = usernsSetUp })
-	relabel := func(level, rv string) {
-		t.Helper()
-		nsObj, err := e.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		require.NoError(t, err)
-		nsObj.Labels = map[string]string{tenancy.LabelEnforce: level}
-		nsObj.ResourceVersion = rv
-		_, err = e.kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
-		require.NoError(t, err)
-		require.Eventually(t, func() bool {
-			got, ok := c.Namespace(ns)
-			return ok && got.ResourceVersion == rv
-		}, 10*time.Second, 10*time.Millisecond)
-	}
+	relabel := func(level, rv string) { t.Helper(); relabelSeen(t, e, c, level, rv) }
 	passWith := func(ids ...int64) {
 		t.Helper()
 		var jobs []gitea.Job

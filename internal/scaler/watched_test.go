@@ -352,19 +352,7 @@ func TestALoopJudgesARunnerPodAgainOnlyWhenItsGroupOrNamespaceChanged(t *testing
 	rg.Generation = 1
 	e := newEnv(t, rg)
 	sc, c := watchingScaler(t, e)
-	label := func(level, version string) {
-		t.Helper()
-		nsObj, err := e.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		require.NoError(t, err)
-		nsObj.Labels = map[string]string{tenancy.LabelEnforce: level}
-		nsObj.ResourceVersion = version
-		_, err = e.kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
-		require.NoError(t, err)
-		require.Eventually(t, func() bool {
-			got, ok := c.Namespace(ns)
-			return ok && got.ResourceVersion == version
-		}, 10*time.Second, 10*time.Millisecond, "the loop's cache sees namespace version %s", version)
-	}
+	label := func(level, version string) { t.Helper(); relabelSeen(t, e, c, level, version) }
 	pass := func() string {
 		t.Helper()
 		_, err := sc.Pass(ctx)
@@ -408,4 +396,21 @@ func TestALoopJudgesARunnerPodAgainOnlyWhenItsGroupOrNamespaceChanged(t *testing
 	judged(3, 2, "the spec moved")
 	assert.Equal(t, v1alpha1.ReasonInvalidTemplate, pass())
 	judged(3, 2, "nothing moved")
+}
+
+// relabelSeen sets the namespace's enforce label at resourceVersion rv and
+// waits until the loop's cache c sees that version.
+func relabelSeen(t *testing.T, e *env, c *kubecache.Cache, level, rv string) {
+	t.Helper()
+	ctx := context.Background()
+	nsObj, err := e.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	require.NoError(t, err)
+	nsObj.Labels = map[string]string{tenancy.LabelEnforce: level}
+	nsObj.ResourceVersion = rv
+	_, err = e.kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, ok := c.Namespace(ns)
+		return ok && got.ResourceVersion == rv
+	}, 10*time.Second, 10*time.Millisecond, "the loop's cache sees namespace version %s", rv)
 }

@@ -74,25 +74,8 @@ const basePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 // ready for user-namespaced pods. The Docker volumes are upstream's base
 // images' (docker:dind and docker:dind-rootless).
 var Flavours = []Flavour{
-	{
-		Name: "dind-rootless", Suffix: "-dind-rootless",
-		Entrypoint: []string{"s6-svscan", "/etc/s6"},
-		User:       "rootless",
-		Env:        []string{"DOCKER_HOST=unix:///run/user/1000/docker.sock"},
-		Volumes:    []string{"/data", "/home/rootless/.local/share/docker"},
-		S6:         true, StateUID: 1000, RuntimeDir: "/run/user/1000",
-		UserDirs: []string{rootlessHome + "/.local/share/docker", rootlessHome + "/.config/docker"},
-	},
-	{
-		Name: "dind-rootless-userns", Suffix: "-dind-rootless-userns", Stage: "dind-rootless",
-		Entrypoint: []string{"s6-svscan", "/etc/s6"},
-		User:       "rootless",
-		Env:        []string{"DOCKER_HOST=unix:///run/user/1000/docker.sock"},
-		Volumes:    []string{"/data", "/home/rootless/.local/share/docker"},
-		S6:         true, StateUID: 1000, RuntimeDir: "/run/user/1000",
-		UserDirs:       []string{rootlessHome + "/.local/share/docker", rootlessHome + "/.config/docker"},
-		UserNamespaced: true,
-	},
+	dindRootless,
+	userNamespaced(dindRootless),
 	{
 		Name: "dind", Suffix: "-dind",
 		Entrypoint: []string{"s6-svscan", "/etc/s6"},
@@ -104,6 +87,25 @@ var Flavours = []Flavour{
 		Entrypoint: []string{"/sbin/tini", "--", "run.sh"},
 		Volumes:    []string{"/data"},
 	},
+}
+
+var dindRootless = Flavour{
+	Name: "dind-rootless", Suffix: "-dind-rootless",
+	Entrypoint: []string{"s6-svscan", "/etc/s6"},
+	User:       "rootless",
+	Env:        []string{"DOCKER_HOST=unix:///run/user/1000/docker.sock"},
+	Volumes:    []string{"/data", "/home/rootless/.local/share/docker"},
+	S6:         true, StateUID: 1000, RuntimeDir: "/run/user/1000",
+	UserDirs: []string{rootlessHome + "/.local/share/docker", rootlessHome + "/.config/docker"},
+}
+
+// userNamespaced is f made ready for a user namespace, as its own tag.
+func userNamespaced(f Flavour) Flavour {
+	f.Stage = f.Name
+	f.Name += "-userns"
+	f.Suffix += "-userns"
+	f.UserNamespaced = true
+	return f
 }
 
 // RunnerFiles are what an image adds to the Debian base: the runner, the
