@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/assign"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
@@ -170,6 +171,8 @@ func TestBadFlagsExitWithUsage(t *testing.T) {
 		{name: "runner cache URL with credentials", args: []string{"--runner-cache-url", "http://u:p@cache:8088/"}, want: "--runner-cache-url must not carry credentials"},
 		{name: "runner cache without its config image", args: []string{"--runner-cache-url", "http://cache.{namespace}.svc:8088/", "--runner-config-image", ""}, want: "--runner-cache-url needs --runner-config-image"},
 		{name: "runner cache Secret that is no name", args: []string{"--runner-cache-url", "http://cache:8088/", "--runner-cache-secret-name", "Not_A_Name"}, want: `--runner-cache-secret-name "Not_A_Name" is not a Secret name`},
+		{name: "unknown default flavour", args: []string{"--default-flavour", "Host"}, want: "--default-flavour"},
+		{name: "default flavour not set up", env: map[string]string{"SCALER_DEFAULT_FLAVOUR": "UserNamespaced"}, want: "--default-flavour UserNamespaced needs --user-namespaced-runner-image"},
 		{name: "user-namespaced image without a tun resource", args: []string{"--user-namespaced-runner-image", "runner:userns"}, want: "--user-namespaced-runner-image needs --user-namespaced-tun-resource"},
 		{name: "tun resource without the image", env: map[string]string{"SCALER_USER_NAMESPACED_TUN_RESOURCE": "squat.ai/tun"}, want: "--user-namespaced-tun-resource is set without --user-namespaced-runner-image"},
 		{name: "tun resource without a domain", args: []string{"--user-namespaced-runner-image", "runner:userns", "--user-namespaced-tun-resource", "tun"}, want: `--user-namespaced-tun-resource "tun" is not an extended resource name`},
@@ -298,4 +301,15 @@ func TestUserNamespacedRunnerFlags(t *testing.T) {
 		SeccompProfile: "profiles/rootless-dind.json",
 		TunResource:    "squat.ai/tun",
 	}, cfg.Runner.UserNamespaced)
+	assert.Equal(t, v1alpha1.FlavourAuto, cfg.Runner.DefaultFlavour)
+	assert.False(t, cfg.Runner.FlavourPinned)
+
+	t.Setenv("SCALER_DEFAULT_FLAVOUR", "UserNamespaced")
+	t.Setenv("SCALER_FLAVOUR_PINNED", "true")
+	r, err = parse(t)
+	require.NoError(t, err)
+	cfg, err = r.scalerConfig()
+	require.NoError(t, err)
+	assert.Equal(t, v1alpha1.FlavourUserNamespaced, cfg.Runner.DefaultFlavour)
+	assert.True(t, cfg.Runner.FlavourPinned)
 }

@@ -97,6 +97,7 @@ func (r *RunCmd) logStart(log *slog.Logger, cfg scaler.Config) {
 		"groupTimeout", r.GroupTimeout, "giteaCAFile", r.GiteaCAFile, "kubeQPS", r.KubeQPS, "kubeBurst", r.KubeBurst, "giteaConcurrency", r.GiteaConcurrency,
 		"runnerIdleTimeout", r.RunnerIdleTimeout, "runnerStartTimeout", r.RunnerStartTimeout, "webhookAddr", r.WebhookAddr,
 		"runnerTemplate", r.RunnerTemplate, "runnerTemplatePinned", cfg.Runner.Pinned.String(),
+		"defaultFlavour", cfg.Runner.DefaultFlavour, "flavourPinned", cfg.Runner.FlavourPinned, "userNamespacedRunnerImage", cfg.Runner.UserNamespaced.Image,
 		"runnerConfigDefaults", runnerconfig.String(cfg.Runner.Config.Defaults), "runnerConfigPinned", runnerconfig.String(cfg.Runner.Config.Pinned),
 		"allowedGiteaURLs", r.AllowedGiteaURLs, "trustUnlabelledNamespaces", r.TrustUnlabelledNamespaces, "userNamespacesPodSecurityStandards", r.UserNamespacesPodSecurityStandards, "clusterWideReads", r.ClusterWideReads,
 		"deletedNamespacesMirror", r.DeletedNamespacesMirror, "deletedNamespacesGiteaURL", r.DeletedNamespacesGiteaURL, "deletedNamespacesToken", r.DeletedNamespacesToken != "")

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/podtemplate"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerconfig"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
@@ -36,6 +37,10 @@ type RunnerFlags struct {
 	// runnerConfig.defaults and runnerConfig.pinned), as JSON or YAML text.
 	RunnerConfigDefaults string `env:"SCALER_RUNNER_CONFIG_DEFAULTS" placeholder:"YAML" help:"Runner config (gitea/runner's keys, the subset of spec.runnerConfig) merged under each group's spec.runnerConfig; empty for none."`
 	RunnerConfigPinned   string `env:"SCALER_RUNNER_CONFIG_PINNED" placeholder:"YAML" help:"Runner config merged over each group's spec.runnerConfig; a group that sets one of its fields fails with InvalidRunnerConfig; empty for none."`
+	// The flavour of groups that set none, and whether they may (the
+	// chart's runnerFlavour).
+	DefaultFlavour string `env:"SCALER_DEFAULT_FLAVOUR" default:"Auto" enum:"Auto,Privileged,UserNamespaced" help:"Flavour of the runner pods of a group that leaves spec.flavour unset: Auto (privileged where the namespace admits it, else user-namespaced where set up), Privileged or UserNamespaced."`
+	FlavourPinned  bool   `env:"SCALER_FLAVOUR_PINNED" help:"A group that sets spec.flavour to another than --default-flavour fails with InvalidSpec."`
 	// The UserNamespaced flavour's setup (the chart's userNamespacedRunners).
 	UserNamespacedRunnerImage    string `env:"SCALER_USER_NAMESPACED_RUNNER_IMAGE" placeholder:"IMAGE" help:"Image of the runner container in user-namespaced runner pods (spec.flavour UserNamespaced, and Auto in a namespace that refuses privileged pods): dind-rootless made ready for a user namespace (the chart's docs/runner-pods.md). Empty (the default): that flavour is not set up."`
 	UserNamespacedSeccompProfile string `env:"SCALER_USER_NAMESPACED_SECCOMP_PROFILE" default:"rootless-dind.json" placeholder:"PATH" help:"Localhost seccomp profile of user-namespaced runner pods, relative to the kubelet's seccomp folder on every node (policies/seccomp/rootless-dind.json, installed there)."`
@@ -61,6 +66,9 @@ func (f *RunnerFlags) validate() error {
 		errs = append(errs, fmt.Errorf("--runner-termination-grace-period must be at least 1 second, got %d: a runner pod killed at once cannot report its job to Gitea", f.RunnerTerminationGracePeriod))
 	}
 	errs = append(errs, f.validateUserNamespaced())
+	if f.DefaultFlavour == string(v1alpha1.FlavourUserNamespaced) && f.UserNamespacedRunnerImage == "" {
+		errs = append(errs, errors.New("--default-flavour UserNamespaced needs --user-namespaced-runner-image: the flavour is not set up"))
+	}
 	if _, err := f.runnerOptions(); err != nil {
 		errs = append(errs, err)
 	}
@@ -102,6 +110,8 @@ func (f *RunnerFlags) runnerOptions() (runnerjob.Options, error) {
 	opts.TTLSecondsAfterFinished = f.RunnerJobTTL
 	opts.TerminationGracePeriodSeconds = f.RunnerTerminationGracePeriod
 	opts.SelfRegistration = f.RunnerSelfRegistration
+	opts.DefaultFlavour = v1alpha1.RunnerFlavour(f.DefaultFlavour)
+	opts.FlavourPinned = f.FlavourPinned
 	if f.UserNamespacedRunnerImage != "" {
 		opts.UserNamespaced = runnerjob.UserNamespacedPod{
 			Image:          strings.TrimSpace(f.UserNamespacedRunnerImage),

@@ -171,8 +171,14 @@ type Options struct {
 	// UserNamespaced is the platform's setup of the UserNamespaced flavour
 	// (the chart's userNamespacedRunners); zero where it is not set up.
 	UserNamespaced UserNamespacedPod
+	// DefaultFlavour is the flavour of a group that leaves spec.flavour
+	// unset (the chart's runnerFlavour.default): Auto, Privileged or
+	// UserNamespaced; empty is Auto. FlavourPinned refuses a group that
+	// sets another (runnerFlavour.pinned).
+	DefaultFlavour v1alpha1.RunnerFlavour
+	FlavourPinned  bool
 	// Flavour is the built-in pod the Job starts from, as the scaler
-	// chose it for the group (package flavour); empty is Privileged.
+	// chose it for the group (scaler/flavour.go); empty is Privileged.
 	Flavour v1alpha1.RunnerFlavour
 }
 

@@ -1,6 +1,7 @@
 package scaler
 
 import (
+	"cmp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,8 +13,10 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
-// The flavour of a group's runner pods (spec.flavour) is chosen where its
-// namespace is judged, since Auto depends on what the namespace admits:
+// The flavour of a group's runner pods (spec.flavour, else the platform's
+// default, the chart's runnerFlavour.default; a platform that pins it
+// refuses another) is chosen where its namespace is judged, since Auto
+// depends on what the namespace admits:
 //
 //   - Privileged, UserNamespaced and Host are taken as asked, and the pod
 //     must pass the namespace's Pod Security;
@@ -38,9 +41,16 @@ func (s *Scaler) runnerOptions(g *groupRun) runnerjob.Options {
 // none of those it may have can run there.
 func (s *Scaler) pickFlavour(g *groupRun, ns *corev1.Namespace) (v1alpha1.RunnerFlavour, error) {
 	setUp := s.cfg.Runner.UserNamespaced.Enabled()
-	switch g.rg.Spec.Flavour {
+	want := cmp.Or(s.cfg.Runner.DefaultFlavour, v1alpha1.FlavourAuto)
+	if asked := g.rg.Spec.Flavour; asked != "" && asked != want {
+		if s.cfg.Runner.FlavourPinned {
+			return "", reason.Errorf(v1alpha1.ReasonInvalidSpec, "spec.flavour %s: the platform pins every group's flavour to %s (the chart's runnerFlavour); leave spec.flavour unset", asked, want)
+		}
+		want = asked
+	}
+	switch want {
 	case v1alpha1.FlavourPrivileged, v1alpha1.FlavourHost:
-		return g.rg.Spec.Flavour, s.admits(g, ns, g.rg.Spec.Flavour)
+		return want, s.admits(g, ns, want)
 	case v1alpha1.FlavourUserNamespaced:
 		if !setUp {
 			return "", reason.Errorf(v1alpha1.ReasonFlavourNotSetUp, "spec.flavour is UserNamespaced, and this install has no user-namespaced runner pods: "+

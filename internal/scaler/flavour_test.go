@@ -100,6 +100,8 @@ func TestTheFlavourIsTheOneTheNamespaceAdmits(t *testing.T) {
 		setUp   bool
 		server  string // the API server's minor version
 		config  *v1alpha1.RunnerConfig
+		dflt    v1alpha1.RunnerFlavour // the platform's default
+		pinned  bool
 		reason  string
 		want    v1alpha1.RunnerFlavour // the Job's, when one is made
 		says    []string               // in the refusal
@@ -132,6 +134,16 @@ func TestTheFlavourIsTheOneTheNamespaceAdmits(t *testing.T) {
 			config: &v1alpha1.RunnerConfig{Container: &v1alpha1.RunnerContainerConfig{Privileged: ptr.To(true)}},
 			reason: v1alpha1.ReasonReconciled, want: v1alpha1.FlavourPrivileged},
 
+		{name: "the platform's default Privileged: no fallback at baseline", level: "baseline", setUp: true, server: "35", dflt: v1alpha1.FlavourPrivileged,
+			reason: v1alpha1.ReasonPodSecurityForbidsRunner, says: []string{"privileged"}},
+		{name: "the platform's default UserNamespaced even where privileged is admitted", level: "privileged", setUp: true, server: "35", dflt: v1alpha1.FlavourUserNamespaced,
+			reason: v1alpha1.ReasonReconciled, want: v1alpha1.FlavourUserNamespaced},
+		{name: "a group's own flavour over the platform's default", level: "privileged", flavour: v1alpha1.FlavourPrivileged, setUp: true, server: "35", dflt: v1alpha1.FlavourUserNamespaced,
+			reason: v1alpha1.ReasonReconciled, want: v1alpha1.FlavourPrivileged},
+		{name: "a pinned flavour refuses another", level: "privileged", flavour: v1alpha1.FlavourPrivileged, setUp: true, server: "35", dflt: v1alpha1.FlavourUserNamespaced, pinned: true,
+			reason: v1alpha1.ReasonInvalidSpec, says: []string{"pins every group's flavour to UserNamespaced"}},
+		{name: "a pinned flavour admits a group that names it", level: "privileged", flavour: v1alpha1.FlavourUserNamespaced, setUp: true, server: "35", dflt: v1alpha1.FlavourUserNamespaced, pinned: true,
+			reason: v1alpha1.ReasonReconciled, want: v1alpha1.FlavourUserNamespaced},
 		{name: "Host at restricted", level: "restricted", flavour: v1alpha1.FlavourHost, server: "34",
 			reason: v1alpha1.ReasonReconciled, want: v1alpha1.FlavourHost},
 		{name: "Host needs nothing set up", level: "baseline", flavour: v1alpha1.FlavourHost, setUp: false, server: "35",
@@ -148,6 +160,7 @@ func TestTheFlavourIsTheOneTheNamespaceAdmits(t *testing.T) {
 				if tt.setUp {
 					c.Runner.UserNamespaced = usernsSetUp
 				}
+				c.Runner.DefaultFlavour, c.Runner.FlavourPinned = tt.dflt, tt.pinned
 			})
 
 			c := ready(e.group("ci"))

@@ -1,7 +1,6 @@
 package scaler
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -244,9 +243,8 @@ func (s *Scaler) tenantChecks(ctx context.Context, g *groupRun) error {
 		return err
 	}
 	if g.flavour == v1alpha1.FlavourUserNamespaced && s.nodesRunUserNamespaces(ctx) == nodesLack {
-		return reason.Errorf(v1alpha1.ReasonNodesLackUserNamespaces, "the group's runner pods are user-namespaced (spec.flavour %s), and no node says its container runtime runs pods in user namespaces (status.runtimeHandlers[].features.userNamespaces): "+
-			"such a pod would never start; the nodes need containerd 2 with runc 1.2 or newer and Linux 6.3 or later; until then run the group with spec.flavour Privileged in a namespace that admits privileged pods",
-			cmp.Or(g.rg.Spec.Flavour, v1alpha1.FlavourAuto))
+		return reason.Errorf(v1alpha1.ReasonNodesLackUserNamespaces, "the group's runner pods are user-namespaced (flavour UserNamespaced), and no node says its container runtime runs pods in user namespaces (status.runtimeHandlers[].features.userNamespaces): "+
+			"such a pod would never start; the nodes need containerd 2 with runc 1.2 or newer and Linux 6.3 or later; until then run the group with spec.flavour Privileged in a namespace that admits privileged pods")
 	}
 	return nil
 }

@@ -199,6 +199,19 @@ spec:
         - name: SCALER_USER_NAMESPACES_POD_SECURITY_STANDARDS
           value: "true"
         {{- end }}
+        {{- with ($v.runnerFlavour | default dict) }}
+        {{- if ne (.default | default "Auto") "Auto" }}
+        - name: SCALER_DEFAULT_FLAVOUR
+          value: {{ .default | quote }}
+        {{- end }}
+        {{- if and (eq (.default | default "Auto") "UserNamespaced") (not ($v.userNamespacedRunners | default dict).image) }}
+        {{- fail "runnerFlavour.default UserNamespaced needs userNamespacedRunners.image: the flavour is not set up" }}
+        {{- end }}
+        {{- if .pinned }}
+        - name: SCALER_FLAVOUR_PINNED
+          value: "true"
+        {{- end }}
+        {{- end }}
         {{- with ($v.userNamespacedRunners | default dict) }}
         {{- if .image }}
         - name: SCALER_USER_NAMESPACED_RUNNER_IMAGE
