@@ -62,7 +62,8 @@ func requireUserNamespaces(b *e2e.Testbed, ctx context.Context, t *testing.T, n 
 	require.NotZero(t, node.Status.Allocatable.Name(corev1.ResourceName(n.tunResource), "").Value(), "the node offers %s", n.tunResource)
 }
 
-// usernsWorkflow has two jobs for the group's two runners. serve runs in a
+// usernsWorkflow has three jobs for the group's three runners. label runs
+// in a container of its docker:// label's image. serve runs in a
 // container of the job image beside a service container of the same image
 // serving HTTP, which it reaches by name on the job's Docker network, and
 // tries what a job should not get: a kernel module loaded (finit_module,
@@ -73,11 +74,15 @@ func requireUserNamespaces(b *e2e.Testbed, ctx context.Context, t *testing.T, n 
 // everything: the node's root mounted (it gets the pod's), every
 // capability and no seccomp filter (still no module), a privileged
 // container (refused: the daemon has no privilege to give).
-func usernsWorkflow(serveKey, buildKey, dockerLabel, hostLabel, jobImage, runtimeSocket string) string {
+func usernsWorkflow(labelKey, serveKey, buildKey, dockerLabel, hostLabel, jobImage, runtimeSocket string) string {
 	module := `perl -e 'my $args = ""; syscall(313, -1, $args, 0); exit($!{EPERM} ? 0 : 1)' && echo "no kernel module: EPERM"`
 	return fmt.Sprintf(`name: userns
 on: [push]
 jobs:
+  %[8]s:
+    runs-on: [%[3]s]
+    steps:
+      - run: test -f /.dockerenv && grep -q bookworm /etc/os-release && echo "in a container of the label's image"
   %[1]s:
     runs-on: [%[3]s]
     container:
@@ -115,7 +120,7 @@ jobs:
           EOF
           docker run --rm -v /:/host -v /tmp/escape.sh:/escape.sh:ro --cap-add ALL --security-opt seccomp=unconfined %[5]s sh /escape.sh
       - run: '! docker run --rm --privileged %[5]s true 2>/dev/null && echo "no privileged container"'
-`, serveKey, buildKey, dockerLabel, hostLabel, jobImage, runtimeSocket, module)
+`, serveKey, buildKey, dockerLabel, hostLabel, jobImage, runtimeSocket, module, labelKey)
 }
 
 // TestRealNodeUserNamespacedRunnerRunsContainerJobsAtBaseline is issue 39's
@@ -123,9 +128,9 @@ jobs:
 // enforces baseline, gets the UserNamespaced flavour's pod from the pass
 // (hostUsers false, not privileged, the device plugin's /dev/net/tun, the
 // Localhost seccomp profile), which the API server admits and the real
-// node runs; its rootless Docker daemon runs a container job with a
-// service container, a docker build, and refuses every escape the
-// workflow tries.
+// node runs; its rootless Docker daemon runs a job in its docker://
+// label's image, a container job with a service container, a docker
+// build, and refuses every escape the workflow tries.
 func TestRealNodeUserNamespacedRunnerRunsContainerJobsAtBaseline(t *testing.T) {
 	e2e.Parallel(t)
 	b := e2e.Bed(t)
@@ -136,7 +141,7 @@ func TestRealNodeUserNamespacedRunnerRunsContainerJobsAtBaseline(t *testing.T) {
 
 	hostLabel := "realnode-pod:host"
 	s := newRunnerScene(b, ctx, t, n, im, "userns", "3.1.0", dindRootless, func(spec *v1alpha1.RunnerGroupSpec) {
-		spec.MaxActiveRunners = 2
+		spec.MaxActiveRunners = 3
 		spec.Labels = append(spec.Labels, hostLabel)
 		// The flavour's image, not the template's.
 		spec.Template.Spec.Containers[0].Image = ""
@@ -147,17 +152,16 @@ func TestRealNodeUserNamespacedRunnerRunsContainerJobsAtBaseline(t *testing.T) {
 	_, err = b.Kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	serveKey, buildKey := e2e.JobKey("serve"), e2e.JobKey("build")
-	runtimeSocket := n.runtimeSocket
-	b.Gitea.PushWorkflow(ctx, t, s.fx.PushAs, s.fx.Repo, "userns.yml", usernsWorkflow(serveKey, buildKey, s.label, strings.TrimSuffix(hostLabel, ":host"), im.Job, runtimeSocket))
-	b.Gitea.WaitJobs(ctx, t, s.fx.Repo, 2)
+	labelKey, serveKey, buildKey := e2e.JobKey("label"), e2e.JobKey("serve"), e2e.JobKey("build")
+	b.Gitea.PushWorkflow(ctx, t, s.fx.PushAs, s.fx.Repo, "userns.yml", usernsWorkflow(labelKey, serveKey, buildKey, s.label, strings.TrimSuffix(hostLabel, ":host"), im.Job, n.runtimeSocket))
+	b.Gitea.WaitJobs(ctx, t, s.fx.Repo, 3)
 
 	opts := e2e.PassOpts{Namespaces: []string{s.ns}, Args: usernsFlags(b, ctx, t, n, im)}
-	e2e.WaitUntil(ctx, t, e2e.StepWait, "a pass created both runner Jobs", s.dump, func(ctx context.Context) (bool, string, error) {
+	e2e.WaitUntil(ctx, t, e2e.StepWait, "a pass created the three runner Jobs", s.dump, func(ctx context.Context) (bool, string, error) {
 		r := b.Pass(ctx, t, opts)
 		e2e.RequireSanePass(t, r, "pass")
 		jobs, err := b.RunnerJobs(ctx, s.ns, s.group)
-		if err != nil || len(jobs) < 2 {
+		if err != nil || len(jobs) < 3 {
 			return false, fmt.Sprintf("%d runner Jobs, %v; the pass's last lines:\n%s", len(jobs), err, e2e.Tail(r.Log, 8)), nil
 		}
 		return true, "", nil
@@ -178,7 +182,7 @@ func TestRealNodeUserNamespacedRunnerRunsContainerJobsAtBaseline(t *testing.T) {
 
 	// Passes go on (the runners' lifecycle) while the jobs run; the daemon
 	// pulls the job image on a cold pod.
-	e2e.WaitEvery(ctx, t, 5*time.Second, 8*time.Minute, "both jobs succeeded on "+n.name, s.dump, func(ctx context.Context) (bool, string, error) {
+	e2e.WaitEvery(ctx, t, 5*time.Second, 8*time.Minute, "the three jobs succeeded on "+n.name, s.dump, func(ctx context.Context) (bool, string, error) {
 		b.Pass(ctx, t, opts)
 		all, err := b.Gitea.RepoJobs(ctx, s.fx.Repo)
 		if err != nil {
@@ -194,7 +198,7 @@ func TestRealNodeUserNamespacedRunnerRunsContainerJobsAtBaseline(t *testing.T) {
 			require.Equal(t, "completed/success", st, "job %s's conclusion; its log:\n%s\n%v", j.Name, e2e.Tail(log, 40), lerr)
 			done++
 		}
-		return done == 2, e2e.DescribeGiteaJobs(all), nil
+		return done == 3, e2e.DescribeGiteaJobs(all), nil
 	})
 
 	all, err := b.Gitea.RepoJobs(ctx, s.fx.Repo)
@@ -204,6 +208,8 @@ func TestRealNodeUserNamespacedRunnerRunsContainerJobsAtBaseline(t *testing.T) {
 		require.NoError(t, err)
 		var want []string
 		switch j.Name {
+		case labelKey:
+			want = []string{"in a container of the label's image"}
 		case serveKey:
 			want = []string{"in a container of the job image", "the service container answered: service ok", "no kernel module: EPERM", "no block device", "no runtime socket"}
 		case buildKey:
