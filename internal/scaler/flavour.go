@@ -63,12 +63,18 @@ func (s *Scaler) pickFlavour(g *groupRun, ns *corev1.Namespace) (v1alpha1.Runner
 	if privErr == nil {
 		return v1alpha1.FlavourPrivileged, nil
 	}
+	if reason.Of(privErr) != v1alpha1.ReasonPodSecurityForbidsRunner {
+		return "", privErr // not the namespace's: no other flavour would mend it
+	}
 	if !setUp {
 		return "", reason.Errorf(v1alpha1.ReasonPodSecurityForbidsRunner, "%s; the unprivileged flavour (spec.flavour UserNamespaced) is not set up on this install (the chart's userNamespacedRunners)", privErr.Error())
 	}
 	unsErr := s.admits(g, ns, v1alpha1.FlavourUserNamespaced)
 	if unsErr == nil {
 		return v1alpha1.FlavourUserNamespaced, nil
+	}
+	if reason.Of(unsErr) != v1alpha1.ReasonPodSecurityForbidsRunner {
+		return "", unsErr
 	}
 	return "", reason.Errorf(v1alpha1.ReasonPodSecurityForbidsRunner, "neither runner pod flavour passes: Privileged: %s; UserNamespaced: %s", privErr.Error(), unsErr.Error())
 }
