@@ -79,6 +79,17 @@ func IdleSince(created, lastAtWork, now time.Time) time.Time {
 	return created
 }
 
+// StillAtWork says whether a runner that can take no more work may still
+// be finishing a job: a pass saw it at work less than timeout ago (a kept
+// sighting lags the last one by at most half of it, KeepAtWork). Gitea's
+// busy flag drops 5 to 10 s after a runner's last report, and a cancelled
+// job's cleanup may run longer. A runner never seen at work is not, nor
+// any with the runners API off (timeout 0).
+func StillAtWork(created, lastAtWork, now time.Time, timeout time.Duration) bool {
+	return timeout > 0 && !lastAtWork.IsZero() && IdleSince(created, lastAtWork, now).Equal(lastAtWork) &&
+		now.Sub(lastAtWork) < timeout
+}
+
 // ClockSkew is how far apart the clocks of two listeners' nodes may be:
 // one may read the sighting another wrote a little ahead of its own now.
 const ClockSkew = time.Minute

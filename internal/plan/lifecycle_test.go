@@ -215,3 +215,26 @@ func TestLeftBehind(t *testing.T) {
 		})
 	}
 }
+
+func TestStillAtWork(t *testing.T) {
+	created := lt0.Add(-time.Hour)
+	tests := []struct {
+		name    string
+		last    time.Time
+		timeout time.Duration
+		want    bool
+	}{
+		{"never seen at work", time.Time{}, 10 * time.Minute, false},
+		{"seen a minute ago", lt0.Add(-time.Minute), 10 * time.Minute, true},
+		{"seen just under the timeout ago", lt0.Add(-10*time.Minute + time.Second), 10 * time.Minute, true},
+		{"seen the timeout ago", lt0.Add(-10 * time.Minute), 10 * time.Minute, false},
+		{"a sighting before its Job was made", created.Add(-time.Minute), 2 * time.Hour, false},
+		{"a sighting far ahead of now", lt0.Add(2 * ClockSkew), 10 * time.Minute, false},
+		{"the runners API off", lt0.Add(-time.Minute), 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, StillAtWork(created, tt.last, lt0, tt.timeout))
+		})
+	}
+}

@@ -202,6 +202,14 @@ func (s *Scaler) lifecycle(ctx context.Context, g *groupRun, obs *observation) e
 		case why == whySpent:
 			spent = append(spent, j)
 			continue
+		case why == whyDisabled && plan.StillAtWork(j.CreationTimestamp.Time, g.state.AtWork[j.UID], s.now(), s.cfg.RunnerIdleTimeout):
+			// Disabled by a reap that stopped because it was busy: it may
+			// still be cleaning up after a cancelled job, past Gitea's
+			// busy flag. It holds its slot until it ends or the idle
+			// timeout passes, as an idle runner would.
+			g.log.Info("a disabled runner seen at work within the idle timeout is left to finish (it may be cleaning up after a cancelled job)", "job", j.Name,
+				"lastAtWork", g.state.AtWork[j.UID])
+			continue
 		case why == whyDisabled, why == whyUnregistered:
 			unable = append(unable, j)
 			continue

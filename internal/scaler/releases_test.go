@@ -244,3 +244,46 @@ func TestASightingFarAheadOfNowIsNone(t *testing.T) {
 		})
 	}
 }
+
+// A runner disabled in Gitea (a reap that stopped after the disable) while
+// it was at work may still run a cancelled job's cleanup after Gitea stops
+// calling it busy (5 to 10 s after its last report on Gitea 1.27.3): a
+// cleanup that started late outlasted the flag and its runner Job was
+// deleted mid-cleanup (TestACancelledJobsRunnerFinishesItsCleanupBeforeItsJobGoes/
+// disabled, red once in CI). Like an idle runner, it goes only once no
+// pass has seen it at work for the idle timeout; one never seen at work
+// goes at once, as before.
+func TestADisabledRunnerSeenAtWorkIsKeptForTheIdleTimeout(t *testing.T) {
+	tests := []struct {
+		name     string
+		sighting time.Duration // before now; 0 for none
+		reaped   bool
+	}{
+		{"never seen at work", 0, true},
+		{"seen at work 10 s ago", 10 * time.Second, false},
+		{"seen at work 9 minutes ago", 9 * time.Minute, false},
+		{"seen at work 11 minutes ago", 11 * time.Minute, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rg := newGroup("ci", 3)
+			e, g, set := lifecycleEnv(t, rg)
+			j := e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, podRunning)
+			g.register(runnerjob.RunnerNameOf(j), true)
+			g.runners[0].Disabled = true
+			clock := t0.Add(time.Hour)
+			if tt.sighting > 0 {
+				e.seedAtWork(rg, state.AtWork{j.UID: clock.Add(-tt.sighting)})
+			}
+			sc := e.scaler(set, func(d *Deps, _ *Config) { d.Now = func() time.Time { return clock } })
+			_, err := sc.Pass(context.Background())
+			require.NoError(t, err)
+			if tt.reaped {
+				assert.Empty(t, jobNamesOf(e), "reaped")
+				return
+			}
+			assert.Equal(t, []string{"ci-aaaaa"}, jobNamesOf(e), "kept: it may be cleaning up")
+			assert.Contains(t, e.logs.String(), "a disabled runner seen at work")
+		})
+	}
+}
