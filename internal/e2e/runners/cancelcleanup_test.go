@@ -31,7 +31,8 @@ const (
 	// runner keeps it for the whole cleanup.
 	cleanupFor = 6 * time.Second
 	// longCleanupFor outlasts Gitea's busy flag: the runner then looks
-	// idle, and only the passes' sightings of it at work keep it.
+	// idle (or, disabled, unable), and only the passes' sightings of it
+	// at work keep it.
 	longCleanupFor = 20 * time.Second
 	// idleTimeout is the --runner-idle-timeout of the case where the
 	// runner stays able to take work: its job runs until the runner Job
@@ -62,10 +63,11 @@ const (
 // after the disable), or left in the group's former scope (the group moved
 // to its repository, with that repository's token). The test runs passes
 // from the cancel on. The runner Job must not be deleted before the
-// cleanup has ended, and the cleanup must end. In a third case the runner
-// stays able, its cleanup outlasts Gitea's busy flag, and the job ran
-// longer than the passes' idle timeout: the passes' kept sightings of it
-// at work are all that keeps it.
+// cleanup has ended, and the cleanup must end. The disabled runner's
+// cleanup outlasts Gitea's busy flag: the passes' sightings of it at work
+// keep it. In a third case the runner stays able, its cleanup outlasts the
+// flag too, and the job ran longer than the passes' idle timeout: the
+// kept sightings are all that keeps it.
 //
 // On the default bed (Gitea 1.26.0, with gitea-runner 3.1.0 as with
 // 1.0.8) it skips after the cancel:
@@ -82,7 +84,10 @@ func TestACancelledJobsRunnerFinishesItsCleanupBeforeItsJobGoes(t *testing.T) {
 	e2e.Parallel(t)
 	b := e2e.Bed(t)
 	cases := []cleanupCase{
-		{name: "disabled", unable: func(ctx context.Context, t *testing.T, _, _ string, fx e2e.ScopeFixture, runnerID int64) {
+		// Its cleanup outlasts Gitea's busy flag: only the passes'
+		// sightings of it at work keep a disabled runner (a cleanup that
+		// started late once outlasted a 6 s one's margin).
+		{name: "disabled", cleanup: longCleanupFor, unable: func(ctx context.Context, t *testing.T, _, _ string, fx e2e.ScopeFixture, runnerID int64) {
 			require.NoError(t, b.Gitea.Admin.SetRunnerDisabled(ctx, giteasetup.OrgRunners(fx.Spec.Org), runnerID, true), "disable the runner as the reaper does")
 		}},
 		{name: "moved", unable: func(ctx context.Context, t *testing.T, ns, group string, fx e2e.ScopeFixture, _ int64) {
