@@ -64,11 +64,15 @@ type Served struct {
 // job; and no job fails. It returns what each job got so far, whether every
 // job has its claim and its runner, and a line describing the state.
 func (b *Testbed) servingState(ctx context.Context, ns, group string, r giteasetup.Repo, ids map[string]int64) (map[string]Served, bool, string, error) {
-	jobs, err := b.RunnerJobs(ctx, ns, group)
+	// Gitea first: a runner can take a job only once its Job exists, so
+	// the runner Jobs read after Gitea's listing include every runner it
+	// names. Read the other way round, a Job created between the two
+	// reads, whose runner took a job at once, was taken for a stranger.
+	gjobs, err := b.Gitea.RepoJobs(ctx, r)
 	if err != nil {
 		return nil, false, err.Error(), nil
 	}
-	gjobs, err := b.Gitea.RepoJobs(ctx, r)
+	jobs, err := b.RunnerJobs(ctx, ns, group)
 	if err != nil {
 		return nil, false, err.Error(), nil
 	}
