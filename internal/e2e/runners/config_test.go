@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
@@ -76,12 +77,17 @@ func TestGroupRunnerConfigReachesTheRunner(t *testing.T) {
 		"spec.runnerConfig.runner.capacity must be 1":                      {Runner: &v1alpha1.RunnerRunnerConfig{Capacity: ptr.To[int32](2)}},
 		"spec.runnerConfig.runner.shutdown_timeout is owned by the scaler": {Runner: &v1alpha1.RunnerRunnerConfig{ShutdownTimeout: ptr.To("1h")}},
 	} {
-		rg, err := b.Group(ctx, s.NS, s.Group)
-		require.NoError(t, err)
-		rg.Spec.RunnerConfig = cfg
-		obj, cerr := runtime.DefaultUnstructuredConverter.ToUnstructured(rg)
-		require.NoError(t, cerr)
-		_, err = b.Groups(s.NS).Update(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
+		// The scaler's status patches move the group's resourceVersion
+		// between the read and the update: a conflict is read again.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			rg, err := b.Group(ctx, s.NS, s.Group)
+			require.NoError(t, err)
+			rg.Spec.RunnerConfig = cfg
+			obj, cerr := runtime.DefaultUnstructuredConverter.ToUnstructured(rg)
+			require.NoError(t, cerr)
+			_, err = b.Groups(s.NS).Update(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
+			return err
+		})
 		require.Error(t, err, "admission refuses %s", field)
 		assert.Contains(t, err.Error(), field)
 	}
