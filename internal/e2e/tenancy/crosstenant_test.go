@@ -3,6 +3,8 @@
 package tenancy
 
 import (
+	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -59,8 +61,15 @@ func TestStatusAndWhyShowAnotherNamespaceNothing(t *testing.T) {
 		return e2e.Redact(string(out)), err
 	}
 
-	out, err := run("status", "-n", nsB)
-	require.NoError(t, err, "B may look at its own namespace: %s", out)
+	// The API server's authorizer learns of a new RoleBinding a moment
+	// after it is made: B's first look may come before.
+	e2e.Eventually(ctx, t, "B may look at its own namespace", func(ctx context.Context) (bool, error) {
+		out, err := run("status", "-n", nsB)
+		if err != nil {
+			return false, fmt.Errorf("%w: %s", err, out)
+		}
+		return true, nil
+	})
 
 	// What each says: status names the namespace it may not list (and
 	// with -A, cluster-wide, the API server's refusal); why finds no group
