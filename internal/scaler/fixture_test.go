@@ -460,3 +460,13 @@ func pointers(groups []v1alpha1.RunnerGroup) []*v1alpha1.RunnerGroup {
 	}
 	return out
 }
+
+// labelNamespace sets the test namespace's labels (nil for none).
+func (e *env) labelNamespace(labels map[string]string) {
+	e.t.Helper()
+	nsObj, err := e.kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+	require.NoError(e.t, err)
+	nsObj.Labels = labels
+	_, err = e.kube.CoreV1().Namespaces().Update(context.Background(), nsObj, metav1.UpdateOptions{})
+	require.NoError(e.t, err)
+}

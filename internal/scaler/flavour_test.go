@@ -36,15 +36,6 @@ func withFlavour(f v1alpha1.RunnerFlavour) func(*v1alpha1.RunnerGroup) {
 	return func(rg *v1alpha1.RunnerGroup) { rg.Spec.Flavour = f }
 }
 
-func labelNamespace(t *testing.T, e *env, level string) {
-	t.Helper()
-	nsObj, err := e.kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
-	require.NoError(t, err)
-	nsObj.Labels = map[string]string{tenancy.LabelEnforce: level}
-	_, err = e.kube.CoreV1().Namespaces().Update(context.Background(), nsObj, metav1.UpdateOptions{})
-	require.NoError(t, err)
-}
-
 // assertUserNamespacedPod checks the pod of the UserNamespaced flavour:
 // the smallest change to the privileged pod under which the rootless
 // daemon runs job containers (runnerjob.userNamespaced).
@@ -154,7 +145,7 @@ func TestTheFlavourIsTheOneTheNamespaceAdmits(t *testing.T) {
 			e := newEnv(t, newGroup("ci", 5, withFlavour(tt.flavour), func(rg *v1alpha1.RunnerGroup) { rg.Spec.RunnerConfig = tt.config }))
 			e.kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: tt.server}
 			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
-			labelNamespace(t, e, tt.level)
+			e.labelNamespace(map[string]string{tenancy.LabelEnforce: tt.level})
 
 			e.pass(func(_ *Deps, c *Config) {
 				if tt.setUp {
@@ -276,7 +267,7 @@ func TestUserNamespacedRunnersWaitForANodeThatRunsThem(t *testing.T) {
 			}
 			e.kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "35"}
 			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
-			labelNamespace(t, e, "baseline")
+			e.labelNamespace(map[string]string{tenancy.LabelEnforce: "baseline"})
 
 			e.pass(func(_ *Deps, c *Config) { c.Runner.UserNamespaced = usernsSetUp })
 
@@ -302,7 +293,7 @@ func TestUserNamespacedRunnersWaitForANodeThatRunsThem(t *testing.T) {
 func TestTheNodesAreReadOncePerRecheck(t *testing.T) {
 	e := newEnv(t, newGroup("a", 5), newGroup("b", 5))
 	require.NoError(t, e.kube.Tracker().Add(node("n", ptr.To(true))))
-	labelNamespace(t, e, "baseline")
+	e.labelNamespace(map[string]string{tenancy.LabelEnforce: "baseline"})
 	e.kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "35"}
 	sc := e.scaler(func(_ *Deps, c *Config) { c.Runner.UserNamespaced = usernsSetUp })
 	lists := func() int {

@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/gitea/giteatest"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
@@ -229,10 +231,7 @@ func TestASightingFarAheadOfNowIsNone(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rg := newGroup("ci", 3)
-			e, g, set := lifecycleEnv(t, rg)
-			j := e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, podRunning)
-			g.register(runnerjob.RunnerNameOf(j), true)
+			rg, e, _, set, j := registeredIdleRunner(t)
 			e.seedAtWork(rg, state.AtWork{j.UID: t0.Add(tt.ahead)})
 
 			e.pass(set, at(0))
@@ -243,6 +242,17 @@ func TestASightingFarAheadOfNowIsNone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// registeredIdleRunner is a group's runner Job of 20 minutes, its pod
+// running and its runner registered in Gitea, running no job.
+func registeredIdleRunner(t *testing.T) (*v1alpha1.RunnerGroup, *env, *runnersGitea, setup, *batchv1.Job) {
+	t.Helper()
+	rg := newGroup("ci", 3)
+	e, g, set := lifecycleEnv(t, rg)
+	j := e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, podRunning)
+	g.register(runnerjob.RunnerNameOf(j), true)
+	return rg, e, g, set, j
 }
 
 // A runner disabled in Gitea (a reap that stopped after the disable) while
@@ -266,18 +276,12 @@ func TestADisabledRunnerSeenAtWorkIsKeptForTheIdleTimeout(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rg := newGroup("ci", 3)
-			e, g, set := lifecycleEnv(t, rg)
-			j := e.addRunner(rg, "ci-aaaaa", 1, 20*time.Minute, podRunning)
-			g.register(runnerjob.RunnerNameOf(j), true)
+			rg, e, g, set, j := registeredIdleRunner(t)
 			g.runners[0].Disabled = true
-			clock := t0.Add(time.Hour)
 			if tt.sighting > 0 {
-				e.seedAtWork(rg, state.AtWork{j.UID: clock.Add(-tt.sighting)})
+				e.seedAtWork(rg, state.AtWork{j.UID: t0.Add(time.Hour - tt.sighting)})
 			}
-			sc := e.scaler(set, func(d *Deps, _ *Config) { d.Now = func() time.Time { return clock } })
-			_, err := sc.Pass(context.Background())
-			require.NoError(t, err)
+			e.pass(set, at(time.Hour))
 			if tt.reaped {
 				assert.Empty(t, jobNamesOf(e), "reaped")
 				return

@@ -122,11 +122,7 @@ func TestARunnerConfigGivesJobContainersNoMoreThanTheNamespaceAllows(t *testing.
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, newGroup("ci", 5, func(rg *v1alpha1.RunnerGroup) { rg.Spec.RunnerConfig = tt.group }))
 			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
-			nsObj, err := e.kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
-			require.NoError(t, err)
-			nsObj.Labels = tt.labels
-			_, err = e.kube.CoreV1().Namespaces().Update(context.Background(), nsObj, metav1.UpdateOptions{})
-			require.NoError(t, err)
+			e.labelNamespace(tt.labels)
 
 			e.pass(unprivileged, func(_ *Deps, c *Config) { c.Runner.Config.Defaults = tt.platform })
 

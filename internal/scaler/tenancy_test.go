@@ -163,11 +163,7 @@ func TestPodSecurityForbidsAPrivilegedRunnerWhereTheNamespaceWouldRefuseIt(t *te
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, newGroup("ci", 5))
 			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
-			nsObj, err := e.kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
-			require.NoError(t, err)
-			nsObj.Labels = tt.labels
-			_, err = e.kube.CoreV1().Namespaces().Update(context.Background(), nsObj, metav1.UpdateOptions{})
-			require.NoError(t, err)
+			e.labelNamespace(tt.labels)
 
 			e.pass(func(_ *Deps, c *Config) { c.PodSecurity.TrustUnlabelled = tt.trust })
 
@@ -315,11 +311,7 @@ func TestPodSecurityJudgesUserNamespacedRunnersAsThePlatformSays(t *testing.T) {
 				e.kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = tt.server
 			}
 			e.gitea.snap = gitea.Snapshot{Queued: []gitea.Job{queued(7, "ubuntu-latest")}}
-			nsObj, err := e.kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
-			require.NoError(t, err)
-			nsObj.Labels = map[string]string{tenancy.LabelEnforce: "baseline"}
-			_, err = e.kube.CoreV1().Namespaces().Update(context.Background(), nsObj, metav1.UpdateOptions{})
-			require.NoError(t, err)
+			e.labelNamespace(map[string]string{tenancy.LabelEnforce: "baseline"})
 
 			e.pass(func(_ *Deps, c *Config) { c.PodSecurity.UserNamespacesPodSecurityStandards = tt.relax })
 

@@ -29,6 +29,7 @@ import (
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/e2e/giteasetup"
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/runnerjob"
+	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // registryHost is the job image's registry: the in-pod Docker daemon must
@@ -169,17 +170,7 @@ func newRunnerScene(b *e2e.Testbed, ctx context.Context, t *testing.T, n realNod
 func (s runnerScene) runnerPod(ctx context.Context, t *testing.T) (runner string, pod corev1.Pod) {
 	t.Helper()
 	var start coldStart
-	var runnerJob batchv1.Job
-	e2e.WaitUntil(ctx, t, e2e.StepWait, "a pass created the group's runner Job", s.dump, func(ctx context.Context) (bool, string, error) {
-		r := s.b.Pass(ctx, t, e2e.PassOpts{Namespaces: []string{s.ns}})
-		e2e.RequireSanePass(t, r, "pass")
-		jobs, err := s.b.RunnerJobs(ctx, s.ns, s.group)
-		if err != nil || len(jobs) == 0 {
-			return false, fmt.Sprintf("%d runner Jobs, %v; the pass's last lines:\n%s", len(jobs), err, e2e.Tail(r.Log, 8)), nil
-		}
-		runnerJob = jobs[0]
-		return true, "", nil
-	})
+	runnerJob := s.passUntilRunnerJobs(ctx, t, e2e.PassOpts{Namespaces: []string{s.ns}}, 1)[0]
 	runner = runnerjob.RunnerNameOf(&runnerJob)
 	created := runnerJob.CreationTimestamp.Time
 	e2e.WaitEvery(ctx, t, time.Second, 5*time.Minute, "runner "+runner+"'s pod running and the runner registered", s.dump, func(ctx context.Context) (bool, string, error) {
@@ -202,6 +193,34 @@ func (s runnerScene) runnerPod(ctx context.Context, t *testing.T) (runner string
 	t.Logf("cold start of runner pod %s on the real node: Job created -> pod running %s -> runner registered %s",
 		pod.Name, start.running.Round(time.Second), start.registered.Round(time.Second))
 	return runner, pod
+}
+
+// passUntilRunnerJobs runs passes with opts until the group has n runner
+// Jobs, and returns them.
+func (s runnerScene) passUntilRunnerJobs(ctx context.Context, t *testing.T, opts e2e.PassOpts, n int) []batchv1.Job {
+	t.Helper()
+	var jobs []batchv1.Job
+	e2e.WaitUntil(ctx, t, e2e.StepWait, fmt.Sprintf("passes created %d runner Jobs of the group", n), s.dump, func(ctx context.Context) (bool, string, error) {
+		r := s.b.Pass(ctx, t, opts)
+		e2e.RequireSanePass(t, r, "pass")
+		var err error
+		jobs, err = s.b.RunnerJobs(ctx, s.ns, s.group)
+		if err != nil || len(jobs) < n {
+			return false, fmt.Sprintf("%d runner Jobs, %v; the pass's last lines:\n%s", len(jobs), err, e2e.Tail(r.Log, 8)), nil
+		}
+		return true, "", nil
+	})
+	return jobs
+}
+
+// enforce labels the scene's namespace to enforce Pod Security level.
+func (s runnerScene) enforce(ctx context.Context, t *testing.T, level string) {
+	t.Helper()
+	nsObj, err := s.b.Kube.CoreV1().Namespaces().Get(ctx, s.ns, metav1.GetOptions{})
+	require.NoError(t, err)
+	nsObj.Labels[tenancy.LabelEnforce] = level
+	_, err = s.b.Kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
+	require.NoError(t, err)
 }
 
 // coldStart is a runner pod's start, from its Job's creation (which the

@@ -23,7 +23,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gitea-runner-operator/gitea-runner-operator/internal/api/v1alpha1"
-	"github.com/gitea-runner-operator/gitea-runner-operator/internal/tenancy"
 )
 
 // usernsFlags set the UserNamespaced flavour up for a pass, as the chart's
@@ -146,31 +145,17 @@ func TestRealNodeUserNamespacedRunnerRunsContainerJobsAtBaseline(t *testing.T) {
 		// The flavour's image, not the template's.
 		spec.Template.Spec.Containers[0].Image = ""
 	})
-	nsObj, err := b.Kube.CoreV1().Namespaces().Get(ctx, s.ns, metav1.GetOptions{})
-	require.NoError(t, err)
-	nsObj.Labels[tenancy.LabelEnforce] = "baseline"
-	_, err = b.Kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	s.enforce(ctx, t, "baseline")
 
 	labelKey, serveKey, buildKey := e2e.JobKey("label"), e2e.JobKey("serve"), e2e.JobKey("build")
 	b.Gitea.PushWorkflow(ctx, t, s.fx.PushAs, s.fx.Repo, "userns.yml", usernsWorkflow(labelKey, serveKey, buildKey, s.label, strings.TrimSuffix(hostLabel, ":host"), im.Job, n.runtimeSocket))
 	b.Gitea.WaitJobs(ctx, t, s.fx.Repo, 3)
 
 	opts := e2e.PassOpts{Namespaces: []string{s.ns}, Args: usernsFlags(b, ctx, t, n, im)}
-	e2e.WaitUntil(ctx, t, e2e.StepWait, "a pass created the three runner Jobs", s.dump, func(ctx context.Context) (bool, string, error) {
-		r := b.Pass(ctx, t, opts)
-		e2e.RequireSanePass(t, r, "pass")
-		jobs, err := b.RunnerJobs(ctx, s.ns, s.group)
-		if err != nil || len(jobs) < 3 {
-			return false, fmt.Sprintf("%d runner Jobs, %v; the pass's last lines:\n%s", len(jobs), err, e2e.Tail(r.Log, 8)), nil
-		}
-		return true, "", nil
-	})
+	jobs := s.passUntilRunnerJobs(ctx, t, opts, 3)
 	rg, ready := b.ReadyOf(ctx, t, s.ns, s.group)
 	require.Equal(t, v1alpha1.ReasonReconciled, ready.Reason, e2e.StatusLine(rg))
 
-	jobs, err := b.RunnerJobs(ctx, s.ns, s.group)
-	require.NoError(t, err)
 	for _, j := range jobs {
 		spec := j.Spec.Template.Spec
 		require.Equal(t, ptr.To(false), spec.HostUsers, "Job %s: the UserNamespaced flavour", j.Name)
@@ -240,11 +225,7 @@ func TestRealNodeHostRunnerRunsJobsAtRestricted(t *testing.T) {
 		spec.Template.Spec.Containers[0].VolumeMounts = nil
 		spec.Template.Spec.Volumes = nil
 	})
-	nsObj, err := b.Kube.CoreV1().Namespaces().Get(ctx, s.ns, metav1.GetOptions{})
-	require.NoError(t, err)
-	nsObj.Labels[tenancy.LabelEnforce] = "restricted"
-	_, err = b.Kube.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	s.enforce(ctx, t, "restricted")
 
 	key := e2e.JobKey("host")
 	b.Gitea.PushWorkflow(ctx, t, s.fx.PushAs, s.fx.Repo, "host.yml", fmt.Sprintf(`name: host
@@ -257,19 +238,11 @@ jobs:
       - run: test ! -e /run/user/1000/docker.sock && ! grep -qsx dockerd /proc/[0-9]*/comm && echo "no Docker daemon"
 `, key))
 	b.Gitea.WaitJobs(ctx, t, s.fx.Repo, 1)
-	// The runner pod may start, run the job and end between two looks.
-	e2e.WaitUntil(ctx, t, e2e.StepWait, "a pass created the group's runner Job", s.dump, func(ctx context.Context) (bool, string, error) {
-		r := b.Pass(ctx, t, e2e.PassOpts{Namespaces: []string{s.ns}})
-		e2e.RequireSanePass(t, r, "pass")
-		jobs, err := b.RunnerJobs(ctx, s.ns, s.group)
-		if err != nil || len(jobs) == 0 {
-			return false, fmt.Sprintf("%d runner Jobs, %v; the pass's last lines:\n%s", len(jobs), err, e2e.Tail(r.Log, 8)), nil
-		}
-		spec := jobs[0].Spec.Template.Spec
-		require.NotNil(t, spec.SecurityContext)
-		require.Equal(t, ptr.To[int64](1000), spec.SecurityContext.RunAsUser, "the Host flavour's pod")
-		return true, "", nil
-	})
+	// The runner pod may start, run the job and end between two looks:
+	// its Job's pod template is what is checked.
+	spec := s.passUntilRunnerJobs(ctx, t, e2e.PassOpts{Namespaces: []string{s.ns}}, 1)[0].Spec.Template.Spec
+	require.NotNil(t, spec.SecurityContext)
+	require.Equal(t, ptr.To[int64](1000), spec.SecurityContext.RunAsUser, "the Host flavour's pod")
 
 	e2e.WaitUntil(ctx, t, 3*time.Minute, "job "+key+" succeeded on the runner pod", s.dump, func(ctx context.Context) (bool, string, error) {
 		j, st, ok := s.onlyJob(ctx)
